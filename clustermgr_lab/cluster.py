@@ -1,0 +1,421 @@
+"""One managed cluster: its lifecycle, its plan, and the one routine that reconciles it.
+
+The Worker Spec's group counts are the *plan*. Workers the backend was asked to start are
+*requested*; those that have connected to the scheduler are *observed*. :meth:`ManagedCluster._reconcile`
+compares the three and is the only place that starts or stops workers: manual scaling, spec edits
+and adaptive mode all change the plan and wake it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .adaptive import AdaptivePolicy, AdaptSettings, Load, parse_adapt
+from .backends.base import Backend, SchedulerEndpoint
+from .errors import ClusterManagerError, Conflict
+from .events import EventLog, utcnow
+from .scheduler_link import SchedulerLink
+from .spec import GPU_RESOURCE, Resolution, ScaleTarget, WorkerGroup, WorkerSpec, resolve_target
+
+log = logging.getLogger(__name__)
+
+PENDING, RUNNING, SCALING, STOPPING, STOPPED, FAILED = "pending", "running", "scaling", "stopping", "stopped", "failed"
+
+
+def shape_of(group: WorkerGroup) -> tuple:
+    return (group.threads, group.memory, tuple(sorted(group.worker_resources.items())))
+
+
+@dataclass
+class WorkerRecord:
+    """A worker the backend was asked to start; ``address`` is set once it has connected."""
+
+    name: str
+    group: str
+    shape: tuple
+    address: str | None = None
+    info: dict = field(default_factory=dict)
+    stopping: bool = False
+
+
+class ManagedCluster:
+    """A Dask cluster owned by the Jupyter server.
+
+    Parameters
+    ----------
+    cluster_id, name, template : str
+    backend : Backend
+        Starts and stops the processes; never decides when.
+    spec : WorkerSpec
+        The desired workers, per group.
+    on_change : callable
+        Called with the cluster after every observable change (for the push stream).
+    max_workers : int
+        The per-cluster limit that every plan is checked against.
+    """
+
+    def __init__(
+        self,
+        cluster_id: str,
+        name: str,
+        template: str,
+        backend: Backend,
+        spec: WorkerSpec,
+        on_change: Callable[["ManagedCluster"], None],
+        max_workers: int,
+    ):
+        self.id = cluster_id
+        self.name = name
+        self.template = template
+        self.backend = backend
+        self.spec = spec
+        self.max_workers = max_workers
+        self.lifecycle = PENDING
+        self.error: str | None = None
+        self.created = utcnow()
+        self.endpoint: SchedulerEndpoint | None = None
+        self.events = EventLog()
+        self.adapt: AdaptSettings | None = None
+        self._policy: AdaptivePolicy | None = None
+        self._adaptive_task: asyncio.Task | None = None
+        self._on_change = on_change
+        self._workers: dict[str, WorkerRecord] = {}
+        self._external: dict[str, dict] = {}  # connected workers this cluster did not start
+        self._link: SchedulerLink | None = None
+        self._names = itertools.count(1)
+        self._plan_source: dict[str, str] = {}
+        self._wake = asyncio.Event()
+        self._reconciler: asyncio.Task | None = None
+        self._held_notes: dict[str, str] = {}
+        self.backend.on_worker_exit = self._worker_exited
+
+    # -- state as callers see it ---------------------------------------------------------
+
+    @property
+    def status(self) -> str:
+        if self.lifecycle == RUNNING and (self.pending_workers or any(r.stopping for r in self._workers.values())):
+            return SCALING
+        return self.lifecycle
+
+    def _live(self, group: str | None = None) -> list[WorkerRecord]:
+        return [r for r in self._workers.values() if not r.stopping and (group is None or r.group == group)]
+
+    @property
+    def pending_workers(self) -> int:
+        return sum(1 for r in self._live() if r.address is None)
+
+    def _observed(self) -> list[dict]:
+        return [r.info for r in self._workers.values() if r.address] + list(self._external.values())
+
+    def worker_counts(self) -> dict[str, Any]:
+        def counts(records: list[WorkerRecord]) -> dict[str, int]:
+            running = sum(1 for r in records if r.address)
+            return {"requested": len(records), "running": running, "pending": len(records) - running}
+
+        groups = [{"name": g.name, **counts(self._live(g.name))} for g in self.spec.groups]
+        total = counts(self._live())
+        total["running"] += len(self._external)
+        return {**total, "stopping": sum(1 for r in self._workers.values() if r.stopping), "groups": groups}
+
+    def resources(self) -> dict[str, int]:
+        observed = self._observed()
+        return {
+            "cores": sum(int(info.get("nthreads", 0)) for info in observed),
+            "memory": sum(int(info.get("memory_limit") or 0) for info in observed),
+            "gpus": int(sum((info.get("resources") or {}).get(GPU_RESOURCE, 0) for info in observed)),
+        }
+
+    def to_dict(self, base_url: str = "/") -> dict[str, Any]:
+        last = self.events.last_decision
+        return {
+            "id": self.id,
+            "name": self.name,
+            "template": self.template,
+            "backend": self.backend.name,
+            "status": self.status,
+            "error": self.error,
+            "scheduler_address": self.endpoint.address if self.endpoint else None,
+            "dashboard_url": (
+                f"{base_url}clustermgr/dashboard/{self.id}/status"
+                if self.endpoint and self.endpoint.dashboard_address
+                else None
+            ),
+            "spec": self.spec.to_dict(),
+            "workers": self.worker_counts(),
+            "resources": self.resources(),
+            "adapt": self.adapt.to_dict() if self.adapt else None,
+            "last_decision": last.to_dict() if last else None,
+            "created": self.created.isoformat(),
+        }
+
+    def _changed(self) -> None:
+        try:
+            self._on_change(self)
+        except Exception:
+            log.exception("change listener failed")
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the scheduler, subscribe to its workers, then reconcile towards the plan."""
+        self.events.lifecycle(f"starting ({self.backend.name} backend)")
+        try:
+            self.endpoint = await self.backend.start_scheduler()
+            self._link = SchedulerLink(self.endpoint.address, self._worker_added, self._worker_removed, self._scheduler_lost)
+            await self._link.start()
+        except Exception as exc:
+            await self._fail(f"could not start the scheduler: {exc}")
+            return
+        if self.lifecycle != PENDING:  # closed while starting
+            return
+        self.lifecycle = RUNNING
+        self.events.lifecycle(f"scheduler running at {self.endpoint.address}")
+        self._reconciler = asyncio.ensure_future(self._reconcile_loop())
+        self._wake.set()
+        if self.adapt:
+            self._start_adaptive()
+        self._changed()
+
+    async def _fail(self, message: str) -> None:
+        log.error("cluster %s failed: %s", self.id, message)
+        self.lifecycle = FAILED
+        self.error = message
+        self.events.lifecycle(message)
+        self._changed()
+        await self._teardown()
+
+    async def _teardown(self) -> None:
+        self._stop_adaptive()
+        if self._reconciler is not None:
+            self._reconciler.cancel()
+            await asyncio.gather(self._reconciler, return_exceptions=True)
+            self._reconciler = None
+        if self._link is not None:
+            await self._link.close()
+            self._link = None
+        await self.backend.close()
+        self._workers.clear()
+        self._external.clear()
+
+    async def close(self) -> None:
+        """Stop every worker and the scheduler; the cluster ends ``stopped``."""
+        if self.lifecycle == FAILED:
+            await self._teardown()
+            return
+        self.lifecycle = STOPPING
+        self.events.lifecycle("stopping")
+        self._changed()
+        await self._teardown()
+        self.lifecycle = STOPPED
+        self.events.lifecycle("stopped")
+        self._changed()
+
+    def _require_running(self, action: str) -> None:
+        if self.lifecycle not in (PENDING, RUNNING):
+            raise Conflict(f"cannot {action} cluster {self.id}: it is {self.status}")
+
+    # -- changing the plan (synchronous: validated, applied, then reconciled in the background) --
+
+    def scale(self, target: ScaleTarget) -> Resolution:
+        """Set one group's plan from a target; a manual scale turns adaptive mode off for that group."""
+        self._require_running("scale")
+        resolution = resolve_target(self.spec, target, max_workers=self.max_workers)
+        reason = "manual scale"
+        if self.adapt and self.adapt.range_for(resolution.group):
+            remaining = tuple(r for r in self.adapt.ranges if r.group != resolution.group)
+            self._set_adapt(AdaptSettings(remaining, self.adapt.interval, self.adapt.wait_count, self.adapt.target_duration) if remaining else None)
+            reason = "manual scale (adaptive mode turned off)"
+        self._set_plan(resolution.group, resolution.workers, reason, source="manual")
+        return resolution
+
+    def set_spec(self, spec: WorkerSpec) -> None:
+        """Replace the Worker Spec; workers whose group changed shape or vanished are replaced."""
+        self._require_running("change the spec of")
+        if self.adapt:
+            names = {g.name for g in spec.groups}
+            ranges = tuple(r for r in self.adapt.ranges if r.group in names)
+            self._set_adapt(AdaptSettings(ranges, self.adapt.interval, self.adapt.wait_count, self.adapt.target_duration) if ranges else None)
+        before = {g.name: g.count for g in self.spec.groups}
+        self.spec = spec
+        for group in spec.groups:
+            if before.get(group.name) != group.count:
+                self.events.scale(group.name, before.get(group.name, 0), group.count, "worker spec edited", source="spec")
+                self._plan_source[group.name] = "spec"
+        self._wake.set()
+        self._changed()
+
+    def adapt_to(self, data: Any) -> None:
+        """Turn adaptive mode on (or change a group's range) from its JSON form, or off with None."""
+        self._require_running("change adaptive mode of")
+        if data is None:
+            self._set_adapt(None)
+            self.events.lifecycle("adaptive mode turned off")
+        else:
+            settings = parse_adapt(data, self.spec, self.adapt, max_workers=self.max_workers)
+            self._set_adapt(settings)
+            self.events.lifecycle(
+                "adaptive mode on: " + ", ".join(f"{r.group} {r.minimum}-{r.maximum} {r.unit}" for r in settings.ranges)
+            )
+        self._changed()
+
+    def _set_adapt(self, settings: AdaptSettings | None) -> None:
+        self._stop_adaptive()
+        self.adapt = settings
+        self._policy = AdaptivePolicy(settings) if settings else None
+        if settings and self.lifecycle == RUNNING:
+            self._start_adaptive()
+
+    def _set_plan(self, group: str, count: int, reason: str, *, source: str) -> None:
+        before = self.spec.group(group).count
+        self.spec = self.spec.with_count(group, count)
+        self._plan_source[group] = source
+        self.events.scale(group, before, count, reason, source=source)
+        log.info("cluster %s group %s: %d -> %d workers (%s)", self.id, group, before, count, reason)
+        self._wake.set()
+        self._changed()
+
+    def rename(self, name: str) -> None:
+        self.name = name
+        self._changed()
+
+    # -- the one scale routine ---------------------------------------------------------------
+
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._reconcile()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("cluster %s: reconcile failed", self.id)
+                self.events.lifecycle(f"scaling failed: {exc}")
+                if isinstance(exc, ClusterManagerError):
+                    self.error = exc.message
+            self._changed()
+
+    async def _reconcile(self) -> None:
+        """Bring requested workers in line with the plan, group by group.
+
+        Up: ask the backend for the missing workers (counting those requested but not yet
+        connected, so repeated calls never launch twice). Down: stop never-connected workers
+        first, then ask the scheduler which connected ones are cheapest to close, retire them
+        (their data moves to survivors), and only then have the backend stop them.
+        """
+        for group in self.spec.groups:
+            shape = shape_of(group)
+            live = [r for r in self._live(group.name) if r.shape == shape]
+            missing = group.count - len(live)
+            if missing > 0:
+                names = [f"{group.name}-{next(self._names)}" for _ in range(missing)]
+                for name in names:
+                    self._workers[name] = WorkerRecord(name, group.name, shape)
+                self._changed()
+                await self.backend.scale_up(group, names)
+            elif missing < 0:
+                await self._shrink(group.name, live, -missing)
+        current = {g.name: shape_of(g) for g in self.spec.groups}
+        outdated = [r for r in self._live() if current.get(r.group) != r.shape]
+        if outdated:
+            await self._retire_and_stop(outdated, group=None, force=True)
+
+    async def _shrink(self, group: str, live: list[WorkerRecord], n: int) -> None:
+        never_connected = [r for r in live if r.address is None][:n]
+        chosen = list(never_connected)
+        if n > len(chosen) and self._link is not None:
+            by_address = {r.address: r for r in live if r.address}
+            addresses = await self._link.workers_to_close(list(by_address), n - len(chosen))
+            chosen += [by_address[a] for a in addresses if a in by_address]
+        force = self._plan_source.get(group) != "adaptive"
+        await self._retire_and_stop(chosen, group=group, force=force)
+
+    async def _retire_and_stop(self, records: list[WorkerRecord], *, group: str | None, force: bool) -> None:
+        for record in records:
+            record.stopping = True
+        self._changed()
+        connected = [r.address for r in records if r.address]
+        retired: set[str] = set()
+        if connected and self._link is not None:
+            retired = set(await self._link.retire_workers(connected))
+        kept = [r for r in records if r.address and r.address not in retired]
+        if kept and not force:
+            # Adaptive mode never drops data: keep those workers and raise the plan back.
+            for record in kept:
+                record.stopping = False
+            records = [r for r in records if r not in kept]
+            if group is not None:
+                self.spec = self.spec.with_count(group, self.spec.group(group).count + len(kept))
+                self.events.note(group, "cannot shrink: worker holds data a client still references", source="adaptive")
+        elif kept:
+            self.events.note(group, f"data on {len(kept)} worker(s) could not be moved before closing", source="manual")
+        await self.backend.scale_down([r.name for r in records])
+        for record in records:
+            self._workers.pop(record.name, None)
+
+    # -- what the scheduler and the backend tell us --------------------------------------------
+
+    def _worker_added(self, address: str, info: dict) -> None:
+        record = self._workers.get(str(info.get("name")))
+        if record is None:
+            self._external[address] = info
+        else:
+            record.address, record.info = address, info
+        self._changed()
+
+    def _worker_removed(self, address: str) -> None:
+        self._external.pop(address, None)
+        for record in self._workers.values():
+            if record.address == address:
+                record.address, record.info = None, {}
+        self._changed()
+
+    def _worker_exited(self, name: str, returncode: int | None) -> None:
+        record = self._workers.pop(name, None)
+        if record is not None and self.lifecycle == RUNNING:
+            self.events.lifecycle(f"worker {name} exited with code {returncode}; replacing it")
+            self._wake.set()
+            self._changed()
+
+    def _scheduler_lost(self) -> None:
+        if self.lifecycle == RUNNING:
+            asyncio.ensure_future(self._fail("lost the connection to the scheduler"))
+
+    # -- adaptive mode: a periodic callback feeding the same scale routine ---------------------
+
+    def _start_adaptive(self) -> None:
+        self._adaptive_task = asyncio.ensure_future(self._adaptive_loop())
+
+    def _stop_adaptive(self) -> None:
+        if self._adaptive_task is not None:
+            self._adaptive_task.cancel()
+            self._adaptive_task = None
+
+    async def _adaptive_loop(self) -> None:
+        while self.adapt is not None and self._policy is not None:
+            await asyncio.sleep(self.adapt.interval)
+            if self.lifecycle != RUNNING or self._link is None:
+                continue
+            try:
+                load = Load.from_dict(await self._link.load(self.adapt.target_duration))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("cluster %s: could not read the scheduler's load: %s", self.id, exc)
+                continue
+            members = {g.name: [r.name for r in self._live(g.name)] for g in self.spec.groups}
+            proposals, notes = self._policy.propose(self.spec, load, members)
+            for proposal in proposals:
+                self._set_plan(proposal.group, proposal.after, proposal.reason, source="adaptive")
+            for group, note in notes:
+                if self._held_notes.get(group) != note:
+                    self.events.note(group, note, source="adaptive")
+                    self._changed()
+            self._held_notes = dict(notes)
+
+    def pids(self) -> dict[str, int]:
+        return self.backend.pids()

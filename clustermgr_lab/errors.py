@@ -1,0 +1,57 @@
+"""Domain errors: what went wrong, in words a user can act on, and which field caused it."""
+
+from __future__ import annotations
+
+
+class ClusterManagerError(Exception):
+    """Base class of every error the cluster manager reports to its callers.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, naming the value when it helps.
+    field : str, optional
+        Dotted path of the request field at fault, e.g. ``"spec.groups[0].memory"``.
+    """
+
+    code = "error"
+    status = 500
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_dict(self) -> dict:
+        body = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return body
+
+
+class InvalidRequest(ClusterManagerError):
+    """A spec, target or other input is malformed or out of range (maps to 400)."""
+
+    code = "invalid"
+    status = 400
+
+
+class NotFound(ClusterManagerError):
+    """The named cluster or template does not exist (maps to 404)."""
+
+    code = "not_found"
+    status = 404
+
+
+class Conflict(ClusterManagerError):
+    """The request is valid but not in the cluster's current state (maps to 409)."""
+
+    code = "conflict"
+    status = 409
+
+
+class BackendError(ClusterManagerError):
+    """A backend could not start or stop processes."""
+
+    code = "backend_error"
+    status = 500

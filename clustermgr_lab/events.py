@@ -1,0 +1,76 @@
+"""The per-cluster event log: lifecycle changes and scaling decisions with their reasons."""
+
+from __future__ import annotations
+
+import collections
+import datetime
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry: ``kind`` is ``"lifecycle"`` or ``"scale"``; scale events carry before → after."""
+
+    time: datetime.datetime
+    kind: str
+    message: str
+    group: str | None = None
+    before: int | None = None
+    after: int | None = None
+    source: str | None = None  # "manual" | "adaptive" | "spec" | "system"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "time": self.time.isoformat(),
+            "kind": self.kind,
+            "message": self.message,
+            "group": self.group,
+            "before": self.before,
+            "after": self.after,
+            "source": self.source,
+        }
+
+
+class EventLog:
+    """A bounded log, oldest entries dropped first.
+
+    Examples
+    --------
+    >>> log = EventLog(maxlen=2)
+    >>> _ = log.scale("default", 0, 4, "manual scale", source="manual")
+    >>> log.last_decision.after
+    4
+    """
+
+    def __init__(self, maxlen: int = 200):
+        self._events: collections.deque[Event] = collections.deque(maxlen=maxlen)
+        self.last_decision: Event | None = None
+
+    def lifecycle(self, message: str) -> Event:
+        event = Event(utcnow(), "lifecycle", message, source="system")
+        self._events.append(event)
+        return event
+
+    def scale(self, group: str, before: int, after: int, reason: str, *, source: str) -> Event:
+        event = Event(utcnow(), "scale", reason, group=group, before=before, after=after, source=source)
+        self._events.append(event)
+        self.last_decision = event
+        return event
+
+    def note(self, group: str | None, message: str, *, source: str) -> Event:
+        """A decision *not* to act, e.g. why a cluster cannot shrink."""
+        event = Event(utcnow(), "note", message, group=group, source=source)
+        self._events.append(event)
+        self.last_decision = event
+        return event
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._events)
+
+    def __len__(self) -> int:
+        return len(self._events)

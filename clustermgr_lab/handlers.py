@@ -1,0 +1,170 @@
+"""HTTP and WebSocket routes: thin adapters from requests to :class:`ClusterManager` calls.
+
+Every verb is authenticated and authorized through jupyter_server (resource ``clustermgr``);
+domain errors become JSON ``{code, message, field?}`` with their status.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.decorator import authorized, ws_authenticated
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
+from jupyter_server.utils import url_path_join
+from tornado import web, websocket
+
+from .errors import ClusterManagerError, InvalidRequest
+from .manager import ClusterManager
+from .openapi import openapi_document
+
+AUTH_RESOURCE = "clustermgr"
+
+
+class BaseHandler(APIHandler):
+    """Maps domain errors to JSON and gives handlers the manager."""
+
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def manager(self) -> ClusterManager:
+        return self.settings["clustermgr_manager"]
+
+    def json_body(self) -> Any:
+        if not self.request.body:
+            return {}
+        try:
+            return json.loads(self.request.body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InvalidRequest(f"the request body is not valid JSON: {exc}") from None
+
+    def reply(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(data))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, ClusterManagerError):
+            body = exc.to_dict()
+        elif isinstance(exc, web.HTTPError):
+            body = {"code": "http_error", "message": exc.log_message or self._reason}
+        else:
+            body = {"code": "internal_error", "message": "internal error; see the server log"}
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(body))
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        if isinstance(e, ClusterManagerError):
+            if self._finished:
+                return
+            self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
+            return
+        super()._handle_request_exception(e)
+
+
+class ClustersHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        self.reply({"clusters": self.manager.list()})
+
+    @web.authenticated
+    @authorized
+    def post(self) -> None:
+        cluster = self.manager.create(self.json_body())
+        self.reply(self.manager.describe(cluster), status=202)
+
+
+class ClusterHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    def get(self, cluster_id: str) -> None:
+        self.reply(self.manager.describe(self.manager.get(cluster_id)))
+
+    @web.authenticated
+    @authorized
+    def patch(self, cluster_id: str) -> None:
+        extra = self.manager.update(cluster_id, self.json_body())
+        self.reply({**self.manager.describe(self.manager.get(cluster_id)), **extra})
+
+    @web.authenticated
+    @authorized
+    def delete(self, cluster_id: str) -> None:
+        cluster = self.manager.delete(cluster_id)
+        self.reply(self.manager.describe(cluster), status=202)
+
+
+class EventsHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    def get(self, cluster_id: str) -> None:
+        self.reply({"events": self.manager.events(cluster_id)})
+
+
+class TemplatesHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        self.reply({"templates": self.manager.list_templates()})
+
+
+class OpenAPIHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        self.reply(openapi_document(self.base_url))
+
+
+class StreamHandler(WebSocketMixin, websocket.WebSocketHandler, JupyterHandler):
+    """Pushes a snapshot of all clusters, then one message per change, each with a ``seq``."""
+
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def manager(self) -> ClusterManager:
+        return self.settings["clustermgr_manager"]
+
+    async def pre_get(self) -> None:
+        user = self.current_user
+        if not await ensure_async(self.authorizer.is_authorized(self, user, "read", AUTH_RESOURCE)):
+            raise web.HTTPError(403)
+
+    @ws_authenticated
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        await self.pre_get()
+        result = super().get(*args, **kwargs)
+        if result is not None:
+            await result
+
+    def open(self, *args: Any, **kwargs: Any) -> None:
+        super().open(*args, **kwargs)
+        self.write_message(json.dumps(self.manager.subscribe(self._send)))
+
+    def _send(self, message: dict) -> None:
+        try:
+            self.write_message(json.dumps(message))
+        except websocket.WebSocketClosedError:
+            self.manager.unsubscribe(self._send)
+
+    def on_message(self, message: str | bytes) -> None:
+        """The stream is one-way; anything a client sends is ignored."""
+
+    def on_close(self) -> None:
+        self.manager.unsubscribe(self._send)
+
+
+def route_table() -> list[tuple[str, type]]:
+    """Patterns relative to the server's base URL (ExtensionApp prefixes it)."""
+    api = "clustermgr/api"
+    cluster_id = r"(?P<cluster_id>[A-Za-z0-9_-]+)"
+    return [
+        (url_path_join(api, "clusters"), ClustersHandler),
+        (url_path_join(api, "clusters", cluster_id), ClusterHandler),
+        (url_path_join(api, "clusters", cluster_id, "events"), EventsHandler),
+        (url_path_join(api, "templates"), TemplatesHandler),
+        (url_path_join(api, "stream"), StreamHandler),
+        (url_path_join(api, "openapi.json"), OpenAPIHandler),
+    ]

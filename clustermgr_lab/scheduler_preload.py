@@ -1,0 +1,70 @@
+"""Scheduler preload: handlers the cluster manager calls in the scheduler process.
+
+Loaded with ``dask scheduler --preload clustermgr_lab.scheduler_preload``. It adds two RPC
+handlers, so the manager (in the Jupyter server process) can ask, in one round trip each:
+
+- ``clustermgr_load``: the load report adaptive mode needs, including what the scheduler's own
+  ``adaptive_target`` cannot tell: tasks stuck because no worker has a resource they need.
+- ``clustermgr_workers_to_close``: the scheduler's own ``workers_to_close`` preference
+  (idle first, least data first), limited to the workers of one group.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+
+from dask.utils import parse_timedelta
+from toolz import take
+
+SAMPLE = 100
+
+
+def load_report(scheduler, target_duration="5s") -> dict:
+    """Load as :class:`clustermgr_lab.adaptive.Load` reads it (see there for the fields)."""
+    target_duration = parse_timedelta(target_duration)
+    resource_demand: dict[str, float] = defaultdict(float)
+    for ts in scheduler.unrunnable:
+        for resource, amount in (ts.resource_restrictions or {}).items():
+            resource_demand[resource] += amount
+    unrestricted_unrunnable = [ts for ts in scheduler.unrunnable if not ts.resource_restrictions]
+    ready = len(scheduler.queued) + len(unrestricted_unrunnable)
+
+    # The CPU part of Scheduler.adaptive_target, over unrestricted work only.
+    sample = list(take(SAMPLE, itertools.chain(scheduler.queued, unrestricted_unrunnable)))
+    queued_occupancy = sum(scheduler._get_prefix_duration(ts.prefix) for ts in sample)
+    if ready > SAMPLE:
+        queued_occupancy *= ready / SAMPLE
+    cores = math.ceil((scheduler.total_occupancy + queued_occupancy) / target_duration)
+    processing = sum(len(ws.processing) for ws in scheduler.workers.values())
+    cores = min(cores, ready + processing)
+
+    limit = sum(ws.memory_limit or 0 for ws in scheduler.workers.values())
+    used = sum(ws.nbytes for ws in scheduler.workers.values())
+    idle_closable = scheduler.workers_to_close() if scheduler.workers else []
+    return {
+        "cores_wanted": cores,
+        "ready": ready,
+        "memory_pressure": bool(limit and used > 0.6 * limit),
+        "workers_holding_data": len(scheduler.workers) - len(idle_closable),
+        "resource_demand": dict(resource_demand),
+        "busy": {str(ws.name): len(ws.processing) for ws in scheduler.workers.values()},
+    }
+
+
+def workers_to_close_among(scheduler, candidates: list[str], n: int) -> list[str]:
+    """Up to ``n`` of the ``candidates`` (worker addresses), cheapest to close first."""
+    wanted = set(candidates)
+    ranked = scheduler.workers_to_close(n=len(scheduler.workers))
+    chosen = [address for address in ranked if address in wanted][:n]
+    if len(chosen) < n:  # long-running workers are left out of the ranking; take them last
+        chosen += [address for address in candidates if address not in chosen][: n - len(chosen)]
+    return chosen
+
+
+def dask_setup(scheduler):
+    scheduler.handlers["clustermgr_load"] = lambda target_duration="5s": load_report(scheduler, target_duration)
+    scheduler.handlers["clustermgr_workers_to_close"] = lambda candidates, n: workers_to_close_among(
+        scheduler, candidates, n
+    )

@@ -1,0 +1,77 @@
+"""Cluster templates: named starting points (backend, Worker Spec, adaptive range) for "New Cluster"."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import psutil
+
+from .errors import InvalidRequest
+from .spec import WorkerSpec, parse_spec
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    description: str
+    backend: str
+    spec: WorkerSpec
+    adapt: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "backend": self.backend,
+            "spec": self.spec.to_dict(),
+            "adapt": dict(self.adapt) if self.adapt else None,
+        }
+
+
+def machine_default_group() -> dict[str, Any]:
+    """One worker per core, memory shared evenly, leaving a quarter of the machine to the rest.
+
+    The group starts with two workers so that a new cluster can compute at once.
+    """
+    cores = os.cpu_count() or 1
+    memory = psutil.virtual_memory().total
+    workers = max(1, cores)
+    per_worker = max(256 * 2**20, int(memory * 0.75 / workers) // 2**20 * 2**20)
+    return {"name": "default", "count": min(2, workers), "threads": 1, "memory": per_worker, "gpus": 0}
+
+
+def builtin_templates() -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "local",
+            "description": "Local processes sized from this machine: one thread per worker",
+            "backend": "local",
+            "spec": {"groups": [machine_default_group()]},
+        },
+        {
+            "name": "local-adaptive",
+            "description": "Local processes that grow with the load (0 to 4 workers)",
+            "backend": "local",
+            "spec": {"groups": [{**machine_default_group(), "count": 0}]},
+            "adapt": {"minimum": 0, "maximum": 4, "unit": "workers"},
+        },
+    ]
+
+
+def parse_template(data: Mapping[str, Any], backends: set[str], field_name: str) -> Template:
+    """Validate a template as written in configuration (``ClusterManager.templates``)."""
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidRequest("every template needs a name", f"{field_name}.name")
+    backend = data.get("backend", "local")
+    if backend not in backends:
+        raise InvalidRequest(f"unknown backend {backend!r}; known: {', '.join(sorted(backends))}", f"{field_name}.backend")
+    return Template(
+        name=name,
+        description=str(data.get("description", "")),
+        backend=backend,
+        spec=parse_spec(data.get("spec"), f"{field_name}.spec"),
+        adapt=data.get("adapt"),
+    )
