@@ -31,14 +31,18 @@ def load_report(scheduler, target_duration="5s") -> dict:
     unrestricted_unrunnable = [ts for ts in scheduler.unrunnable if not ts.resource_restrictions]
     ready = len(scheduler.queued) + len(unrestricted_unrunnable)
 
-    # The CPU part of Scheduler.adaptive_target, over unrestricted work only.
+    # The CPU part of Scheduler.adaptive_target, over unrestricted work only: tasks that need a
+    # resource are the business of the groups that provide it.
     sample = list(take(SAMPLE, itertools.chain(scheduler.queued, unrestricted_unrunnable)))
     queued_occupancy = sum(scheduler._get_prefix_duration(ts.prefix) for ts in sample)
     if ready > SAMPLE:
         queued_occupancy *= ready / SAMPLE
-    cores = math.ceil((scheduler.total_occupancy + queued_occupancy) / target_duration)
-    processing = sum(len(ws.processing) for ws in scheduler.workers.values())
-    cores = min(cores, ready + processing)
+    processing = [
+        ts for ws in scheduler.workers.values() for ts in ws.processing if not ts.resource_restrictions
+    ]
+    processing_occupancy = sum(scheduler._get_prefix_duration(ts.prefix) for ts in processing)
+    cores = math.ceil((processing_occupancy + queued_occupancy) / target_duration)
+    cores = min(cores, ready + len(processing))
 
     limit = sum(ws.memory_limit or 0 for ws in scheduler.workers.values())
     used = sum(ws.nbytes for ws in scheduler.workers.values())

@@ -1,0 +1,128 @@
+"""Given adaptive mode on real processes, the cluster follows the load through the one scale routine."""
+
+import asyncio
+import time
+
+from distributed import Client
+
+from .helpers import call, running_with, wait_for
+from .test_scaling import SMALL, create, delete
+
+FAST = {"interval": 0.2, "wait_count": 3, "target_duration": 1}
+
+
+def slow(x, delay=0.5):
+    time.sleep(delay)
+    return x
+
+
+async def events_of(jp_fetch, cluster_id):
+    _, body = await call(jp_fetch, "GET", "clusters", cluster_id, "events", expect=200)
+    return body["events"]
+
+
+async def test_grows_under_a_burst_and_shrinks_to_its_minimum_when_idle(jp_fetch):
+    # Given an adaptive cluster between 1 and 4 workers
+    adapt = {"minimum": 1, "maximum": 4, "unit": "workers", **FAST}
+    cluster_id = await create(jp_fetch, spec={"groups": [{**SMALL, "count": 0}]}, adapt=adapt)
+    cluster = await wait_for(jp_fetch, cluster_id, running_with(1), what="the minimum of 1 worker")
+    assert cluster["adapt"]["groups"] == [{"group": "default", "minimum": 1, "maximum": 4, "unit": "workers"}]
+    try:
+        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+            # When a burst of tasks arrives
+            futures = client.map(slow, range(40), pure=False)
+            # Then it grows to its maximum, and not beyond
+            cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["workers"]["running"] == 4, what="4 workers")
+            assert cluster["workers"]["requested"] == 4
+            await client.gather(futures)
+            del futures
+        # And when the work is done and the cluster idles, it shrinks back to 1
+        await wait_for(jp_fetch, cluster_id, running_with(1), timeout=60, what="back to 1 worker")
+        events = await events_of(jp_fetch, cluster_id)
+        reasons = [e["message"] for e in events if e["kind"] == "scale" and e["source"] == "adaptive"]
+        assert any("tasks queued" in r and "1 s target duration" in r for r in reasons), reasons
+        assert any(r == "idle for 3 intervals" for r in reasons), reasons
+        cluster = (await call(jp_fetch, "GET", "clusters", cluster_id))[1]
+        assert cluster["last_decision"]["after"] == 1
+    finally:
+        await delete(jp_fetch, cluster_id)
+
+
+async def test_a_manual_scale_after_adapt_turns_adaptive_off_and_sticks(jp_fetch):
+    # Given an adaptive cluster idling at its minimum of 1
+    adapt = {"minimum": 1, "maximum": 4, **FAST}
+    cluster_id = await create(jp_fetch, spec={"groups": [{**SMALL, "count": 0}]}, adapt=adapt)
+    await wait_for(jp_fetch, cluster_id, running_with(1))
+    try:
+        # When it is scaled by hand to 3
+        _, cluster = await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 3}}, expect=200)
+        # Then adaptive mode is off, and the state says why
+        assert cluster["adapt"] is None
+        assert cluster["last_decision"]["message"] == "manual scale (adaptive mode turned off)"
+        await wait_for(jp_fetch, cluster_id, running_with(3), what="3 workers")
+        # And 3 stays 3 for many adaptive intervals, although the cluster is idle
+        await asyncio.sleep(15 * FAST["interval"])
+        _, cluster = await call(jp_fetch, "GET", "clusters", cluster_id, expect=200)
+        assert cluster["workers"]["requested"] == 3 and cluster["spec"]["groups"][0]["count"] == 3
+    finally:
+        await delete(jp_fetch, cluster_id)
+
+
+async def test_tasks_that_need_a_gpu_grow_the_gpu_group_only(jp_fetch):
+    # Given two adaptive groups, both at 0: plain workers and GPU workers
+    spec = {
+        "groups": [
+            {"name": "cpu", "count": 0, "threads": 1, "memory": "256 MiB"},
+            {"name": "gpu", "count": 0, "threads": 1, "memory": "256 MiB", "gpus": 1},
+        ]
+    }
+    cluster_id = await create(jp_fetch, spec=spec, adapt={"group": "cpu", "minimum": 0, "maximum": 2, **FAST})
+    await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"adapt": {"group": "gpu", "minimum": 0, "maximum": 2}}, expect=200)
+    cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["status"] == "running")
+    try:
+        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+            # When tasks arrive that need a GPU
+            futures = client.map(slow, range(6), resources={"GPU": 1}, pure=False)
+            seen_cpu = 0
+
+            def gpu_running(c):
+                nonlocal seen_cpu
+                groups = {g["name"]: g for g in c["workers"]["groups"]}
+                seen_cpu = max(seen_cpu, groups["cpu"]["requested"])
+                return groups["gpu"]["running"] >= 1
+
+            # Then the GPU group grows and runs them
+            await wait_for(jp_fetch, cluster_id, gpu_running, what="a GPU worker")
+            assert await client.gather(futures) == list(range(6))
+            # And the plain group never grew
+            _, cluster = await call(jp_fetch, "GET", "clusters", cluster_id)
+            gpu_running(cluster)
+            assert seen_cpu == 0
+        events = await events_of(jp_fetch, cluster_id)
+        grew = [e for e in events if e["kind"] == "scale" and e["group"] == "gpu" and e["after"] > e["before"]]
+        assert grew and grew[0]["message"] == "tasks need GPU"
+        assert not [e for e in events if e["kind"] == "scale" and e["group"] == "cpu"]
+    finally:
+        await delete(jp_fetch, cluster_id)
+
+
+async def test_adaptive_does_not_drop_data_a_client_holds_and_says_why(jp_fetch):
+    # Given an adaptive cluster (0 to 2) that grew for a task whose result a client keeps
+    cluster_id = await create(jp_fetch, spec={"groups": [{**SMALL, "count": 0}]}, adapt={"minimum": 0, "maximum": 2, **FAST})
+    cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["status"] == "running")
+    try:
+        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+            future = client.submit(slow, b"x" * 10_000, 0.1)
+            await future
+            # When the cluster idles for many intervals
+            await asyncio.sleep(20 * FAST["interval"])
+            # Then it keeps the worker that holds the result, and the log says why
+            _, cluster = await call(jp_fetch, "GET", "clusters", cluster_id)
+            assert cluster["workers"]["running"] == 1
+            assert cluster["last_decision"]["message"] == "cannot shrink: workers hold data a client still references"
+            assert await future == b"x" * 10_000
+            # And once the client lets go, the cluster shrinks to 0
+            del future
+        await wait_for(jp_fetch, cluster_id, running_with(0), what="0 workers")
+    finally:
+        await delete(jp_fetch, cluster_id)
