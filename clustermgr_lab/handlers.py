@@ -16,6 +16,7 @@ from jupyter_server.base.websocket import WebSocketMixin
 from jupyter_server.utils import url_path_join
 from tornado import web, websocket
 
+from .dashboard_proxy import dashboard_route
 from .errors import ClusterManagerError, InvalidRequest
 from .manager import ClusterManager
 from .openapi import openapi_document
@@ -167,4 +168,5 @@ def route_table() -> list[tuple[str, type]]:
         (url_path_join(api, "templates"), TemplatesHandler),
         (url_path_join(api, "stream"), StreamHandler),
         (url_path_join(api, "openapi.json"), OpenAPIHandler),
+        dashboard_route(),
     ]

@@ -1,0 +1,57 @@
+"""Authenticated proxy to the Dask dashboards of the clusters this server manages, and nothing else."""
+
+from __future__ import annotations
+
+from jupyter_core.utils import ensure_async
+from jupyter_server_proxy.handlers import ProxyHandler
+from tornado import web
+
+from .errors import NotFound
+
+AUTH_RESOURCE = "clustermgr"
+
+
+class DashboardProxyHandler(ProxyHandler):
+    """Proxies ``clustermgr/dashboard/{id}/{path}`` (HTTP and WebSocket) to that cluster's dashboard.
+
+    The target is looked up from the cluster id, never taken from the URL, so this cannot be
+    used to reach any other host or port.
+    """
+
+    auth_resource = AUTH_RESOURCE
+
+    def __init__(self, *args, **kwargs):
+        kwargs["host_allowlist"] = ["127.0.0.1"]
+        super().__init__(*args, **kwargs)
+
+    async def prepare(self, *args, **kwargs):
+        await super().prepare(*args, **kwargs)  # authenticates every request, WebSocket included
+        if not await ensure_async(self.authorizer.is_authorized(self, self.current_user, "read", AUTH_RESOURCE)):
+            raise web.HTTPError(403)
+
+    def _target(self, cluster_id: str) -> tuple[str, int]:
+        manager = self.settings["clustermgr_manager"]
+        try:
+            cluster = manager.get(cluster_id)
+        except NotFound:
+            raise web.HTTPError(404, f"no cluster with id {cluster_id!r}") from None
+        if cluster.endpoint is None or not cluster.endpoint.dashboard_address:
+            raise web.HTTPError(404, f"cluster {cluster_id!r} has no dashboard")
+        host, port = cluster.endpoint.dashboard_address.rsplit(":", 1)
+        return host, int(port)
+
+    async def http_get(self, cluster_id: str, proxied_path: str = ""):
+        host, port = self._target(cluster_id)
+        return await self.proxy(host, port, proxied_path or "/")
+
+    async def head(self, cluster_id: str, proxied_path: str = ""):
+        host, port = self._target(cluster_id)
+        return await self.proxy(host, port, proxied_path or "/")
+
+    async def open(self, cluster_id: str, proxied_path: str = ""):
+        host, port = self._target(cluster_id)
+        return await self.proxy_open(host, port, proxied_path or "/")
+
+
+def dashboard_route() -> tuple[str, type]:
+    return (r"clustermgr/dashboard/(?P<cluster_id>[A-Za-z0-9_-]+)(?P<proxied_path>/.*)?", DashboardProxyHandler)

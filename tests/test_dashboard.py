@@ -1,0 +1,65 @@
+"""Given a running cluster, its dashboard is reachable through the server, authenticated, and only it."""
+
+import json
+
+from tornado.httpclient import HTTPClientError
+
+from .helpers import call, running_with, wait_for
+from .test_scaling import create, delete
+
+
+async def fetch_status(jp_fetch, *path, **kwargs):
+    try:
+        response = await jp_fetch(*path, **kwargs)
+        return response.code, response.body
+    except HTTPClientError as exc:
+        return exc.code, exc.response.body if exc.response else b""
+
+
+async def running_cluster(jp_fetch):
+    cluster_id = await create(jp_fetch)
+    return await wait_for(jp_fetch, cluster_id, running_with(1))
+
+
+async def test_dashboard_is_proxied_for_managed_clusters(jp_fetch, jp_base_url):
+    cluster = await running_cluster(jp_fetch)
+    # Given a running cluster, its dashboard_url points into this server
+    assert cluster["dashboard_url"] == f"{jp_base_url}clustermgr/dashboard/{cluster['id']}/status"
+    # When the status page is fetched through the proxy
+    status, body = await fetch_status(jp_fetch, "clustermgr", "dashboard", cluster["id"], "status")
+    # Then the Dask dashboard answers
+    assert status == 200
+    assert b"Dask" in body or b"bokeh" in body.lower()
+    # And the JSON API of the dashboard is reachable too
+    status, body = await fetch_status(jp_fetch, "clustermgr", "dashboard", cluster["id"], "json", "identity.json")
+    assert status == 200
+    assert json.loads(body)["address"] == cluster["scheduler_address"]
+    await delete(jp_fetch, cluster["id"])
+
+
+async def test_dashboard_needs_authentication_and_a_managed_cluster(jp_fetch, jp_serverapp):
+    cluster = await running_cluster(jp_fetch)
+    # Without a token: refused
+    status, _ = await fetch_status(
+        jp_fetch, "clustermgr", "dashboard", cluster["id"], "status", headers={"Authorization": ""}, follow_redirects=False
+    )
+    assert status in (302, 403)
+    # An unknown cluster id: 404
+    status, _ = await fetch_status(jp_fetch, "clustermgr", "dashboard", "unknown", "status")
+    assert status == 404
+    await delete(jp_fetch, cluster["id"])
+
+
+async def test_generic_proxy_route_is_off(jp_fetch, jp_serverapp):
+    # Given a running cluster and its dashboard's port
+    cluster = await running_cluster(jp_fetch)
+    manager = jp_serverapp.web_app.settings["clustermgr_manager"]
+    port = manager.get(cluster["id"]).endpoint.dashboard_address.rsplit(":", 1)[1]
+    # Then jupyter-server-proxy's generic routes do not exist, though ours reaches it
+    assert jp_serverapp.jpserver_extensions.get("jupyter_server_proxy") is False
+    for path in (("proxy", port, "status"), ("proxy", f"127.0.0.1:{port}", "status"), ("proxy", "absolute", port, "status")):
+        status, _ = await fetch_status(jp_fetch, *path)
+        assert status == 404, path
+    status, _ = await fetch_status(jp_fetch, "clustermgr", "dashboard", cluster["id"], "status")
+    assert status == 200
+    await delete(jp_fetch, cluster["id"])
