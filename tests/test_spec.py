@@ -1,0 +1,153 @@
+"""Worker Specs, scale targets and adaptive settings: parsing, validation and resolution (pure logic)."""
+
+import pytest
+
+from clustermgr_lab.adaptive import AdaptivePolicy, Load, parse_adapt
+from clustermgr_lab.errors import InvalidRequest
+from clustermgr_lab.spec import parse_spec, parse_target, resolve_target
+
+MiB, GiB = 2**20, 2**30
+ONE_GROUP = {"groups": [{"name": "default", "count": 1, "threads": 2, "memory": "256 MiB"}]}
+TWO_GROUPS = {
+    "groups": [
+        {"name": "cpu", "count": 0, "threads": 1, "memory": "1 GiB"},
+        {"name": "gpu", "count": 0, "threads": 4, "memory": "8 GiB", "gpus": 1},
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    "target, workers, cores, memory",
+    [
+        ({"workers": 3}, 3, 6, 768 * MiB),
+        ({"cores": 5}, 3, 6, 768 * MiB),  # rounds up to whole workers
+        ({"memory": "1GiB"}, 4, 8, 1 * GiB),
+        ({"memory": 300 * MiB}, 2, 4, 512 * MiB),
+        ({"memory": "1TB"}, 3726, 7452, 3726 * 256 * MiB),
+        ({"workers": 0}, 0, 0, 0),
+    ],
+)
+def test_targets_resolve_to_whole_workers(target, workers, cores, memory):
+    resolution = resolve_target(parse_spec(ONE_GROUP), parse_target(target))
+    assert (resolution.workers, resolution.cores, resolution.memory) == (workers, cores, memory)
+
+
+def test_group_targets_need_a_group_name_when_there_are_several():
+    spec = parse_spec(TWO_GROUPS)
+    resolution = resolve_target(spec, parse_target({"cores": 6, "group": "gpu"}))
+    assert (resolution.group, resolution.workers, resolution.gpus) == ("gpu", 2, 2)
+    assert resolution.describe() == "2 workers · 8 cores · 16.00 GiB · 2 GPUs"
+    with pytest.raises(InvalidRequest) as error:
+        resolve_target(spec, parse_target({"workers": 1}))
+    assert error.value.field == "scale.group" and "cpu, gpu" in error.value.message
+
+
+@pytest.mark.parametrize(
+    "spec, field, words",
+    [
+        ({"groups": []}, "spec.groups", "non-empty"),
+        ({"groups": [{"threads": 0, "memory": "1GB"}]}, "spec.groups[0].threads", "at least 1"),
+        ({"groups": [{"threads": 1, "memory": "-1GB"}]}, "spec.groups[0].memory", "positive size"),
+        ({"groups": [{"threads": 1, "memory": 0}]}, "spec.groups[0].memory", "positive"),
+        ({"groups": [{"threads": 1, "memory": "lots"}]}, "spec.groups[0].memory", "not a size"),
+        ({"groups": [{"threads": "two", "memory": "1GB"}]}, "spec.groups[0].threads", "whole number"),
+        ({"groups": [{"threads": True, "memory": "1GB"}]}, "spec.groups[0].threads", "whole number"),
+        ({"groups": [{"threads": 1.5, "memory": "1GB"}]}, "spec.groups[0].threads", "whole number"),
+        ({"groups": [{"threads": 1, "memory": "1GB", "count": -2}]}, "spec.groups[0].count", "at least 0"),
+        ({"groups": [{"threads": 1, "memory": "1GB", "gpus": -1}]}, "spec.groups[0].gpus", "at least 0"),
+        ({"groups": [{"memory": "1GB"}]}, "spec.groups[0].threads", "required"),
+        ({"groups": [{"threads": 1, "memory": "1GB", "colour": "red"}]}, "spec.groups[0].colour", "unknown field"),
+        ({"groups": [{"threads": 1, "memory": "1GB", "resources": {"GPU": 1}}]}, "spec.groups[0].resources.GPU", "gpus"),
+        ({"groups": [{"threads": 1, "memory": "1GB", "resources": {"x": 0}}]}, "spec.groups[0].resources.x", "positive"),
+        (
+            {"groups": [{"name": "a", "threads": 1, "memory": "1GB"}, {"name": "a", "threads": 1, "memory": "1GB"}]},
+            "spec.groups[1].name",
+            "used twice",
+        ),
+        ({"groups": [{"name": "a b", "threads": 1, "memory": "1GB"}]}, "spec.groups[0].name", "letters"),
+        ({"groups": [{"threads": 1, "memory": "1GB", "count": 13}]}, "spec.groups", "limit is 12"),
+        ([], "spec", "must be an object"),
+    ],
+)
+def test_invalid_specs_name_the_field(spec, field, words):
+    with pytest.raises(InvalidRequest) as error:
+        parse_spec(spec, max_workers=12)
+    assert error.value.field == field
+    assert words in error.value.message
+
+
+@pytest.mark.parametrize(
+    "target, field, words",
+    [
+        ({}, "scale", "exactly one"),
+        ({"workers": 1, "cores": 2}, "scale", "exactly one"),
+        ({"workers": -1}, "scale.workers", "at least 0"),
+        ({"workers": "3"}, "scale.workers", "whole number"),
+        ({"cores": None}, "scale.cores", "whole number"),
+        ({"memory": "1 potato"}, "scale.memory", "not a size"),
+        ({"memory": -5}, "scale.memory", "positive"),
+        ({"workers": 2, "group": 7}, "scale.group", "group name"),
+        ({"workers": 2, "nodes": 1}, "scale.nodes", "unknown field"),
+    ],
+)
+def test_invalid_targets_name_the_field(target, field, words):
+    with pytest.raises(InvalidRequest) as error:
+        parse_target(target)
+    assert error.value.field == field
+    assert words in error.value.message
+
+
+def test_targets_beyond_the_limit_are_refused():
+    with pytest.raises(InvalidRequest) as error:
+        resolve_target(parse_spec(ONE_GROUP), parse_target({"memory": "1TB"}), max_workers=12)
+    assert error.value.field == "scale.memory" and "limit is 12" in error.value.message
+
+
+def test_adapt_ranges_are_per_group_and_validated():
+    spec = parse_spec(TWO_GROUPS)
+    settings = parse_adapt({"group": "cpu", "minimum": "1 GiB", "maximum": "4.5 GiB", "unit": "memory"}, spec)
+    settings = parse_adapt({"group": "gpu", "minimum": 0, "maximum": 8, "unit": "cores", "interval": 2}, spec, settings)
+    assert [r.group for r in settings.ranges] == ["cpu", "gpu"]
+    assert settings.ranges[0].worker_bounds(spec.groups[0]) == (1, 4)  # memory max rounds down
+    assert settings.ranges[1].worker_bounds(spec.groups[1]) == (0, 2)
+    assert settings.interval == 2
+
+    for data, field in [
+        ({"group": "cpu", "minimum": 3, "maximum": 1}, "adapt.minimum"),
+        ({"group": "cpu", "minimum": 0, "maximum": 2, "unit": "nodes"}, "adapt.unit"),
+        ({"group": "tpu", "minimum": 0, "maximum": 2}, "adapt.group"),
+        ({"minimum": 0, "maximum": 2}, "adapt.group"),
+        ({"group": "cpu", "minimum": 0, "maximum": 99}, "adapt.maximum"),
+        ({"group": "cpu", "minimum": 0, "maximum": 2, "interval": 0}, "adapt.interval"),
+        ({"group": "cpu", "minimum": 0, "maximum": 2, "wait_count": 0}, "adapt.wait_count"),
+        ({"group": "cpu", "maximum": 2}, "adapt.minimum"),
+        ("on", "adapt"),
+    ]:
+        with pytest.raises(InvalidRequest) as error:
+            parse_adapt(data, spec, max_workers=12)
+        assert error.value.field == field, data
+
+
+def test_policy_grows_at_once_and_shrinks_only_after_wait_count_intervals():
+    spec = parse_spec({"groups": [{"name": "default", "count": 1, "threads": 2, "memory": "1GB"}]})
+    policy = AdaptivePolicy(parse_adapt({"minimum": 1, "maximum": 5, "wait_count": 3}, spec))
+    members = {"default": ["default-1"]}
+
+    proposals, _ = policy.propose(spec, Load(cores_wanted=7, ready=12), members)
+    assert [(p.before, p.after) for p in proposals] == [(1, 4)]
+    assert proposals[0].reason == "12 tasks queued, 5 s target duration"
+
+    spec = spec.with_count("default", 4)
+    idle = Load(cores_wanted=0, workers_holding_data=0)
+    assert policy.propose(spec, idle, members)[0] == []
+    assert policy.propose(spec, idle, members)[0] == []
+    proposals, _ = policy.propose(spec, idle, members)
+    assert [(p.before, p.after, p.reason) for p in proposals] == [(4, 1, "idle for 3 intervals")]
+
+
+def test_policy_holds_workers_that_keep_data_and_says_why():
+    spec = parse_spec({"groups": [{"name": "default", "count": 2, "threads": 1, "memory": "1GB"}]})
+    policy = AdaptivePolicy(parse_adapt({"minimum": 0, "maximum": 4, "wait_count": 1}, spec))
+    proposals, notes = policy.propose(spec, Load(workers_holding_data=2), {"default": ["a", "b"]})
+    assert proposals == []
+    assert notes == [("default", "cannot shrink: workers hold data a client still references")]
