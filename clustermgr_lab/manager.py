@@ -6,11 +6,14 @@ Requests arrive here already decoded from JSON; everything returned is JSON-read
 from __future__ import annotations
 
 import asyncio
-import logging
+import json
+import os
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import psutil
 from jupyter_core.paths import jupyter_runtime_dir
 from traitlets import Bool, Dict, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
@@ -64,6 +67,11 @@ class ClusterManager(LoggingConfigurable):
     def _default_workdir(self) -> str:
         return str(Path(jupyter_runtime_dir()) / "clustermgr")
 
+    @property
+    def server_workdir(self) -> Path:
+        """This server's own part of ``workdir``: one folder per cluster below it."""
+        return Path(self.workdir) / f"server-{os.getpid()}"
+
     def __init__(self, base_url: str = "/", **kwargs):
         super().__init__(**kwargs)
         self.base_url = base_url
@@ -74,6 +82,27 @@ class ClusterManager(LoggingConfigurable):
         self._flush_scheduled = False
         self.seq = 0
         self._templates = self._load_templates()
+        self.reap_orphans()
+
+    def reap_orphans(self) -> None:
+        """Stop processes left behind by servers of this workdir that died without cleaning up."""
+        for server_dir in Path(self.workdir).glob("server-*"):
+            try:
+                pid = int(server_dir.name.split("-", 1)[1])
+            except ValueError:
+                continue
+            if pid == os.getpid() or psutil.pid_exists(pid):
+                continue
+            for cluster_dir in server_dir.iterdir():
+                try:
+                    backend = json.loads((cluster_dir / "cluster.json").read_text())["backend"]
+                except (OSError, ValueError, KeyError):
+                    continue
+                if backend in BACKENDS:
+                    stopped = BACKENDS[backend].reap(cluster_dir)
+                    if stopped:
+                        self.log.warning("stopped %s left running by a server that died: %s", cluster_dir.name, stopped)
+            shutil.rmtree(server_dir, ignore_errors=True)
 
     def _load_templates(self) -> dict[str, Template]:
         configured = (builtin_templates() if self.include_builtin_templates else []) + list(self.templates)
@@ -137,7 +166,10 @@ class ClusterManager(LoggingConfigurable):
             raise Conflict(f"this server already runs {len(live)} clusters, the most it allows")
 
         cluster_id = uuid.uuid4().hex[:8]
-        backend = BACKENDS[template.backend](cluster_id, Path(self.workdir) / cluster_id)
+        workdir = self.server_workdir / cluster_id
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "cluster.json").write_text(json.dumps({"id": cluster_id, "backend": template.backend}))
+        backend = BACKENDS[template.backend](cluster_id, workdir)
         cluster = ManagedCluster(
             cluster_id,
             name or self._next_name(),
@@ -204,6 +236,7 @@ class ClusterManager(LoggingConfigurable):
         await asyncio.gather(*(c.close() for c in list(self._clusters.values())), return_exceptions=True)
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._clusters.clear()
+        shutil.rmtree(self.server_workdir, ignore_errors=True)
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.ensure_future(coroutine)

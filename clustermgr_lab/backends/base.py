@@ -83,3 +83,11 @@ class Backend(abc.ABC):
     def pids(self) -> dict[str, int]:
         """Process ids of what runs on this machine, by worker name (``"scheduler"`` too)."""
         return {}
+
+    @classmethod
+    def reap(cls, workdir: Path) -> list[str]:
+        """Stop what a cluster left running in ``workdir`` when its server died; returns what was stopped.
+
+        Called at start-up for the work folders of servers that are no longer running.
+        """
+        return []

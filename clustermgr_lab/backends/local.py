@@ -9,12 +9,15 @@ import signal
 import sys
 from pathlib import Path
 
+import psutil
+
 from ..errors import BackendError
 from ..spec import WorkerGroup
 from .base import Backend, SchedulerEndpoint
 
 PRELOAD = "clustermgr_lab.scheduler_preload"
 SCHEDULER = "scheduler"
+PROCESSES_FILE = "processes.json"
 
 
 def scheduler_command(scheduler_file: Path) -> list[str]:
@@ -80,6 +83,7 @@ class LocalBackend(Backend):
         finally:
             log.close()
         self._processes[name] = process
+        self._record_processes()
         watcher = asyncio.ensure_future(self._watch(name, process))
         self._watchers.add(watcher)
         watcher.add_done_callback(self._watchers.discard)
@@ -89,6 +93,7 @@ class LocalBackend(Backend):
         returncode = await process.wait()
         if self._processes.get(name) is process:
             del self._processes[name]
+            self._record_processes()
             self._gpu_slots.pop(name, None)
             if name not in self._stopping and name != SCHEDULER and self.on_worker_exit:
                 self.on_worker_exit(name, returncode)
@@ -164,3 +169,25 @@ class LocalBackend(Backend):
 
     def pids(self) -> dict[str, int]:
         return {name: p.pid for name, p in self._processes.items() if p.returncode is None}
+
+    def _record_processes(self) -> None:
+        """Keep the PIDs on disk, so a server that dies hard leaves no untracked process."""
+        (self.workdir / PROCESSES_FILE).write_text(json.dumps(self.pids()))
+
+    @classmethod
+    def reap(cls, workdir: Path) -> list[str]:
+        try:
+            recorded = json.loads((Path(workdir) / PROCESSES_FILE).read_text())
+        except (OSError, ValueError):
+            return []
+        stopped = []
+        for name, pid in recorded.items():
+            try:
+                process = psutil.Process(pid)
+                ours = any("distributed.cli.dask_" in part for part in process.cmdline())
+                if ours:  # the PID may have been reused by something else since
+                    os.killpg(pid, signal.SIGKILL)
+                    stopped.append(name)
+            except (psutil.Error, ProcessLookupError, PermissionError):
+                continue
+        return stopped
