@@ -205,7 +205,6 @@ class ClusterManager(LoggingConfigurable):
             resolution = cluster.scale(parse_target(value))
             return {"resolved": resolution.to_dict()}
         if key == "spec":
-            cluster._require_running("change the spec of")
             cluster.set_spec(parse_spec(value, max_workers=self.max_workers))
         elif key == "adapt":
             cluster.adapt_to(value)
