@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -42,6 +43,15 @@ def machine_default_group() -> dict[str, Any]:
     return {"name": "default", "count": min(2, workers), "threads": 1, "memory": per_worker, "gpus": 0}
 
 
+def slurm_template() -> list[dict[str, Any]]:
+    """A SLURM template, offered only where ``sbatch`` is on PATH."""
+    if shutil.which("sbatch") is None:
+        return []
+    group = {"name": "default", "count": 2, "threads": 1, "memory": "2 GiB", "gpus": 0}
+    description = "Each worker one SLURM job (1 thread, 2 GiB)"
+    return [{"name": "slurm", "description": description, "backend": "slurm", "spec": {"groups": [group]}}]
+
+
 def builtin_templates() -> list[dict[str, Any]]:
     return [
         {
@@ -57,7 +67,7 @@ def builtin_templates() -> list[dict[str, Any]]:
             "spec": {"groups": [{**machine_default_group(), "count": 0}]},
             "adapt": {"minimum": 0, "maximum": 4, "unit": "workers"},
         },
-    ]
+    ] + slurm_template()
 
 
 def parse_template(data: Mapping[str, Any], backends: set[str], field_name: str) -> Template:

@@ -2,7 +2,8 @@
 
 from .base import Backend, SchedulerEndpoint
 from .local import LocalBackend
+from .slurm import SlurmBackend
 
-BACKENDS: dict[str, type[Backend]] = {LocalBackend.name: LocalBackend}
+BACKENDS: dict[str, type[Backend]] = {LocalBackend.name: LocalBackend, SlurmBackend.name: SlurmBackend}
 
-__all__ = ["BACKENDS", "Backend", "LocalBackend", "SchedulerEndpoint"]
+__all__ = ["BACKENDS", "Backend", "LocalBackend", "SchedulerEndpoint", "SlurmBackend"]

@@ -1,0 +1,281 @@
+"""Given a real single-node SLURM (``bash ci/slurm/start-slurm.sh``), each worker is one SLURM job.
+
+The tests that need SLURM are marked ``slurm`` and skipped, with the reason, when ``sbatch``,
+``squeue``, ``scancel`` or ``sinfo`` are missing or SLURM does not answer. Timings are printed
+(``pytest -s``) as ``[slurm timing]`` lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from distributed import Client
+
+from clustermgr_lab.backends.slurm import JOBS_FILE, SlurmBackend
+from clustermgr_lab.manager import ClusterManager
+from clustermgr_lab.spec import parse_spec
+
+from .helpers import alive, call, running_with, tree, wait_for
+
+MiB = 2**20
+WORKERS = {"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}
+
+
+def slurm_unusable() -> str | None:
+    """Why SLURM cannot be used here, or None when it can."""
+    for command in ("sbatch", "squeue", "scancel", "sinfo"):
+        if shutil.which(command) is None:
+            return f"{command} is not on PATH (start a single-node SLURM with: bash ci/slurm/start-slurm.sh)"
+    try:
+        done = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"sinfo failed: {exc}"
+    if done.returncode != 0:
+        return f"SLURM does not answer (sinfo: {done.stderr.strip()}); start it with: bash ci/slurm/start-slurm.sh"
+    states = done.stdout.split()
+    if not any(s.rstrip("*~#!%$@^-") in ("idle", "mixed", "allocated", "completing") for s in states):
+        return f"no usable SLURM node (sinfo states: {states})"
+    return None
+
+
+_unusable = slurm_unusable()
+requires_slurm = pytest.mark.skipif(_unusable is not None, reason=f"SLURM is not usable here: {_unusable}")
+
+
+def timing(what: str, seconds: float) -> None:
+    print(f"[slurm timing] {what}: {seconds:.2f} s", file=sys.stderr)
+
+
+async def squeue(prefix: str) -> dict[str, tuple[str, str]]:
+    """job name -> (job id, state) of the listed jobs whose name starts with ``prefix``."""
+    process = await asyncio.create_subprocess_exec(
+        "squeue", "-h", "-o", "%i|%j|%T", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err
+    jobs = {}
+    for line in out.decode().splitlines():
+        job_id, name, state = line.strip().split("|")
+        if name.startswith(prefix):
+            jobs[name] = (job_id, state)
+    return jobs
+
+
+async def until(condition, timeout: float, what: str, step: float = 0.05):
+    """Await ``condition()`` until it is truthy; return (value, seconds taken)."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        value = await condition()
+        if value:
+            return value, time.monotonic() - start
+        await asyncio.sleep(step)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config):
+    jp_server_config["ClusterManager"]["templates"] = [
+        {"name": "slurm", "description": "SLURM test workers", "backend": "slurm", "spec": {"groups": [WORKERS]}}
+    ]
+    return jp_server_config
+
+
+def backend_of(jp_serverapp, cluster_id) -> SlurmBackend:
+    return jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id).backend
+
+
+def test_job_script_asks_slurm_for_the_group_and_names_the_worker(tmp_path):
+    # Given a SLURM backend with a partition, and a group with 2 threads, 300 MiB, a GPU and a resource
+    class Partition(SlurmBackend):
+        queue = "debug"
+        walltime = "01:00:00"
+
+    backend = Partition("abc123", tmp_path)
+    backend.address = "tcp://127.0.0.1:8786"
+    group = {"name": "gpu", "count": 1, "threads": 2, "memory": "300 MiB", "gpus": 1, "resources": {"fast": 1}}
+    spec = parse_spec({"groups": [group]})
+    # When its job script is written
+    script = backend.job_script(spec.groups[0], "gpu-7")
+    # Then SLURM is asked for what the worker gets, and the logs go to the cluster's work folder
+    directives = [line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH ")]
+    assert directives[:3] == ["-J clustermgr-abc123-gpu-7", f"-e {tmp_path}/clustermgr-abc123-gpu-7-%J.err", f"-o {tmp_path}/clustermgr-abc123-gpu-7-%J.out"]
+    assert directives[3:] == ["-p debug", "-n 1", "--cpus-per-task=2", "--mem=300M", "-t 01:00:00", "--gres=gpu:1"]
+    # And the worker is called by our name, with its exact memory, its resources as one shell word, on loopback
+    command = script.strip().splitlines()[-1]
+    assert command.startswith(f"{sys.executable} -m distributed.cli.dask_worker tcp://127.0.0.1:8786 --name gpu-7 ")
+    assert command.endswith(f"--memory-limit {300 * MiB} --resources 'fast=1 GPU=1' --interface lo")
+
+
+@pytest.mark.slurm
+@requires_slurm
+async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_serverapp):
+    # Given a cluster made from the SLURM template, with no workers yet
+    _, cluster = await call(jp_fetch, "POST", "clusters", body={"template": "slurm", "name": "on slurm"}, expect=202)
+    cluster_id = cluster["id"]
+    prefix = f"clustermgr-{cluster_id}-"
+    try:
+        cluster = await wait_for(jp_fetch, cluster_id, running_with(0), what="the scheduler")
+        assert cluster["backend"] == "slurm"
+        scheduler_pids = [p for pid in backend_of(jp_serverapp, cluster_id).pids().values() for p in tree(pid)]
+        assert scheduler_pids
+
+        # When it is scaled to 2 workers
+        started = time.monotonic()
+        await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 2}}, expect=200)
+
+        # Then 2 jobs are queued, then run, and 2 workers connect
+        async def two_jobs(states=None):
+            jobs = await squeue(prefix)
+            return jobs if len(jobs) == 2 and (states is None or {s for _, s in jobs.values()} <= states) else None
+
+        await until(two_jobs, 60, "2 jobs in squeue")
+        timing("scale call -> 2 jobs listed in squeue (submission)", time.monotonic() - started)
+        jobs, _ = await until(lambda: two_jobs({"RUNNING"}), 60, "2 running jobs")
+        timing("scale call -> 2 jobs RUNNING in SLURM", time.monotonic() - started)
+        cluster = await wait_for(jp_fetch, cluster_id, running_with(2), what="2 workers", timeout=120)
+        timing("scale call -> 2 workers connected", time.monotonic() - started)
+        assert cluster["resources"] == {"cores": 2, "memory": 1024 * MiB, "gpus": 0}
+        assert set(jobs) == {prefix + "default-1", prefix + "default-2"}
+        assert {n: j for n, j in backend_of(jp_serverapp, cluster_id).job_ids().items()} == {
+            name.removeprefix(prefix): job_id for name, (job_id, _) in jobs.items()
+        }
+
+        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+            # And each worker is called by our name and runs inside the SLURM job of that name
+            inside = await client.run(lambda dask_worker: (dask_worker.name, __import__("os").environ.get("SLURM_JOB_ID")))
+            assert sorted(inside.values()) == sorted((n.removeprefix(prefix), j) for n, (j, _) in jobs.items())
+
+            # And they compute
+            futures = client.map(lambda i: bytes(1000) * i, range(20), pure=False)
+            assert [len(r) for r in await client.gather(futures)] == [1000 * i for i in range(20)]
+            assert len({w for ws in (await client.who_has(futures)).values() for w in ws}) == 2
+
+            # When it is scaled down to 1
+            started = time.monotonic()
+            await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 1}}, expect=200)
+            await wait_for(jp_fetch, cluster_id, running_with(1), what="1 worker")
+            timing("scale 2 -> 1: one worker left", time.monotonic() - started)
+            # Then one job is gone from squeue and every result is still there
+            left, _ = await until(lambda: _jobs_if(prefix, 1), 30, "1 job in squeue")
+            timing("scale 2 -> 1: one job left in squeue", time.monotonic() - started)
+            assert [len(r) for r in await client.gather(futures)] == [1000 * i for i in range(20)]
+            (survivor, (survivor_job, _)), = left.items()
+
+            # When the last job is cancelled from outside (as a walltime or a node failure would end it)
+            started = time.monotonic()
+            subprocess.run(["scancel", survivor_job], check=True)
+
+            # Then the cluster notices, says so, and a new job replaces it
+            async def replaced():
+                _, events = await call(jp_fetch, "GET", "clusters", cluster_id, "events")
+                name = survivor.removeprefix(prefix)
+                return any(name in e["message"] and "replacing" in e["message"] for e in events["events"])
+
+            await until(replaced, 30, "the ended job to be noticed", step=0.2)
+            timing("job ended outside -> noticed", time.monotonic() - started)
+            await wait_for(jp_fetch, cluster_id, running_with(1), what="a replacement worker", timeout=120)
+            timing("job ended outside -> replacement worker connected", time.monotonic() - started)
+            jobs = await squeue(prefix)
+            assert len(jobs) == 1 and survivor not in jobs
+    finally:
+        # When the cluster is deleted
+        started = time.monotonic()
+        await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
+
+        async def gone():
+            status, _ = await call(jp_fetch, "GET", "clusters", cluster_id)
+            return status == 404
+
+        await until(gone, 60, "the cluster to be gone")
+        timing("delete -> cluster gone", time.monotonic() - started)
+    # Then no job of it is left in squeue, and no scheduler process
+    assert await squeue(prefix) == {}
+    assert alive(scheduler_pids) == []
+
+
+async def _jobs_if(prefix: str, n: int, empty_ok: bool = False):
+    jobs = await squeue(prefix)
+    return (jobs or empty_ok) if len(jobs) == n else None
+
+
+@pytest.mark.slurm
+@requires_slurm
+async def test_a_group_with_gpus_and_resources_runs_as_a_job_of_its_shape(jp_fetch, jp_serverapp, monkeypatch):
+    # Given a SLURM without GPUs configured as GRES (so no --gres directive), and a GPU group
+    monkeypatch.setattr(SlurmBackend, "gpu_directive", None)
+    spec = {"groups": [{"name": "gpu", "count": 1, "threads": 2, "memory": "300 MiB", "gpus": 1, "resources": {"fast": 1}}]}
+    _, cluster = await call(jp_fetch, "POST", "clusters", body={"template": "slurm", "spec": spec}, expect=202)
+    cluster_id = cluster["id"]
+    try:
+        # When its worker has connected
+        cluster = await wait_for(jp_fetch, cluster_id, running_with(1), what="the GPU worker", timeout=120)
+        # Then the scheduler sees it with the group's threads, exact memory and resources
+        assert cluster["resources"] == {"cores": 2, "memory": 300 * MiB, "gpus": 1}
+        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+            (worker,) = (await client.scheduler.identity(n_workers=-1))["workers"].values()
+            assert (worker["name"], worker["nthreads"], worker["memory_limit"], worker["resources"]) == (
+                "gpu-1", 2, 300 * MiB, {"GPU": 1, "fast": 1},
+            )  # fmt: skip
+            # And a task that needs a GPU runs there
+            assert await client.submit(lambda: 42, resources={"GPU": 1}) == 42
+        # And SLURM gave the job 2 CPUs
+        (job_id, _), = (await squeue(f"clustermgr-{cluster_id}-")).values()
+        shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True).stdout
+        assert "NumCPUs=2" in shown
+    finally:
+        await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
+        await until(lambda: _jobs_if(f"clustermgr-{cluster_id}-", 0, empty_ok=True), 60, "no jobs left")
+
+
+@pytest.mark.slurm
+@requires_slurm
+def test_jobs_left_by_a_dead_server_are_cancelled_at_start(tmp_path):
+    # Given the work folder of a server that no longer exists, which recorded one job of its cluster
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    cluster_dir = tmp_path / f"server-{int(dead.stdout)}" / "abc123"
+    cluster_dir.mkdir(parents=True)
+    (cluster_dir / "cluster.json").write_text(json.dumps({"id": "abc123", "backend": "slurm"}))
+
+    def submit(job_name: str) -> str:
+        done = subprocess.run(
+            ["sbatch", "--parsable", "-J", job_name, "--mem=16M", "-o", "/dev/null", "--wrap", "sleep 120"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return done.stdout.strip().split(";")[0]
+
+    orphan = submit("clustermgr-abc123-default-1")
+    # And a recorded id that now belongs to another job (as after a SLURM restart)
+    bystander = submit("someone-else")
+    (cluster_dir / JOBS_FILE).write_text(
+        json.dumps({"default-1": [orphan, "clustermgr-abc123-default-1"], "default-2": [bystander, "clustermgr-abc123-default-2"]})
+    )
+    try:
+        # When a new manager starts on that work folder
+        ClusterManager(workdir=str(tmp_path))
+        # Then the orphaned job is cancelled, and the other job is left alone
+        listed = subprocess.run(["squeue", "-h", "-o", "%i", "-j", f"{orphan},{bystander}"], capture_output=True, text=True).stdout
+        assert listed.split() == [bystander]
+        assert not cluster_dir.parent.exists()
+    finally:
+        subprocess.run(["scancel", orphan, bystander], capture_output=True)
+
+
+def test_importing_dask_jobqueue_keeps_the_servers_sigint_handler():
+    # Given a process with a SIGINT handler of its own (as the Jupyter server has)
+    code = (
+        "import signal\n"
+        "def mine(*_): pass\n"
+        "signal.signal(signal.SIGINT, mine)\n"
+        "from clustermgr_lab.backends.slurm import _slurm_job_class\n"
+        "_slurm_job_class()\n"  # When dask-jobqueue is imported (it sets SIGINT to sys.exit at import)
+        "assert signal.getsignal(signal.SIGINT) is mine, signal.getsignal(signal.SIGINT)\n"
+    )
+    # Then the handler is still that process's own
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
