@@ -275,8 +275,8 @@ class ManagedCluster:
         self._plan_source[group] = source
         self.events.scale(group, before, count, reason, source=source)
         log.info("cluster %s group %s: %d -> %d workers (%s)", self.id, group, before, count, reason)
+        self._changed()  # before waking the reconcile loop, so the new plan is pushed first
         self._wake.set()
-        self._changed()
 
     def rename(self, name: str) -> None:
         self.name = name

@@ -112,14 +112,18 @@ class LocalBackend(Backend):
         process = await self._spawn(SCHEDULER, scheduler_command(scheduler_file))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.scheduler_start_timeout
-        while not scheduler_file.exists():
+        info: dict = {}
+        while "address" not in info:
             if process.returncode is not None:
                 raise BackendError(f"the scheduler exited with code {process.returncode}: {self._log_tail(SCHEDULER)}")
             if loop.time() > deadline:
                 await self.close()
                 raise BackendError(f"the scheduler did not start within {self.scheduler_start_timeout:g} s")
-            await asyncio.sleep(0.05)
-        info = json.loads(scheduler_file.read_text())
+            await asyncio.sleep(0.02)
+            try:  # the scheduler may not have finished writing the file yet
+                info = json.loads(scheduler_file.read_text())
+            except (OSError, ValueError):
+                info = {}
         self.address = info["address"]
         dashboard_port = info.get("services", {}).get("dashboard")
         return SchedulerEndpoint(self.address, f"127.0.0.1:{dashboard_port}" if dashboard_port else None)
@@ -162,9 +166,7 @@ class LocalBackend(Backend):
         await asyncio.gather(*(self._stop(name) for name in names))
 
     async def close(self) -> None:
-        workers = [name for name in self._processes if name != SCHEDULER]
-        await self.scale_down(workers)
-        await self._stop(SCHEDULER)
+        await asyncio.gather(*(self._stop(name) for name in list(self._processes)))
         self.address = None
 
     def pids(self) -> dict[str, int]:
