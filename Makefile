@@ -1,0 +1,102 @@
+# clustermgr-lab developer and CI entry points.
+#
+#   make lab      build + install into .venv, then start JupyterLab on 127.0.0.1
+#   make test     everything CI runs: Python tests, then the galata UI tests
+#
+# Needs only python3 (3.10+), Node.js 20 and, for the UI tests, Debian's
+# chromium (installed with apt-get when missing). Never downloads browsers.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+VENV_PY := $(VENV)/bin/python
+CHROMIUM ?= /usr/bin/chromium
+LAB_PORT ?= 8888
+# apt-get needs root; use sudo when not running as root.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Single-node SLURM for tests/test_slurm.py: started before pytest, stopped after (pass or fail).
+SLURM_START := $(SUDO) bash ci/slurm/start-slurm.sh
+SLURM_STOP := $(SUDO) bash ci/slurm/stop-slurm.sh
+
+export PATH := $(VENV)/bin:$(PATH)
+export VIRTUAL_ENV := $(VENV)
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: help venv install build lab test pytest ui-test chromium clean
+
+help:
+	@echo "make lab     - install into .venv and start JupyterLab (127.0.0.1:$(LAB_PORT))"
+	@echo "make test    - install, run pytest, then the galata UI tests"
+	@echo "make install - create/update .venv and install the package (editable, with test extras)"
+	@echo "make build   - rebuild the frontend (jlpm build) after an install"
+	@echo "make pytest / make ui-test - run one test suite"
+	@echo "make clean   - remove build outputs (keeps .venv)"
+
+# --- environment -------------------------------------------------------------
+
+$(VENV_PY):
+	@if ! $(PYTHON) -m venv "$(VENV)"; then \
+	  echo "python3 -m venv failed; installing python3-venv with apt-get"; \
+	  rm -rf "$(VENV)"; \
+	  $(SUDO) apt-get update && $(SUDO) apt-get install -y python3-venv; \
+	  $(PYTHON) -m venv "$(VENV)"; \
+	fi
+	"$(VENV_PY)" -m pip install --upgrade pip
+
+venv: $(VENV_PY)
+
+# Editable install. Builds the frontend through hatch-jupyter-builder (jlpm
+# install + jlpm build in an isolated build environment that has jupyterlab).
+install: venv
+	"$(VENV_PY)" -m pip install -e ".[test]"
+	@if ! jupyter labextension list 2>&1 | grep -q "clustermgr-lab.*enabled.*OK"; then \
+	  echo "linking the labextension with 'jupyter labextension develop'"; \
+	  jupyter labextension develop . --overwrite; \
+	fi
+	jupyter labextension list 2>&1 | grep "clustermgr-lab"
+
+build: venv
+	jlpm install
+	jlpm build
+
+# --- running -----------------------------------------------------------------
+
+lab: install
+	jupyter lab --ip=127.0.0.1 --port=$(LAB_PORT) --allow-root --no-browser
+
+# --- tests -------------------------------------------------------------------
+
+chromium:
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+	  echo "installing Debian chromium"; \
+	  $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	fi
+	@"$(CHROMIUM)" --version 2>/dev/null | grep -v "unexpected operator" || true
+
+define run_pytest
+	trap '$(SLURM_STOP)' EXIT; $(SLURM_START); "$(VENV_PY)" -m pytest
+endef
+
+pytest: install
+	$(run_pytest)
+
+# The UI tests start their own JupyterLab on 127.0.0.1:$(LAB_PORT) (CI=1: never
+# reuse a running one).
+define run_ui_tests
+	cd ui-tests && jlpm install
+	cd ui-tests && CI=1 CHROMIUM_PATH="$(CHROMIUM)" jlpm playwright test
+endef
+
+ui-test: chromium install
+	$(run_ui_tests)
+
+test: chromium install
+	$(run_pytest)
+	$(run_ui_tests)
+
+clean:
+	rm -rf lib tsconfig.tsbuildinfo clustermgr_lab/labextension clustermgr_lab/_version.py \
+	  ui-tests/test-results ui-tests/playwright-report

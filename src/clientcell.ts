@@ -1,0 +1,105 @@
+import * as nbformat from '@jupyterlab/nbformat';
+import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { MimeData } from '@lumino/coreutils';
+import { Drag } from '@lumino/dragdrop';
+
+import { ICluster } from './types';
+
+/**
+ * The MIME type JupyterLab notebooks accept on drop: a list of nbformat cells.
+ * A notebook inserts them where they are dropped.
+ */
+export const JUPYTER_CELLS_MIME = 'application/vnd.jupyter.cells';
+
+/**
+ * Our own MIME type, carrying the cluster id (for drop targets that want it).
+ */
+export const CLUSTER_ID_MIME = 'application/vnd.clustermgr.cluster-id';
+
+/**
+ * Pixels the pointer must move before a press on a card becomes a drag.
+ */
+export const DRAG_THRESHOLD = 5;
+
+/**
+ * The code that connects a client to a scheduler.
+ */
+export function clientCode(schedulerAddress: string): string {
+  return [
+    'from distributed import Client',
+    `client = Client(${JSON.stringify(schedulerAddress)})`
+  ].join('\n');
+}
+
+/**
+ * The notebook cell holding the client code.
+ */
+export function clientCell(schedulerAddress: string): nbformat.ICodeCell {
+  return {
+    cell_type: 'code',
+    source: clientCode(schedulerAddress),
+    metadata: {},
+    outputs: [],
+    execution_count: null
+  };
+}
+
+/**
+ * Insert a client cell below the active cell of a notebook and activate it.
+ */
+export function insertClientCell(
+  panel: NotebookPanel,
+  schedulerAddress: string
+): void {
+  const notebook = panel.content;
+  if (!notebook.model) {
+    return;
+  }
+  NotebookActions.insertBelow(notebook);
+  if (notebook.activeCell?.model.type !== 'code') {
+    NotebookActions.changeCellType(notebook, 'code');
+  }
+  const cell = notebook.activeCell;
+  if (cell) {
+    cell.model.sharedModel.setSource(clientCode(schedulerAddress));
+  }
+  void NotebookActions.focusActiveCell(notebook);
+}
+
+/**
+ * Start dragging a cluster. Dropping on a notebook inserts a client cell
+ * (handled by the notebook itself); text fields get the code as plain text.
+ */
+export function startClusterDrag(options: {
+  cluster: ICluster;
+  clientX: number;
+  clientY: number;
+  source?: unknown;
+}): Drag | null {
+  const { cluster, clientX, clientY } = options;
+  const address = cluster.scheduler_address;
+  if (!address) {
+    return null;
+  }
+  const mimeData = new MimeData();
+  mimeData.setData(JUPYTER_CELLS_MIME, [clientCell(address)]);
+  mimeData.setData('text/plain', clientCode(address));
+  mimeData.setData(CLUSTER_ID_MIME, cluster.id);
+
+  const drag = new Drag({
+    mimeData,
+    dragImage: createDragImage(cluster),
+    proposedAction: 'copy',
+    supportedActions: 'copy',
+    source: options.source ?? null
+  });
+  void drag.start(clientX, clientY).then(() => drag.dispose());
+  return drag;
+}
+
+function createDragImage(cluster: ICluster): HTMLElement {
+  const node = document.createElement('div');
+  node.className = 'cm-DragImage';
+  node.textContent = `Client for ${cluster.name}`;
+  return node;
+}

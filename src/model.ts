@@ -1,0 +1,435 @@
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+import { IDisposable } from '@lumino/disposable';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { API_PATH, ClusterManagerError, jsonBody, requestAPI } from './request';
+import {
+  ICluster,
+  IClusterList,
+  ICreateClusterRequest,
+  ITemplate,
+  ITemplateList,
+  PatchClusterRequest,
+  StreamMessage
+} from './types';
+
+/**
+ * The clusters known to the Jupyter server, kept up to date.
+ *
+ * The model follows the `clustermgr/api/stream` WebSocket: a snapshot, then
+ * one message per change. When the socket drops it reconnects with an
+ * exponential backoff (and gets a fresh snapshot). While the stream cannot be
+ * reached, each reconnection attempt falls back to one `GET` of the list, so
+ * the list is never stale for longer than the backoff delay. Nothing is polled
+ * while the stream is up.
+ */
+export class ClustersModel implements IDisposable {
+  constructor(options: ClustersModel.IOptions = {}) {
+    this._settings = options.serverSettings ?? ServerConnection.makeSettings();
+    this._minDelay = options.reconnectMinDelay ?? 500;
+    this._maxDelay = options.reconnectMaxDelay ?? 30000;
+  }
+
+  /**
+   * The server settings used for requests.
+   */
+  get serverSettings(): ServerConnection.ISettings {
+    return this._settings;
+  }
+
+  /**
+   * Emitted whenever the list of clusters or a cluster changes.
+   */
+  get changed(): ISignal<this, ClustersModel.IChange> {
+    return this._changed;
+  }
+
+  /**
+   * Emitted when the stream connects or disconnects.
+   */
+  get connectionChanged(): ISignal<this, boolean> {
+    return this._connectionChanged;
+  }
+
+  /**
+   * Whether the live stream is connected (a snapshot has been received).
+   */
+  get connected(): boolean {
+    return this._connected;
+  }
+
+  /**
+   * Whether the list has been loaded at least once (by stream or GET).
+   */
+  get loaded(): boolean {
+    return this._loaded;
+  }
+
+  /**
+   * The last error met while following the server, if any.
+   */
+  get lastError(): ClusterManagerError | null {
+    return this._lastError;
+  }
+
+  /**
+   * The clusters, in server order (oldest first).
+   */
+  get clusters(): ReadonlyArray<ICluster> {
+    return Array.from(this._clusters.values());
+  }
+
+  /**
+   * Find a cluster by id.
+   */
+  get(id: string): ICluster | undefined {
+    return this._clusters.get(id);
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * Start following the server. Safe to call more than once.
+   */
+  start(): void {
+    if (this._started || this._isDisposed) {
+      return;
+    }
+    this._started = true;
+    this._connect();
+  }
+
+  /**
+   * Load the list with a GET (the stream is the usual source).
+   */
+  async refresh(): Promise<void> {
+    const data = await requestAPI<IClusterList>(
+      'clusters',
+      {},
+      this._settings
+    );
+    if (this._isDisposed) {
+      return;
+    }
+    this._lastError = null;
+    this._replaceAll(data?.clusters ?? [], 'refresh');
+  }
+
+  /**
+   * The templates the server offers.
+   */
+  async listTemplates(): Promise<ITemplate[]> {
+    const data = await requestAPI<ITemplateList>(
+      'templates',
+      {},
+      this._settings
+    );
+    const templates = (data?.templates ?? []) as Array<ITemplate | string>;
+    // Accept plain names as well as template objects.
+    return templates.map(t => (typeof t === 'string' ? { name: t } : t));
+  }
+
+  /**
+   * Ask the server for a new cluster. Resolves with the pending cluster.
+   */
+  async createCluster(request: ICreateClusterRequest = {}): Promise<ICluster> {
+    const cluster = await requestAPI<ICluster>(
+      'clusters',
+      jsonBody('POST', request),
+      this._settings
+    );
+    // The stream usually reports it first; only fill the gap if it did not.
+    if (cluster?.id && !this._clusters.has(cluster.id)) {
+      if (!this._removed.has(cluster.id)) {
+        this._upsert(cluster, 'added');
+      }
+    }
+    if (!this._connected) {
+      void this._refreshQuietly();
+    }
+    return cluster;
+  }
+
+  /**
+   * Change a cluster (scale, spec, adapt or name).
+   */
+  async patchCluster(
+    id: string,
+    request: PatchClusterRequest
+  ): Promise<ICluster> {
+    const cluster = await requestAPI<ICluster>(
+      `clusters/${encodeURIComponent(id)}`,
+      jsonBody('PATCH', request),
+      this._settings
+    );
+    if (!this._connected && cluster?.id && this._clusters.has(cluster.id)) {
+      this._upsert(cluster, 'changed');
+    }
+    return cluster;
+  }
+
+  /**
+   * Ask the server to shut a cluster down. It leaves the list when stopped.
+   */
+  async shutdownCluster(id: string): Promise<ICluster | undefined> {
+    const cluster = await requestAPI<ICluster | undefined>(
+      `clusters/${encodeURIComponent(id)}`,
+      { method: 'DELETE' },
+      this._settings
+    );
+    if (!this._connected) {
+      if (cluster?.id && this._clusters.has(cluster.id)) {
+        this._upsert(cluster, 'changed');
+      }
+      void this._refreshQuietly();
+    }
+    return cluster;
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    if (this._reconnectTimer !== null) {
+      clearTimeout(this._reconnectTimer);
+      this._reconnectTimer = null;
+    }
+    this._closeSocket();
+    Signal.clearData(this);
+  }
+
+  /**
+   * The URL of the stream, with the token if the settings have one.
+   */
+  protected streamUrl(): string {
+    let url = URLExt.join(this._settings.wsUrl, API_PATH, 'stream');
+    const token = this._settings.token;
+    if (token) {
+      url += `?token=${encodeURIComponent(token)}`;
+    }
+    return url;
+  }
+
+  private _connect(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._reconnectTimer = null;
+    let socket: WebSocket;
+    try {
+      socket = new this._settings.WebSocket(this.streamUrl());
+    } catch (error) {
+      this._onStreamLost(false);
+      return;
+    }
+    this._socket = socket;
+    let gotSnapshot = false;
+
+    socket.onmessage = (event: MessageEvent) => {
+      if (this._socket !== socket) {
+        return;
+      }
+      let message: StreamMessage;
+      try {
+        message = JSON.parse(event.data as string) as StreamMessage;
+      } catch {
+        console.warn('clustermgr: ignoring a stream message that is not JSON');
+        return;
+      }
+      if (message.type === 'snapshot') {
+        gotSnapshot = true;
+        this._seq = message.seq;
+        this._attempt = 0;
+        this._lastError = null;
+        this._setConnected(true);
+        this._replaceAll(message.clusters ?? [], 'snapshot');
+        return;
+      }
+      if (!gotSnapshot) {
+        return;
+      }
+      if (this._seq !== null && message.seq !== this._seq + 1) {
+        // A message got lost: start over with a fresh snapshot.
+        console.warn(
+          `clustermgr: stream sequence gap (${this._seq} -> ${message.seq}), reconnecting`
+        );
+        this._closeSocket();
+        this._onStreamLost(true);
+        return;
+      }
+      this._seq = message.seq;
+      this._apply(message);
+    };
+
+    socket.onclose = () => {
+      if (this._socket !== socket) {
+        return;
+      }
+      this._socket = null;
+      this._onStreamLost(gotSnapshot);
+    };
+
+    socket.onerror = () => {
+      // `onclose` follows and does the work.
+    };
+  }
+
+  /**
+   * The stream went away (or never came): mark disconnected, fetch the list
+   * once so the view is current, and schedule a reconnection.
+   */
+  private _onStreamLost(wasConnected: boolean): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._setConnected(false);
+    this._seq = null;
+    if (!wasConnected) {
+      this._attempt += 1;
+    } else {
+      this._attempt = 0;
+    }
+    void this._refreshQuietly();
+    const base = Math.min(
+      this._maxDelay,
+      this._minDelay * Math.pow(2, Math.max(0, this._attempt - 1))
+    );
+    const delay = base * (0.8 + 0.4 * Math.random());
+    this._reconnectTimer = setTimeout(() => this._connect(), delay);
+  }
+
+  private async _refreshQuietly(): Promise<void> {
+    try {
+      await this.refresh();
+    } catch (error) {
+      this._lastError =
+        error instanceof ClusterManagerError
+          ? error
+          : new ClusterManagerError({
+              status: 0,
+              code: 'error',
+              message: String(error)
+            });
+      this._changed.emit({ type: 'error' });
+    }
+  }
+
+  private _closeSocket(): void {
+    const socket = this._socket;
+    this._socket = null;
+    if (socket) {
+      socket.onopen = socket.onmessage = socket.onclose = socket.onerror = null;
+      try {
+        socket.close();
+      } catch {
+        // ignore
+      }
+    }
+  }
+
+  private _apply(message: StreamMessage): void {
+    switch (message.type) {
+      case 'added':
+      case 'changed':
+        this._removed.delete(message.cluster.id);
+        this._upsert(message.cluster, message.type);
+        break;
+      case 'removed':
+        this._remove(message.id);
+        break;
+      default:
+        break;
+    }
+  }
+
+  private _replaceAll(
+    clusters: ICluster[],
+    type: 'snapshot' | 'refresh'
+  ): void {
+    const next = new Map<string, ICluster>();
+    for (const cluster of clusters) {
+      next.set(cluster.id, cluster);
+    }
+    this._clusters = next;
+    this._removed.clear();
+    this._loaded = true;
+    this._changed.emit({ type });
+  }
+
+  private _upsert(cluster: ICluster, type: 'added' | 'changed'): void {
+    this._clusters.set(cluster.id, cluster);
+    this._loaded = true;
+    this._changed.emit({ type, id: cluster.id });
+  }
+
+  private _remove(id: string): void {
+    this._removed.add(id);
+    if (this._clusters.delete(id)) {
+      this._changed.emit({ type: 'removed', id });
+    }
+  }
+
+  private _setConnected(value: boolean): void {
+    if (this._connected !== value) {
+      this._connected = value;
+      this._connectionChanged.emit(value);
+      this._changed.emit({ type: 'connection' });
+    }
+  }
+
+  private _settings: ServerConnection.ISettings;
+  private _minDelay: number;
+  private _maxDelay: number;
+  private _clusters = new Map<string, ICluster>();
+  private _removed = new Set<string>();
+  private _socket: WebSocket | null = null;
+  private _seq: number | null = null;
+  private _attempt = 0;
+  private _reconnectTimer: ReturnType<typeof setTimeout> | null = null;
+  private _started = false;
+  private _connected = false;
+  private _loaded = false;
+  private _lastError: ClusterManagerError | null = null;
+  private _isDisposed = false;
+  private _changed = new Signal<this, ClustersModel.IChange>(this);
+  private _connectionChanged = new Signal<this, boolean>(this);
+}
+
+export namespace ClustersModel {
+  export interface IOptions {
+    /**
+     * Server settings (defaults to `ServerConnection.makeSettings()`).
+     */
+    serverSettings?: ServerConnection.ISettings;
+
+    /**
+     * First reconnection delay in ms (default 500).
+     */
+    reconnectMinDelay?: number;
+
+    /**
+     * Largest reconnection delay in ms (default 30000).
+     */
+    reconnectMaxDelay?: number;
+  }
+
+  /**
+   * What changed.
+   */
+  export interface IChange {
+    type:
+      | 'snapshot'
+      | 'refresh'
+      | 'added'
+      | 'changed'
+      | 'removed'
+      | 'connection'
+      | 'error';
+    /** The cluster concerned, for added/changed/removed. */
+    id?: string;
+  }
+}

@@ -1,0 +1,16 @@
+"""Jupyter server configuration for the galata UI tests.
+
+Starts JupyterLab on 127.0.0.1:8888 without a token, with the
+clustermgr_lab server extension enabled (it is enabled by the installed
+jupyter-config file; it is listed here too so a bare checkout also works).
+"""
+
+from jupyterlab.galata import configure_jupyter_server
+
+configure_jupyter_server(c)  # noqa: F821 - port 8888, no token, exposes window.jupyterapp
+
+c.ServerApp.ip = "127.0.0.1"
+c.ServerApp.allow_root = True  # CI machines run as root
+c.ServerApp.jpserver_extensions = {"clustermgr_lab": True}
+c.LabApp.news_url = None
+c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"

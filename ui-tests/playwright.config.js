@@ -1,0 +1,40 @@
+/**
+ * Playwright configuration for the galata UI tests.
+ *
+ * Uses the system's Debian Chromium (never `playwright install`), keeps every
+ * connection on 127.0.0.1, and starts JupyterLab itself.
+ */
+const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
+
+module.exports = {
+  ...baseConfig,
+  // Clusters start real Dask processes: one test at a time, generous timeout.
+  workers: 1,
+  timeout: 180000,
+  retries: 0,
+  reporter: [['list'], ['html', { open: 'never' }]],
+  use: {
+    ...baseConfig.use,
+    browserName: 'chromium',
+    baseURL: 'http://127.0.0.1:8888',
+    video: 'off',
+    trace: 'retain-on-failure',
+    launchOptions: {
+      executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1'
+      ]
+    }
+  },
+  webServer: {
+    command: 'jlpm start',
+    url: 'http://127.0.0.1:8888/lab',
+    timeout: 120000,
+    reuseExistingServer: !process.env.CI
+  }
+};

@@ -1,0 +1,168 @@
+/**
+ * Walking skeleton: sidebar → new cluster → drag it into a notebook →
+ * run the client cell against the real cluster → shut the cluster down.
+ */
+import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+
+// Clusters start real Dask processes.
+const CLUSTER_TIMEOUT = 60000;
+
+test.describe('clustermgr-lab skeleton', () => {
+  test('new cluster, drag into notebook, run client, shut down', async ({
+    page
+  }) => {
+    test.setTimeout(180000);
+
+    // 1. Open the sidebar.
+    await page.getByRole('tab', { name: 'Clusters' }).click();
+    const sidebar = page.locator('#clustermgr-sidebar');
+    await expect(sidebar).toBeVisible();
+    await expect(sidebar.locator('.cm-ConnectionState')).toHaveAttribute(
+      'data-connected',
+      'true'
+    );
+
+    // 2. New Cluster: remember the id the server answers with.
+    const created = page.waitForResponse(
+      response =>
+        response.request().method() === 'POST' &&
+        new URL(response.url()).pathname.endsWith('/clustermgr/api/clusters')
+    );
+    await sidebar.getByRole('button', { name: 'New Cluster' }).click();
+    const response = await created;
+    expect(response.status()).toBe(202);
+    const { id } = (await response.json()) as { id: string };
+
+    const card = sidebar.locator(`.cm-ClusterCard[data-cluster-id="${id}"]`);
+    await expect(card).toBeVisible();
+    // Wait on the server (fails fast, with its error and events, if the
+    // cluster fails), then check that the card shows it.
+    await waitForRunning(page, id);
+    await expect(card.locator('.cm-StatusBadge')).toHaveText('running');
+    await expect(card.locator('.cm-ClusterCard-workersRunning')).not.toHaveText(
+      '0'
+    );
+    await expect(card.locator('.cm-ClusterCard-memory')).toHaveText(
+      /^\d+\.\d\d [KMGT]iB$/
+    );
+    const address = (
+      await card.locator('.cm-ClusterCard-address').innerText()
+    ).trim();
+    expect(address).toMatch(/^tcp:\/\/127\.0\.0\.1:\d+$/);
+    const workersInCard = Number(
+      await card.locator('.cm-ClusterCard-workersRunning').innerText()
+    );
+
+    await sidebar.screenshot({ path: test.info().outputPath('sidebar.png') });
+
+    // 3. A new notebook with a Python 3 kernel.
+    const name = await page.notebook.createNew('skeleton.ipynb', {
+      kernel: 'python3'
+    });
+    expect(name).toBe('skeleton.ipynb');
+    const cellsBefore = await getSources(page);
+
+    // 4. Drag the card onto the notebook's first cell.
+    const from = await card.locator('.cm-ClusterCard-name').boundingBox();
+    const target = page.locator('.jp-NotebookPanel .jp-Notebook .jp-Cell').first();
+    const to = await target.boundingBox();
+    expect(from).not.toBeNull();
+    expect(to).not.toBeNull();
+    await page.mouse.move(from!.x + from!.width / 2, from!.y + from!.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(from!.x + from!.width / 2 + 20, from!.y + 20, {
+      steps: 5
+    });
+    await page.mouse.move(to!.x + to!.width / 2, to!.y + to!.height / 2, {
+      steps: 15
+    });
+    await page.mouse.up();
+
+    const expected = `from distributed import Client\nclient = Client("${address}")`;
+    await expect
+      .poll(async () => (await getSources(page)).length)
+      .toBe(cellsBefore.length + 1);
+    const sources = await getSources(page);
+    const clientIndex = sources.indexOf(expected);
+    expect(sources).toContain(expected);
+    // What the user sees in the editor is the same text.
+    const editor = page
+      .locator('.jp-NotebookPanel .jp-Cell')
+      .nth(clientIndex)
+      .locator('.jp-InputArea-editor .cm-line');
+    await expect(editor).toHaveText(expected.split('\n'));
+
+    // 5. Execute it, then ask the scheduler for its workers.
+    expect(await page.notebook.runCell(clientIndex)).toBe(true);
+    const clientOutput = await page.notebook.getCellTextOutput(clientIndex);
+    expect((clientOutput ?? []).join('\n')).not.toMatch(/Error|Traceback/);
+
+    expect(
+      await page.notebook.addCell('code', 'len(client.scheduler_info()["workers"])')
+    ).toBe(true);
+    const workersIndex = (await getSources(page)).length - 1;
+    expect(await page.notebook.runCell(workersIndex)).toBe(true);
+    const output = await page.notebook.getCellTextOutput(workersIndex);
+    expect(output).not.toBeNull();
+    const workers = Number(output!.join('').trim());
+    expect(workers).toBeGreaterThanOrEqual(1);
+    expect(workers).toBe(workersInCard);
+
+    // 6. The keyboard/button path: "Insert client" runs the
+    //    clustermgr:insert-client-cell command (inserts below the active cell).
+    const countBefore = (await getSources(page)).length;
+    await card.getByRole('button', { name: /^Insert client code/ }).click();
+    await expect
+      .poll(async () => (await getSources(page)).length)
+      .toBe(countBefore + 1);
+    expect((await getSources(page)).filter(s => s === expected)).toHaveLength(2);
+
+    // 7. Shut the cluster down: the card leaves the list.
+    await card.getByRole('button', { name: /^Shut down/ }).click();
+    await expect(card).toHaveCount(0, { timeout: CLUSTER_TIMEOUT });
+  });
+});
+
+/**
+ * The sources of the current notebook's cells, from its model.
+ */
+async function getSources(page: IJupyterLabPageFixture): Promise<string[]> {
+  return page.evaluate(() => {
+    const app = (window as any).jupyterapp;
+    const panel = app.shell.currentWidget;
+    const cells = panel?.content?.model?.sharedModel?.cells ?? [];
+    return cells.map((cell: any) => cell.getSource() as string);
+  });
+}
+
+/**
+ * Wait until the server reports the cluster running with at least one
+ * worker; fail at once with the server's explanation if it fails.
+ */
+async function waitForRunning(
+  page: IJupyterLabPageFixture,
+  id: string
+): Promise<void> {
+  const deadline = Date.now() + CLUSTER_TIMEOUT;
+  let last: any = null;
+  while (Date.now() < deadline) {
+    const response = await page.request.get(`/clustermgr/api/clusters/${id}`);
+    last = await response.json();
+    if (last.status === 'running' && last.workers?.running > 0) {
+      return;
+    }
+    if (last.status === 'failed') {
+      const events = await page.request
+        .get(`/clustermgr/api/clusters/${id}/events`)
+        .then(r => r.json())
+        .catch(e => String(e));
+      throw new Error(
+        `cluster ${id} failed: ${last.error}\nevents: ${JSON.stringify(events, null, 1)}`
+      );
+    }
+    await page.waitForTimeout(500);
+  }
+  throw new Error(
+    `cluster ${id} not running after ${CLUSTER_TIMEOUT} ms: ${JSON.stringify(last)}`
+  );
+}
