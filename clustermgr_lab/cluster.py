@@ -165,12 +165,15 @@ class ManagedCluster:
         self.events.lifecycle(f"starting ({self.backend.name} backend)")
         try:
             self.endpoint = await self.backend.start_scheduler()
-            self._link = SchedulerLink(self.endpoint.address, self._worker_added, self._worker_removed, self._scheduler_lost)
-            await self._link.start()
+            if self.lifecycle == PENDING:
+                self._link = SchedulerLink(self.endpoint.address, self._worker_added, self._worker_removed, self._scheduler_lost)
+                await self._link.start()
         except Exception as exc:
-            await self._fail(f"could not start the scheduler: {exc}")
+            if self.lifecycle == PENDING:
+                await self._fail(f"could not start the scheduler: {exc}")
             return
-        if self.lifecycle != PENDING:  # closed while starting
+        if self.lifecycle != PENDING:  # deleted while starting: close() may already have torn down
+            await self._teardown()
             return
         self.lifecycle = RUNNING
         self.events.lifecycle(f"scheduler running at {self.endpoint.address}")

@@ -24,7 +24,42 @@ from .openapi import openapi_document
 AUTH_RESOURCE = "clustermgr"
 
 
-class BaseHandler(APIHandler):
+ERROR_CODES = {400: "invalid", 403: "forbidden", 404: "not_found", 405: "method_not_allowed", 409: "conflict"}
+NOT_AUTHENTICATED = "not authenticated: send the Jupyter token as 'Authorization: token <token>', or log in"
+
+
+class JSONErrorMixin:
+    """Every error a clustermgr route answers is JSON ``{code, message, field?}``, never a page or a traceback.
+
+    The message names the field it is about, so that it reads well on its own.
+    """
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, ClusterManagerError):
+            body = exc.to_dict()
+            if exc.field and exc.field not in exc.message:
+                body["message"] = f"{exc.field}: {exc.message}"
+        elif status_code < 500:
+            message = None
+            if isinstance(exc, web.HTTPError) and exc.log_message:
+                message = exc.log_message % exc.args if exc.args else exc.log_message
+            if not message and status_code == 403 and self._user() is None:
+                message = NOT_AUTHENTICATED
+            body = {"code": ERROR_CODES.get(status_code, "http_error"), "message": message or self._reason}
+        else:
+            body = {"code": "internal_error", "message": "internal error; see the server log"}
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(body))
+
+    def _user(self) -> Any:
+        try:
+            return self.current_user
+        except RuntimeError:  # the request failed before jupyter_server looked the user up
+            return None
+
+
+class BaseHandler(JSONErrorMixin, APIHandler):
     """Maps domain errors to JSON and gives handlers the manager."""
 
     auth_resource = AUTH_RESOURCE
@@ -45,17 +80,6 @@ class BaseHandler(APIHandler):
         self.set_status(status)
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(data))
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, ClusterManagerError):
-            body = exc.to_dict()
-        elif isinstance(exc, web.HTTPError):
-            body = {"code": "http_error", "message": exc.log_message or self._reason}
-        else:
-            body = {"code": "internal_error", "message": "internal error; see the server log"}
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(body))
 
     def _handle_request_exception(self, e: BaseException) -> None:
         if isinstance(e, ClusterManagerError):
@@ -119,8 +143,12 @@ class OpenAPIHandler(BaseHandler):
         self.reply(openapi_document(self.base_url))
 
 
-class StreamHandler(WebSocketMixin, websocket.WebSocketHandler, JupyterHandler):
-    """Pushes a snapshot of all clusters, then one message per change, each with a ``seq``."""
+class StreamHandler(JSONErrorMixin, WebSocketMixin, websocket.WebSocketHandler, JupyterHandler):
+    """Pushes a snapshot of all clusters, then one message per change, each with a ``seq``.
+
+    Only same-origin connections (or origins allowed by ``ServerApp.allow_origin`` /
+    ``allow_origin_pat``) are accepted, token or not.
+    """
 
     auth_resource = AUTH_RESOURCE
 
@@ -128,10 +156,17 @@ class StreamHandler(WebSocketMixin, websocket.WebSocketHandler, JupyterHandler):
     def manager(self) -> ClusterManager:
         return self.settings["clustermgr_manager"]
 
+    def skip_check_origin(self) -> bool:
+        """Never skip the origin check: jupyter_server would for token-authenticated requests."""
+        return False
+
     async def pre_get(self) -> None:
         user = self.current_user
         if not await ensure_async(self.authorizer.is_authorized(self, user, "read", AUTH_RESOURCE)):
-            raise web.HTTPError(403)
+            raise web.HTTPError(403, f"User is not authorized to read on resource: {AUTH_RESOURCE}.")
+        origin = self.request.headers.get("Origin") or self.request.headers.get("Sec-Websocket-Origin")
+        if origin is not None and not self.check_origin(origin):
+            raise web.HTTPError(403, f"cross-origin WebSocket connections are refused (Origin: {origin})")
 
     @ws_authenticated
     async def get(self, *args: Any, **kwargs: Any) -> None:

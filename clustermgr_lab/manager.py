@@ -147,8 +147,10 @@ class ClusterManager(LoggingConfigurable):
     def create(self, body: Any) -> ManagedCluster:
         """Validate, register and start a cluster in the background; returns it ``pending``."""
         body = _only_fields(body, {"template", "name", "spec", "adapt"}, "a new cluster")
-        template_name = body.get("template") or self.default_template
-        if template_name not in self._templates:
+        template_name = body.get("template", self.default_template)
+        if template_name is None:
+            template_name = self.default_template
+        if not isinstance(template_name, str) or template_name not in self._templates:
             raise InvalidRequest(
                 f"unknown template {template_name!r}; templates are: {', '.join(self._templates)}", "template"
             )
@@ -161,6 +163,8 @@ class ClusterManager(LoggingConfigurable):
         adapt_data = body["adapt"] if "adapt" in body else template.adapt
         adapt = parse_adapt(adapt_data, spec, max_workers=self.max_workers) if adapt_data is not None else None
         name = _parse_name(body["name"]) if body.get("name") is not None else None
+        if name is not None:
+            self._require_unique_name(name)
         live = [c for c in self._clusters.values() if c.lifecycle not in (STOPPING, STOPPED, FAILED)]
         if len(live) >= self.max_clusters:
             raise Conflict(f"this server already runs {len(live)} clusters, the most it allows")
@@ -209,8 +213,15 @@ class ClusterManager(LoggingConfigurable):
         elif key == "adapt":
             cluster.adapt_to(value)
         else:
-            cluster.rename(_parse_name(value))
+            name = _parse_name(value)
+            if name != cluster.name:
+                self._require_unique_name(name)
+            cluster.rename(name)
         return {}
+
+    def _require_unique_name(self, name: str) -> None:
+        if any(c.name == name for c in self._clusters.values()):
+            raise Conflict(f"a cluster called {name!r} exists already", "name")
 
     def delete(self, cluster_id: str) -> ManagedCluster:
         """Start stopping a cluster; it leaves the list once its processes are gone."""

@@ -185,7 +185,7 @@ def parse_size(value: Any, field_name: str, *, allow_zero: bool = False) -> int:
     if isinstance(value, str):
         try:
             size = parse_bytes(value)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, OverflowError):
             raise InvalidRequest(
                 f"{value!r} is not a size; use e.g. '512 MiB', '4GB', '1TB' or a byte count",
                 field_name,
@@ -219,7 +219,7 @@ def parse_group(data: Any, field_name: str, *, default_name: str | None = None) 
             raise InvalidRequest(f"{key!r} is not a valid resource name", where)
         if key == GPU_RESOURCE:
             raise InvalidRequest("set GPUs with the group's 'gpus' field", where)
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not amount > 0:
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount < math.inf:
             raise InvalidRequest(f"must be a positive number, not {amount!r}", where)
         resources[key] = amount
     return WorkerGroup(

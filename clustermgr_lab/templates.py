@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 import psutil
 
+from .adaptive import parse_adapt
 from .errors import InvalidRequest
 from .spec import WorkerSpec, parse_spec
 
@@ -78,10 +79,14 @@ def parse_template(data: Mapping[str, Any], backends: set[str], field_name: str)
     backend = data.get("backend", "local")
     if backend not in backends:
         raise InvalidRequest(f"unknown backend {backend!r}; known: {', '.join(sorted(backends))}", f"{field_name}.backend")
+    spec = parse_spec(data.get("spec"), f"{field_name}.spec")
+    adapt = data.get("adapt")
+    if adapt is not None:
+        parse_adapt(adapt, spec, field_name=f"{field_name}.adapt")
     return Template(
         name=name,
         description=str(data.get("description", "")),
         backend=backend,
-        spec=parse_spec(data.get("spec"), f"{field_name}.spec"),
-        adapt=data.get("adapt"),
+        spec=spec,
+        adapt=adapt,
     )

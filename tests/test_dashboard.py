@@ -4,7 +4,7 @@ import json
 
 from tornado.httpclient import HTTPClientError
 
-from .helpers import call, running_with, wait_for
+from .helpers import running_with, wait_for
 from .test_scaling import create, delete
 
 
