@@ -163,8 +163,13 @@ class ManagedCluster:
     async def start(self) -> None:
         """Start the scheduler, subscribe to its workers, then reconcile towards the plan."""
         self.events.lifecycle(f"starting ({self.backend.name} backend)")
+        scheduler = asyncio.ensure_future(self.backend.start_scheduler())
+        if self.backend.workers_before_scheduler:
+            await asyncio.sleep(0)  # let the backend spawn the scheduler first
+            self._reconciler = asyncio.ensure_future(self._reconcile_loop())
+            self._wake.set()
         try:
-            self.endpoint = await self.backend.start_scheduler()
+            self.endpoint = await scheduler
             if self.lifecycle == PENDING:
                 self._link = SchedulerLink(self.endpoint.address, self._worker_added, self._worker_removed, self._scheduler_lost)
                 await self._link.start()
@@ -177,7 +182,8 @@ class ManagedCluster:
             return
         self.lifecycle = RUNNING
         self.events.lifecycle(f"scheduler running at {self.endpoint.address}")
-        self._reconciler = asyncio.ensure_future(self._reconcile_loop())
+        if self._reconciler is None:
+            self._reconciler = asyncio.ensure_future(self._reconcile_loop())
         self._wake.set()
         if self.adapt:
             self._start_adaptive()

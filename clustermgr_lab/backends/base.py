@@ -58,6 +58,9 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    #: True when :meth:`scale_up` may be called while :meth:`start_scheduler` is still waiting
+    #: for the scheduler, so that worker and scheduler start-ups overlap.
+    workers_before_scheduler: ClassVar[bool] = False
 
     def __init__(self, cluster_id: str, workdir: Path, on_worker_exit: WorkerExited | None = None):
         self.cluster_id = cluster_id

@@ -31,10 +31,15 @@ def scheduler_command(scheduler_file: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def worker_command(address: str, group: WorkerGroup, name: str, death_timeout: float = 60) -> list[str]:
-    """The ``dask worker`` command line for one worker of ``group``; any backend may reuse it."""
+def worker_command(scheduler: str | Path, group: WorkerGroup, name: str, death_timeout: float = 60) -> list[str]:
+    """The ``dask worker`` command line for one worker of ``group``; any backend may reuse it.
+
+    ``scheduler`` is the scheduler's address, or the path of its scheduler file (the worker then
+    waits for the file, so it can start before the scheduler has).
+    """
+    target = ["--scheduler-file", str(scheduler)] if isinstance(scheduler, Path) else [scheduler]
     command = [
-        sys.executable, "-m", "distributed.cli.dask_worker", address,
+        sys.executable, "-m", "distributed.cli.dask_worker", *target,
         "--name", name,
         "--nthreads", str(group.threads),
         "--memory-limit", str(group.memory),
@@ -57,6 +62,7 @@ class LocalBackend(Backend):
 
     name = "local"
     description = "Scheduler and workers as processes on this machine"
+    workers_before_scheduler = True
     stop_timeout = 10.0
     scheduler_start_timeout = 60.0
 
@@ -66,6 +72,7 @@ class LocalBackend(Backend):
         self._watchers: set[asyncio.Task] = set()
         self._stopping: set[str] = set()
         self._gpu_slots: dict[str, list[int]] = {}
+        self._scheduler_spawned = asyncio.Event()
         self.address: str | None = None
 
     async def _spawn(self, name: str, command: list[str], env: dict[str, str] | None = None):
@@ -106,10 +113,15 @@ class LocalBackend(Backend):
             return ""
         return "\n".join(text.strip().splitlines()[-lines:])
 
+    @property
+    def scheduler_file(self) -> Path:
+        return self.workdir / "scheduler.json"
+
     async def start_scheduler(self) -> SchedulerEndpoint:
-        scheduler_file = self.workdir / "scheduler.json"
+        scheduler_file = self.scheduler_file
         scheduler_file.unlink(missing_ok=True)
         process = await self._spawn(SCHEDULER, scheduler_command(scheduler_file))
+        self._scheduler_spawned.set()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.scheduler_start_timeout
         info: dict = {}
@@ -141,10 +153,12 @@ class LocalBackend(Backend):
         return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, slots))}
 
     async def scale_up(self, group: WorkerGroup, names: list[str]) -> None:
-        if self.address is None:
+        await self._scheduler_spawned.wait()
+        if SCHEDULER not in self._processes:
             raise BackendError("the scheduler is not running")
+        scheduler = self.address or self.scheduler_file  # before it answers, workers wait for its file
         for name in names:
-            await self._spawn(name, worker_command(self.address, group, name), self._gpu_env(group, name))
+            await self._spawn(name, worker_command(scheduler, group, name), self._gpu_env(group, name))
 
     async def _stop(self, name: str) -> None:
         process = self._processes.get(name)

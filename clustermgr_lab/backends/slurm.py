@@ -93,6 +93,7 @@ class SlurmBackend(LocalBackend):
 
     name = "slurm"
     description = "Scheduler on this machine, each worker one SLURM job (dask-jobqueue job scripts)"
+    workers_before_scheduler = False  # a job script needs the scheduler's address
 
     queue: str | None = None  # partition (-p)
     account: str | None = None  # -A
