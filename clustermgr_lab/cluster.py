@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from .adaptive import AdaptivePolicy, AdaptSettings, Load, parse_adapt
+from .adaptive import AdaptivePolicy, AdaptRange, AdaptSettings, Load, parse_adapt
 from .backends.base import Backend, SchedulerEndpoint
 from .errors import ClusterManagerError, Conflict
 from .events import EventLog, utcnow
@@ -40,6 +40,7 @@ class WorkerRecord:
     address: str | None = None
     info: dict = field(default_factory=dict)
     stopping: bool = False
+    connected_once: bool = False
 
 
 class ManagedCluster:
@@ -165,7 +166,6 @@ class ManagedCluster:
         self.events.lifecycle(f"starting ({self.backend.name} backend)")
         scheduler = asyncio.ensure_future(self.backend.start_scheduler())
         if self.backend.workers_before_scheduler:
-            await asyncio.sleep(0)  # let the backend spawn the scheduler first
             self._reconciler = asyncio.ensure_future(self._reconcile_loop())
             self._wake.set()
         try:
@@ -235,8 +235,7 @@ class ManagedCluster:
         resolution = resolve_target(self.spec, target, max_workers=self.max_workers)
         reason = "manual scale"
         if self.adapt and self.adapt.range_for(resolution.group):
-            remaining = tuple(r for r in self.adapt.ranges if r.group != resolution.group)
-            self._set_adapt(AdaptSettings(remaining, self.adapt.interval, self.adapt.wait_count, self.adapt.target_duration) if remaining else None)
+            self._keep_adapt_ranges(lambda r: r.group != resolution.group)
             reason = "manual scale (adaptive mode turned off)"
         self._set_plan(resolution.group, resolution.workers, reason, source="manual")
         return resolution
@@ -246,8 +245,7 @@ class ManagedCluster:
         self._require_running("change the spec of")
         if self.adapt:
             names = {g.name for g in spec.groups}
-            ranges = tuple(r for r in self.adapt.ranges if r.group in names)
-            self._set_adapt(AdaptSettings(ranges, self.adapt.interval, self.adapt.wait_count, self.adapt.target_duration) if ranges else None)
+            self._keep_adapt_ranges(lambda r: r.group in names)
         before = {g.name: g.count for g in self.spec.groups}
         self.spec = spec
         for group in spec.groups:
@@ -271,6 +269,11 @@ class ManagedCluster:
             )
         self._changed()
 
+    def _keep_adapt_ranges(self, keep: Callable[[AdaptRange], bool]) -> None:
+        """Drop the adaptive ranges ``keep`` refuses; adaptive mode goes off with the last one."""
+        ranges = tuple(r for r in self.adapt.ranges if keep(r))
+        self._set_adapt(replace(self.adapt, ranges=ranges) if ranges else None)
+
     def _set_adapt(self, settings: AdaptSettings | None) -> None:
         self._stop_adaptive()
         self.adapt = settings
@@ -280,6 +283,8 @@ class ManagedCluster:
 
     def _set_plan(self, group: str, count: int, reason: str, *, source: str) -> None:
         before = self.spec.group(group).count
+        if source == "manual":
+            self.error = None  # a new request from a person starts from a clean slate
         self.spec = self.spec.with_count(group, count)
         self._plan_source[group] = source
         self.events.scale(group, before, count, reason, source=source)
@@ -325,7 +330,13 @@ class ManagedCluster:
                 for name in names:
                     self._workers[name] = WorkerRecord(name, group.name, shape)
                 self._changed()
-                await self.backend.scale_up(group, names)
+                try:
+                    await self.backend.scale_up(group, names)
+                except Exception:
+                    for name in names:  # what did not start must not count as requested
+                        if name not in self.backend.pids():
+                            self._workers.pop(name, None)
+                    raise
             elif missing < 0:
                 await self._shrink(group.name, live, -missing)
         current = {g.name: shape_of(g) for g in self.spec.groups}
@@ -373,7 +384,7 @@ class ManagedCluster:
         if record is None:
             self._external[address] = info
         else:
-            record.address, record.info = address, info
+            record.address, record.info, record.connected_once = address, info, True
         self._changed()
 
     def _worker_removed(self, address: str) -> None:
@@ -385,10 +396,18 @@ class ManagedCluster:
 
     def _worker_exited(self, name: str, returncode: int | None) -> None:
         record = self._workers.pop(name, None)
-        if record is not None and self.lifecycle == RUNNING:
+        if record is None or self.lifecycle != RUNNING:
+            return
+        if record.connected_once:
             self.events.lifecycle(f"worker {name} exited with code {returncode}; replacing it")
             self._wake.set()
-            self._changed()
+        else:
+            # Replacing a worker that never got as far as the scheduler would only repeat the crash.
+            self.error = f"worker {name} exited with code {returncode} before it connected; see {self.backend.workdir}"
+            group = self.spec.group(record.group)
+            self.spec = self.spec.with_count(group.name, max(0, group.count - 1))
+            self.events.scale(group.name, group.count, group.count - 1, f"not replacing {name}: {self.error}", source="system")
+        self._changed()
 
     def _scheduler_lost(self) -> None:
         if self.lifecycle == RUNNING:

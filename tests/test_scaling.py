@@ -169,3 +169,24 @@ async def test_a_worker_that_dies_is_replaced(jp_fetch, jp_serverapp):
         await wait_for(jp_fetch, cluster_id, running_with(2), what="2 workers again")
     finally:
         await delete(jp_fetch, cluster_id)
+
+
+async def test_a_worker_that_cannot_start_is_not_restarted_in_a_loop(jp_fetch, jp_serverapp):
+    # Given a running cluster
+    cluster_id = await create(jp_fetch, spec={"groups": [{**SMALL, "count": 1}]})
+    await wait_for(jp_fetch, cluster_id, running_with(1))
+    backend = jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id).backend
+    try:
+        # When the next worker cannot reach its scheduler, so that its process gives up and exits
+        backend.address, backend.worker_death_timeout = "tcp://127.0.0.1:1", 1
+        await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 2}}, expect=200)
+        # Then the cluster says why and settles back on the plan it can keep, without a restart loop
+        settled = await wait_for(
+            jp_fetch, cluster_id, lambda c: c["error"] and c["spec"]["groups"][0]["count"] == 1, what="the failure noted"
+        )
+        assert "before it connected" in settled["error"]
+        assert settled["last_decision"]["message"].startswith("not replacing default-")
+        await asyncio.sleep(2)
+        assert launched(jp_serverapp, cluster_id) == 2
+    finally:
+        await delete(jp_fetch, cluster_id)

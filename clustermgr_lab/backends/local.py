@@ -65,6 +65,7 @@ class LocalBackend(Backend):
     workers_before_scheduler = True
     stop_timeout = 10.0
     scheduler_start_timeout = 60.0
+    worker_death_timeout = 60.0  # a worker that cannot reach its scheduler this long exits
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -158,7 +159,7 @@ class LocalBackend(Backend):
             raise BackendError("the scheduler is not running")
         scheduler = self.address or self.scheduler_file  # before it answers, workers wait for its file
         for name in names:
-            await self._spawn(name, worker_command(scheduler, group, name), self._gpu_env(group, name))
+            await self._spawn(name, worker_command(scheduler, group, name, self.worker_death_timeout), self._gpu_env(group, name))
 
     async def _stop(self, name: str) -> None:
         process = self._processes.get(name)
