@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from tornado.httpclient import HTTPClientError
 
 from .helpers import running_with, wait_for
@@ -63,3 +65,14 @@ async def test_generic_proxy_route_is_off(jp_fetch, jp_serverapp):
     status, _ = await fetch_status(jp_fetch, "clustermgr", "dashboard", cluster["id"], "status")
     assert status == 200
     await delete(jp_fetch, cluster["id"])
+
+
+async def test_dashboard_websocket_needs_authentication(jp_fetch, jp_ws_fetch):
+    # Given a running cluster, a WebSocket to its dashboard without a token is refused
+    cluster = await running_cluster(jp_fetch)
+    try:
+        with pytest.raises(HTTPClientError) as refused:
+            await jp_ws_fetch("clustermgr", "dashboard", cluster["id"], "status", "ws", headers={"Authorization": ""})
+        assert refused.value.code in (302, 403)  # a redirect to the login page, or forbidden: never opened
+    finally:
+        await delete(jp_fetch, cluster["id"])
