@@ -52,10 +52,8 @@ venv: $(VENV_PY)
 # install + jlpm build in an isolated build environment that has jupyterlab).
 install: venv
 	"$(VENV_PY)" -m pip install -e ".[test]"
-	@if ! jupyter labextension list 2>&1 | grep -q "clustermgr-lab.*enabled.*OK"; then \
-	  echo "linking the labextension with 'jupyter labextension develop'"; \
-	  jupyter labextension develop . --overwrite; \
-	fi
+	@# Link, not copy, the built frontend: a copy goes stale at the next `jlpm build`.
+	jupyter labextension develop . --overwrite
 	jupyter labextension list 2>&1 | grep "clustermgr-lab"
 
 build: venv

@@ -28,3 +28,84 @@ export function formatCores(cores: number | null | undefined): string {
   }
   return Number.isInteger(cores) ? String(cores) : cores.toFixed(1);
 }
+
+/**
+ * Format a number of bytes compactly, for previews: `16 GiB`, `1.5 GiB`.
+ */
+export function formatSize(bytes: number): string {
+  return formatBytes(bytes).replace(/(\.\d*[1-9])0+ |\.0+ /, '$1 ');
+}
+
+const SIZE_UNITS: { [unit: string]: number } = {
+  '': 1,
+  b: 1,
+  k: 1e3,
+  kb: 1e3,
+  m: 1e6,
+  mb: 1e6,
+  g: 1e9,
+  gb: 1e9,
+  t: 1e12,
+  tb: 1e12,
+  p: 1e15,
+  pb: 1e15,
+  kib: 2 ** 10,
+  mib: 2 ** 20,
+  gib: 2 ** 30,
+  tib: 2 ** 40,
+  pib: 2 ** 50
+};
+
+/**
+ * Read a size the way the server does (`dask.utils.parse_bytes`):
+ * `4 GiB`, `4GB`, `1.5 gb`, `1e9`, or a plain byte count.
+ * Returns `null` for anything else; the server has the last word.
+ */
+export function parseSize(text: string): number | null {
+  const match = /^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)?\s*([a-z]*)\s*$/i.exec(
+    text
+  );
+  if (!match || (match[1] === undefined && !match[2])) {
+    return null;
+  }
+  const factor = SIZE_UNITS[match[2].toLowerCase()];
+  if (factor === undefined) {
+    return null;
+  }
+  const value = match[1] === undefined ? 1 : Number(match[1]);
+  return Math.floor(value * factor);
+}
+
+/**
+ * A whole, non-negative number from a text field, else `null`.
+ */
+export function parseCount(text: string): number | null {
+  return /^\s*\d+\s*$/.test(text) ? Number(text) : null;
+}
+
+/**
+ * A short "when" for a timestamp: the local time of day.
+ */
+export function formatTime(iso: string): string {
+  const date = new Date(iso);
+  return isNaN(date.getTime())
+    ? iso
+    : date.toLocaleTimeString(undefined, { hour12: false });
+}
+
+/**
+ * A size as text that reads back to exactly the same bytes:
+ * `4 GiB`, `1536 MiB`, or the byte count.
+ */
+export function exactSize(bytes: number): string {
+  for (const [unit, factor] of [
+    ['TiB', 2 ** 40],
+    ['GiB', 2 ** 30],
+    ['MiB', 2 ** 20]
+  ] as const) {
+    if (bytes >= factor && bytes % factor === 0) {
+      return `${bytes / factor} ${unit}`;
+    }
+  }
+  return String(bytes);
+}

@@ -3,9 +3,16 @@ import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { API_PATH, ClusterManagerError, jsonBody, requestAPI } from './request';
+import {
+  API_PATH,
+  asServerError,
+  ClusterManagerError,
+  jsonBody,
+  requestAPI
+} from './request';
 import {
   ICluster,
+  IClusterChange,
   IClusterList,
   ICreateClusterRequest,
   ITemplate,
@@ -60,6 +67,22 @@ export class ClustersModel implements IDisposable {
   }
 
   /**
+   * Whether the server extension answers: `unknown` until the first check,
+   * `missing` when its API is not there (404), else `ok`.
+   */
+  get serverState(): ClustersModel.ServerState {
+    return this._serverState;
+  }
+
+  /**
+   * Worker counts of a cluster over the last minutes, oldest first, as seen
+   * on the stream.
+   */
+  history(id: string): ReadonlyArray<ClustersModel.IHistoryPoint> {
+    return this._history.get(id) ?? [];
+  }
+
+  /**
    * Whether the list has been loaded at least once (by stream or GET).
    */
   get loaded(): boolean {
@@ -99,7 +122,7 @@ export class ClustersModel implements IDisposable {
       return;
     }
     this._started = true;
-    this._connect();
+    void this._checkServer();
   }
 
   /**
@@ -127,9 +150,7 @@ export class ClustersModel implements IDisposable {
       {},
       this._settings
     );
-    const templates = (data?.templates ?? []) as Array<ITemplate | string>;
-    // Accept plain names as well as template objects.
-    return templates.map(t => (typeof t === 'string' ? { name: t } : t));
+    return data?.templates ?? [];
   }
 
   /**
@@ -159,8 +180,8 @@ export class ClustersModel implements IDisposable {
   async patchCluster(
     id: string,
     request: PatchClusterRequest
-  ): Promise<ICluster> {
-    const cluster = await requestAPI<ICluster>(
+  ): Promise<IClusterChange> {
+    const cluster = await requestAPI<IClusterChange>(
       `clusters/${encodeURIComponent(id)}`,
       jsonBody('PATCH', request),
       this._settings
@@ -212,6 +233,32 @@ export class ClustersModel implements IDisposable {
       url += `?token=${encodeURIComponent(token)}`;
     }
     return url;
+  }
+
+  /**
+   * Check that the server extension is there (its templates answer), then
+   * follow the stream. A 404 means it is not installed or not enabled:
+   * say so and do not try the stream.
+   */
+  private async _checkServer(): Promise<void> {
+    try {
+      await this.listTemplates();
+      this._serverState = 'ok';
+    } catch (error) {
+      if (error instanceof ClusterManagerError && error.status === 404) {
+        this._serverState = 'missing';
+        this._changed.emit({ type: 'server' });
+        return;
+      }
+      // Anything else (e.g. the server restarting): the stream's backoff
+      // deals with it.
+      this._serverState = 'ok';
+    }
+    if (this._isDisposed) {
+      return;
+    }
+    this._changed.emit({ type: 'server' });
+    this._connect();
   }
 
   private _connect(): void {
@@ -306,14 +353,7 @@ export class ClustersModel implements IDisposable {
     try {
       await this.refresh();
     } catch (error) {
-      this._lastError =
-        error instanceof ClusterManagerError
-          ? error
-          : new ClusterManagerError({
-              status: 0,
-              code: 'error',
-              message: String(error)
-            });
+      this._lastError = asServerError(error);
       this._changed.emit({ type: 'error' });
     }
   }
@@ -356,18 +396,46 @@ export class ClustersModel implements IDisposable {
     }
     this._clusters = next;
     this._removed.clear();
+    for (const id of Array.from(this._history.keys())) {
+      if (!next.has(id)) {
+        this._history.delete(id);
+      }
+    }
+    for (const cluster of clusters) {
+      this._record(cluster);
+    }
     this._loaded = true;
     this._changed.emit({ type });
   }
 
   private _upsert(cluster: ICluster, type: 'added' | 'changed'): void {
     this._clusters.set(cluster.id, cluster);
+    this._record(cluster);
     this._loaded = true;
     this._changed.emit({ type, id: cluster.id });
   }
 
+  /**
+   * Add a point to a cluster's worker history when its counts changed,
+   * dropping points older than the history window.
+   */
+  private _record(cluster: ICluster): void {
+    const now = Date.now();
+    const points = (this._history.get(cluster.id) ?? []).filter(
+      p => now - p.time <= ClustersModel.HISTORY_WINDOW
+    );
+    const running = cluster.workers?.running ?? 0;
+    const requested = cluster.workers?.requested ?? 0;
+    const last = points[points.length - 1];
+    if (!last || last.running !== running || last.requested !== requested) {
+      points.push({ time: now, running, requested });
+    }
+    this._history.set(cluster.id, points.slice(-ClustersModel.HISTORY_POINTS));
+  }
+
   private _remove(id: string): void {
     this._removed.add(id);
+    this._history.delete(id);
     if (this._clusters.delete(id)) {
       this._changed.emit({ type: 'removed', id });
     }
@@ -385,6 +453,8 @@ export class ClustersModel implements IDisposable {
   private _minDelay: number;
   private _maxDelay: number;
   private _clusters = new Map<string, ICluster>();
+  private _history = new Map<string, ClustersModel.IHistoryPoint[]>();
+  private _serverState: ClustersModel.ServerState = 'unknown';
   private _removed = new Set<string>();
   private _socket: WebSocket | null = null;
   private _seq: number | null = null;
@@ -400,6 +470,27 @@ export class ClustersModel implements IDisposable {
 }
 
 export namespace ClustersModel {
+  /**
+   * How long the worker history goes back, in ms.
+   */
+  export const HISTORY_WINDOW = 10 * 60 * 1000;
+
+  /**
+   * The most points kept per cluster.
+   */
+  export const HISTORY_POINTS = 300;
+
+  export type ServerState = 'unknown' | 'ok' | 'missing';
+
+  /**
+   * Worker counts at a moment (ms since the epoch).
+   */
+  export interface IHistoryPoint {
+    time: number;
+    running: number;
+    requested: number;
+  }
+
   export interface IOptions {
     /**
      * Server settings (defaults to `ServerConnection.makeSettings()`).
@@ -428,6 +519,7 @@ export namespace ClustersModel {
       | 'changed'
       | 'removed'
       | 'connection'
+      | 'server'
       | 'error';
     /** The cluster concerned, for added/changed/removed. */
     id?: string;

@@ -142,3 +142,16 @@ export async function requestAPI<T>(
 export function jsonBody(method: string, body: unknown): RequestInit {
   return { method, body: JSON.stringify(body) };
 }
+
+/**
+ * Any thrown value as a ClusterManagerError.
+ */
+export function asServerError(error: unknown): ClusterManagerError {
+  return error instanceof ClusterManagerError
+    ? error
+    : new ClusterManagerError({
+        status: 0,
+        code: 'error',
+        message: error instanceof Error ? error.message : String(error)
+      });
+}

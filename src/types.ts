@@ -52,6 +52,7 @@ export interface IWorkerCounts {
   requested: number;
   running: number;
   pending: number;
+  stopping: number;
   groups: IWorkerGroupCounts[];
 }
 
@@ -71,26 +72,55 @@ export interface IResources {
 export type AdaptUnit = 'workers' | 'cores' | 'memory';
 
 /**
- * Adaptive scaling settings.
+ * A size: bytes, or a string such as `4 GiB` the server parses.
  */
-export interface IAdapt {
-  minimum: number;
-  maximum: number;
-  unit: AdaptUnit;
+export type Size = number | string;
+
+/**
+ * Adaptive mode for one group, as a request (PATCH or POST) gives it.
+ */
+export interface IAdaptRequest {
+  minimum: Size;
+  maximum: Size;
+  unit?: AdaptUnit;
   group?: string;
   interval?: number;
   wait_count?: number;
+  target_duration?: number;
 }
 
 /**
- * The last scaling decision the manager took.
+ * The adaptive range of one group, as the server reports it
+ * (`memory` in bytes).
  */
-export interface IDecision {
-  time: string;
+export interface IAdaptRange {
   group: string;
-  before: number;
-  after: number;
-  reason: string;
+  minimum: number;
+  maximum: number;
+  unit: AdaptUnit;
+}
+
+/**
+ * Adaptive mode as it is on: one range per adaptive group.
+ */
+export interface IAdaptState {
+  interval: number;
+  wait_count: number;
+  target_duration: number;
+  groups: IAdaptRange[];
+}
+
+/**
+ * One entry of a cluster's log; `last_decision` is the latest scaling one.
+ */
+export interface IEvent {
+  time: string;
+  kind: 'lifecycle' | 'scale' | 'note';
+  message: string;
+  group: string | null;
+  before: number | null;
+  after: number | null;
+  source: 'manual' | 'adaptive' | 'spec' | 'system' | null;
 }
 
 /**
@@ -108,8 +138,8 @@ export interface ICluster {
   spec: IWorkerSpec;
   workers: IWorkerCounts;
   resources: IResources;
-  adapt: IAdapt | null;
-  last_decision: IDecision | null;
+  adapt: IAdaptState | null;
+  last_decision: IEvent | null;
   created: string;
 }
 
@@ -119,17 +149,55 @@ export interface ICluster {
 export type Target = (
   | { workers: number }
   | { cores: number }
-  | { memory: number | string }
+  | { memory: Size }
 ) & { group?: string };
 
 /**
  * A cluster template offered by the server.
- *
- * Only `name` is relied upon; the rest is shown as given.
  */
 export interface ITemplate {
   name: string;
-  [key: string]: unknown;
+  description: string;
+  backend: string;
+  spec: IWorkerSpec;
+  adapt: IAdaptRequest | null;
+}
+
+/**
+ * What a scale target resolved to: whole workers of one group.
+ */
+export interface IResolution {
+  group: string;
+  workers: number;
+  cores: number;
+  memory: number;
+  gpus: number;
+}
+
+/**
+ * A cluster after a PATCH; after a `scale`, `resolved` is set.
+ */
+export interface IClusterChange extends ICluster {
+  resolved?: IResolution;
+}
+
+/**
+ * A worker group as a request gives it (`memory` may be a size string).
+ */
+export interface IWorkerGroupRequest {
+  name?: string;
+  count?: number;
+  threads: number;
+  memory: Size;
+  gpus?: number;
+  resources?: { [name: string]: number };
+}
+
+/**
+ * A Worker Spec as a request gives it.
+ */
+export interface IWorkerSpecRequest {
+  groups: IWorkerGroupRequest[];
 }
 
 /**
@@ -139,8 +207,8 @@ export interface ITemplate {
 export interface ICreateClusterRequest {
   template?: string;
   name?: string;
-  spec?: IWorkerSpec;
-  adapt?: IAdapt;
+  spec?: IWorkerSpecRequest;
+  adapt?: IAdaptRequest | null;
 }
 
 /**
@@ -148,8 +216,8 @@ export interface ICreateClusterRequest {
  */
 export type PatchClusterRequest =
   | { scale: Target }
-  | { spec: IWorkerSpec }
-  | { adapt: IAdapt | null }
+  | { spec: IWorkerSpecRequest }
+  | { adapt: IAdaptRequest | null }
   | { name: string };
 
 /**

@@ -2,10 +2,9 @@
  * Walking skeleton: sidebar → new cluster → drag it into a notebook →
  * run the client cell against the real cluster → shut the cluster down.
  */
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { expect, test } from '@jupyterlab/galata';
 
-// Clusters start real Dask processes.
-const CLUSTER_TIMEOUT = 60000;
+import { CLUSTER_TIMEOUT, getSources, waitForCluster } from './helpers';
 
 test.describe('clustermgr-lab skeleton', () => {
   test('new cluster, drag into notebook, run client, shut down', async ({
@@ -22,22 +21,31 @@ test.describe('clustermgr-lab skeleton', () => {
       'true'
     );
 
-    // 2. New Cluster: remember the id the server answers with.
+    // 2. New Cluster: the dialog, with the "local" template; remember the
+    //    id the server answers with.
+    await sidebar.getByRole('button', { name: 'New Cluster' }).click();
+    const dialog = page.locator('.cm-FormDialog');
+    await dialog.getByRole('radio', { name: /^local Local/ }).check();
     const created = page.waitForResponse(
       response =>
         response.request().method() === 'POST' &&
         new URL(response.url()).pathname.endsWith('/clustermgr/api/clusters')
     );
-    await sidebar.getByRole('button', { name: 'New Cluster' }).click();
+    await dialog.getByRole('button', { name: 'Create' }).click();
     const response = await created;
+    await expect(dialog).toHaveCount(0);
     expect(response.status()).toBe(202);
-    const { id } = (await response.json()) as { id: string };
+    const { id, status } = (await response.json()) as {
+      id: string;
+      status: string;
+    };
+    expect(status).toBe('pending');
 
     const card = sidebar.locator(`.cm-ClusterCard[data-cluster-id="${id}"]`);
     await expect(card).toBeVisible();
     // Wait on the server (fails fast, with its error and events, if the
     // cluster fails), then check that the card shows it.
-    await waitForRunning(page, id);
+    await waitForCluster(page, id);
     await expect(card.locator('.cm-StatusBadge')).toHaveText('running');
     await expect(card.locator('.cm-ClusterCard-workersRunning')).not.toHaveText(
       '0'
@@ -54,6 +62,7 @@ test.describe('clustermgr-lab skeleton', () => {
     );
 
     await sidebar.screenshot({ path: test.info().outputPath('sidebar.png') });
+
 
     // 3. A new notebook with a Python 3 kernel.
     const name = await page.notebook.createNew('skeleton.ipynb', {
@@ -117,52 +126,12 @@ test.describe('clustermgr-lab skeleton', () => {
       .toBe(countBefore + 1);
     expect((await getSources(page)).filter(s => s === expected)).toHaveLength(2);
 
-    // 7. Shut the cluster down: the card leaves the list.
+    // 7. Shut the cluster down (confirmed): the card leaves the list.
     await card.getByRole('button', { name: /^Shut down/ }).click();
+    await page
+      .locator('.jp-Dialog')
+      .getByRole('button', { name: 'Shut down' })
+      .click();
     await expect(card).toHaveCount(0, { timeout: CLUSTER_TIMEOUT });
   });
 });
-
-/**
- * The sources of the current notebook's cells, from its model.
- */
-async function getSources(page: IJupyterLabPageFixture): Promise<string[]> {
-  return page.evaluate(() => {
-    const app = (window as any).jupyterapp;
-    const panel = app.shell.currentWidget;
-    const cells = panel?.content?.model?.sharedModel?.cells ?? [];
-    return cells.map((cell: any) => cell.getSource() as string);
-  });
-}
-
-/**
- * Wait until the server reports the cluster running with at least one
- * worker; fail at once with the server's explanation if it fails.
- */
-async function waitForRunning(
-  page: IJupyterLabPageFixture,
-  id: string
-): Promise<void> {
-  const deadline = Date.now() + CLUSTER_TIMEOUT;
-  let last: any = null;
-  while (Date.now() < deadline) {
-    const response = await page.request.get(`/clustermgr/api/clusters/${id}`);
-    last = await response.json();
-    if (last.status === 'running' && last.workers?.running > 0) {
-      return;
-    }
-    if (last.status === 'failed') {
-      const events = await page.request
-        .get(`/clustermgr/api/clusters/${id}/events`)
-        .then(r => r.json())
-        .catch(e => String(e));
-      throw new Error(
-        `cluster ${id} failed: ${last.error}\nevents: ${JSON.stringify(events, null, 1)}`
-      );
-    }
-    await page.waitForTimeout(500);
-  }
-  throw new Error(
-    `cluster ${id} not running after ${CLUSTER_TIMEOUT} ms: ${JSON.stringify(last)}`
-  );
-}

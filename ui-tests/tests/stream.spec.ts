@@ -127,31 +127,3 @@ test('falls back to GET when the stream is unavailable', async ({ page }) => {
   // It keeps trying to reconnect, with a growing delay.
   await expect.poll(() => attempts, { timeout: 10000 }).toBeGreaterThan(1);
 });
-
-test('shows the server error of a failed request', async ({ page }) => {
-  await page.routeWebSocket(STREAM, ws => {
-    ws.send(JSON.stringify({ type: 'snapshot', seq: 1, clusters: [] }));
-  });
-  await page.route(LIST, route => {
-    if (route.request().method() === 'POST') {
-      return route.fulfill({
-        status: 409,
-        json: {
-          code: 'conflict',
-          message: 'too many clusters',
-          field: 'template'
-        }
-      });
-    }
-    return route.fulfill({ json: { clusters: [] } });
-  });
-
-  const sidebar = await openSidebar(page);
-  await expect(sidebar.locator('.cm-ClusterPanel-empty')).toHaveText(
-    /No clusters/
-  );
-  await sidebar.getByRole('button', { name: 'New Cluster' }).click();
-  await expect(sidebar.getByRole('alert')).toHaveText(
-    'Could not start a cluster: too many clusters (template)'
-  );
-});

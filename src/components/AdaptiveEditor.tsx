@@ -1,0 +1,280 @@
+import * as React from 'react';
+
+import { exactSize, formatCores, formatSize } from '../format';
+import { asServerError, ClusterManagerError } from '../request';
+import { IPerWorker, parseAmount, totals, workersFor } from '../spec';
+import {
+  AdaptUnit,
+  IAdaptRange,
+  IAdaptRequest,
+  ICluster,
+  PatchClusterRequest
+} from '../types';
+import { FieldError, fieldMessage, FormError, invalidProps } from './FormDialog';
+import { UNITS } from './ScaleEditor';
+
+/**
+ * Adaptive mode of one group, as typed.
+ */
+export interface IAdaptDraft {
+  on: boolean;
+  unit: AdaptUnit;
+  minimum: string;
+  maximum: string;
+}
+
+const OFF: IAdaptDraft = {
+  on: false,
+  unit: 'workers',
+  minimum: '0',
+  maximum: '4'
+};
+
+function amountText(unit: AdaptUnit, value: number | string): string {
+  return unit === 'memory' && typeof value === 'number'
+    ? exactSize(value)
+    : String(value);
+}
+
+/**
+ * The draft for a range the server reports (or a template's adapt).
+ */
+export function adaptDraft(
+  range: IAdaptRange | IAdaptRequest | null | undefined
+): IAdaptDraft {
+  if (!range) {
+    return { ...OFF };
+  }
+  const unit = range.unit ?? 'workers';
+  return {
+    on: true,
+    unit,
+    minimum: amountText(unit, range.minimum),
+    maximum: amountText(unit, range.maximum)
+  };
+}
+
+/**
+ * The request for a draft; amounts are sent as typed when they do not
+ * parse, so that the server says what is wrong with them.
+ */
+export function adaptRequest(draft: IAdaptDraft, group?: string): IAdaptRequest {
+  const value = (text: string) =>
+    draft.unit === 'memory' ? text.trim() : parseAmount('workers', text) ?? text;
+  return {
+    ...(group ? { group } : {}),
+    minimum: value(draft.minimum),
+    maximum: value(draft.maximum),
+    unit: draft.unit
+  };
+}
+
+/**
+ * "0–4 workers · 0–8 cores · 0–16 GiB" for a range of a group.
+ */
+function rangePreview(draft: IAdaptDraft, perWorker: IPerWorker | null): string {
+  const min = parseAmount(draft.unit, draft.minimum);
+  const max = parseAmount(draft.unit, draft.maximum);
+  if (!perWorker || min === null || max === null) {
+    return '';
+  }
+  const lo = totals(perWorker, workersFor(perWorker, draft.unit, min));
+  const hi = totals(perWorker, workersFor(perWorker, draft.unit, max));
+  return (
+    `→ ${lo.workers}–${hi.workers} workers · ` +
+    `${formatCores(lo.cores)}–${formatCores(hi.cores)} cores · ` +
+    `${formatSize(lo.memory)}–${formatSize(hi.memory)}`
+  );
+}
+
+export interface IAdaptRangeFieldsProps {
+  label: string;
+  draft: IAdaptDraft;
+  onChange: (draft: IAdaptDraft) => void;
+  perWorker: IPerWorker | null;
+  /**
+   * The server's error, when it is about this group's range.
+   */
+  error: ClusterManagerError | null;
+  /**
+   * The request field holding the range (`adapt`).
+   */
+  field: string;
+  idPrefix: string;
+}
+
+/**
+ * On/off, unit, minimum and maximum of adaptive mode for one group.
+ */
+export function AdaptRangeFields(
+  props: IAdaptRangeFieldsProps
+): React.ReactElement {
+  const { draft, error, field, idPrefix, label } = props;
+  const set = (change: Partial<IAdaptDraft>) =>
+    props.onChange({ ...draft, ...change });
+  const minMessage = fieldMessage(error, `${field}.minimum`);
+  const maxMessage = fieldMessage(error, `${field}.maximum`);
+  const unitMessage = fieldMessage(error, `${field}.unit`);
+  return (
+    <fieldset className="cm-AdaptRange" data-group={label}>
+      <legend>
+        <label className="cm-Checkbox">
+          <input
+            type="checkbox"
+            className="cm-AdaptRange-on"
+            checked={draft.on}
+            onChange={e => set({ on: e.target.checked })}
+          />
+          Adaptive <span className="cm-AdaptRange-group">{label}</span>
+        </label>
+      </legend>
+      {draft.on && (
+        <>
+          <div className="cm-Field-row">
+            <label className="cm-Field">
+              <span className="cm-Field-label">Minimum</span>
+              <input
+                className="jp-mod-styled cm-AdaptRange-minimum"
+                value={draft.minimum}
+                onChange={e => set({ minimum: e.target.value })}
+                {...invalidProps(`${idPrefix}-min-error`, minMessage)}
+              />
+            </label>
+            <label className="cm-Field">
+              <span className="cm-Field-label">Maximum</span>
+              <input
+                className="jp-mod-styled cm-AdaptRange-maximum"
+                value={draft.maximum}
+                onChange={e => set({ maximum: e.target.value })}
+                {...invalidProps(`${idPrefix}-max-error`, maxMessage)}
+              />
+            </label>
+            <label className="cm-Field">
+              <span className="cm-Field-label">Unit</span>
+              <select
+                className="jp-mod-styled cm-AdaptRange-unit"
+                value={draft.unit}
+                onChange={e => set({ unit: e.target.value as AdaptUnit })}
+                {...invalidProps(`${idPrefix}-unit-error`, unitMessage)}
+              >
+                {UNITS.map(u => (
+                  <option key={u.value} value={u.value}>
+                    {u.label}
+                  </option>
+                ))}
+              </select>
+            </label>
+          </div>
+          <FieldError id={`${idPrefix}-min-error`} message={minMessage} />
+          <FieldError id={`${idPrefix}-max-error`} message={maxMessage} />
+          <FieldError id={`${idPrefix}-unit-error`} message={unitMessage} />
+          <div className="cm-Preview cm-AdaptRange-preview" aria-live="polite">
+            {rangePreview(draft, props.perWorker)}
+          </div>
+        </>
+      )}
+    </fieldset>
+  );
+}
+
+export interface IAdaptiveEditorProps {
+  cluster: ICluster;
+  /**
+   * Send one change; throws the server's error.
+   */
+  patch: (request: PatchClusterRequest) => Promise<unknown>;
+  /**
+   * Register the submit action of the enclosing form.
+   */
+  register: (submit: () => Promise<boolean | null>) => void;
+}
+
+/**
+ * Adaptive mode per group of a running cluster. Applying sends one PATCH
+ * per changed group: a range turns it on (other groups keep theirs);
+ * turning the last group off sends `{"adapt": null}`; turning one group
+ * off among several pins it at its current size with a manual scale
+ * (which is how the server turns adaptive mode off for one group).
+ */
+export function AdaptiveEditor(props: IAdaptiveEditorProps): React.ReactElement {
+  const { cluster } = props;
+  const groups = cluster.spec.groups;
+  const initial = React.useMemo(() => {
+    const drafts: { [group: string]: IAdaptDraft } = {};
+    for (const g of groups) {
+      drafts[g.name] = adaptDraft(
+        cluster.adapt?.groups.find(r => r.group === g.name)
+      );
+    }
+    return drafts;
+  }, []);
+  const [drafts, setDrafts] = React.useState(initial);
+  const [error, setError] = React.useState<ClusterManagerError | null>(null);
+  const [errorGroup, setErrorGroup] = React.useState<string | null>(null);
+
+  props.register(async () => {
+    const changed = groups.filter(
+      g => JSON.stringify(drafts[g.name]) !== JSON.stringify(initial[g.name])
+    );
+    const turnOn = changed.filter(g => drafts[g.name].on);
+    const turnOff = changed.filter(g => !drafts[g.name].on);
+    const anyOn = groups.some(g => drafts[g.name].on);
+    const requests: Array<[string, PatchClusterRequest]> = [];
+    for (const g of turnOn) {
+      requests.push([
+        g.name,
+        { adapt: adaptRequest(drafts[g.name], g.name) }
+      ]);
+    }
+    if (!anyOn && turnOff.length) {
+      requests.push([turnOff[0].name, { adapt: null }]);
+    } else {
+      for (const g of turnOff) {
+        const counts = cluster.workers.groups.find(c => c.name === g.name);
+        requests.push([
+          g.name,
+          { scale: { workers: counts?.requested ?? g.count, group: g.name } }
+        ]);
+      }
+    }
+    for (const [group, request] of requests) {
+      try {
+        await props.patch(request);
+      } catch (e) {
+        setErrorGroup(group);
+        setError(asServerError(e));
+        return null;
+      }
+    }
+    return true;
+  });
+
+  const inline =
+    !!error?.field &&
+    /^adapt\.(minimum|maximum|unit)$/.test(error.field) &&
+    errorGroup !== null;
+
+  return (
+    <div className="cm-AdaptiveEditor">
+      <FormError error={error} shownInline={inline} />
+      {groups.map((g, i) => (
+        <AdaptRangeFields
+          key={g.name}
+          label={g.name}
+          draft={drafts[g.name]}
+          onChange={d => setDrafts({ ...drafts, [g.name]: d })}
+          perWorker={g}
+          error={errorGroup === g.name ? error : null}
+          field="adapt"
+          idPrefix={`cm-adapt-${i}`}
+        />
+      ))}
+      {cluster.adapt && (
+        <p className="cm-Form-note">
+          Decides every {cluster.adapt.interval} s; shrinks after{' '}
+          {cluster.adapt.wait_count} low intervals.
+        </p>
+      )}
+    </div>
+  );
+}

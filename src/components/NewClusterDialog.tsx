@@ -1,0 +1,220 @@
+import * as React from 'react';
+
+import { ClustersModel } from '../model';
+import { asServerError, ClusterManagerError } from '../request';
+import {
+  draftFromGroup,
+  formatTotals,
+  IGroupDraft,
+  perWorkerOfDraft,
+  specRequest,
+  specTotals
+} from '../spec';
+import { ICluster, ITemplate } from '../types';
+import {
+  adaptDraft,
+  AdaptRangeFields,
+  adaptRequest,
+  IAdaptDraft
+} from './AdaptiveEditor';
+import {
+  FieldError,
+  fieldMessage,
+  FormBody,
+  FormError,
+  invalidProps,
+  showFormDialog
+} from './FormDialog';
+import { specShowsError, WorkerSpecEditor } from './WorkerSpecEditor';
+
+/**
+ * What a template gives by default, in one line.
+ */
+export function templateSummary(template: ITemplate): string {
+  const drafts = template.spec.groups.map(draftFromGroup);
+  const sum = specTotals(drafts);
+  const parts = [template.backend];
+  if (sum) {
+    parts.push(formatTotals(sum).replace(/^→ /, ''));
+  }
+  const adapt = adaptDraft(template.adapt);
+  if (template.adapt) {
+    parts.push(`adaptive ${adapt.minimum}–${adapt.maximum} ${adapt.unit}`);
+  }
+  return parts.join(' · ');
+}
+
+interface INewClusterFormProps {
+  model: ClustersModel;
+  templates: ITemplate[];
+  initialTemplate: string;
+  form: FormBody<ICluster>;
+  onError: (error: ClusterManagerError) => void;
+}
+
+/**
+ * Choose a template, name the cluster, and adjust its Worker Spec and
+ * adaptive range (prefilled from the template).
+ */
+function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
+  const { templates } = props;
+  const [templateName, setTemplateName] = React.useState(props.initialTemplate);
+  const template = templates.find(t => t.name === templateName) ?? templates[0];
+  const [name, setName] = React.useState('');
+  const [groups, setGroups] = React.useState<IGroupDraft[]>(
+    template ? template.spec.groups.map(draftFromGroup) : []
+  );
+  const [adapt, setAdapt] = React.useState<IAdaptDraft>(
+    adaptDraft(template?.adapt)
+  );
+  const [adaptGroup, setAdaptGroup] = React.useState(
+    template?.adapt?.group ?? template?.spec.groups[0]?.name ?? ''
+  );
+  const [error, setError] = React.useState<ClusterManagerError | null>(null);
+
+  const choose = (next: ITemplate) => {
+    setTemplateName(next.name);
+    setGroups(next.spec.groups.map(draftFromGroup));
+    setAdapt(adaptDraft(next.adapt));
+    setAdaptGroup(next.adapt?.group ?? next.spec.groups[0]?.name ?? '');
+    setError(null);
+  };
+
+  props.form.submitHandler = async () => {
+    const groupNames = groups.map(g => g.name.trim());
+    const group = groupNames.includes(adaptGroup) ? adaptGroup : groupNames[0];
+    try {
+      return await props.model.createCluster({
+        template: template?.name,
+        ...(name.trim() ? { name: name.trim() } : {}),
+        spec: specRequest(groups),
+        adapt: adapt.on
+          ? adaptRequest(adapt, groups.length > 1 ? group : undefined)
+          : null
+      });
+    } catch (e) {
+      const serverError = asServerError(e);
+      setError(serverError);
+      props.onError(serverError);
+      return null;
+    }
+  };
+
+  const nameMessage = fieldMessage(error, 'name');
+  const templateMessage = fieldMessage(error, 'template');
+  const adaptInline = !!error?.field?.startsWith('adapt') && adapt.on;
+  const shownInline =
+    !!(nameMessage || templateMessage) ||
+    specShowsError(error, 'spec') ||
+    adaptInline;
+  const adaptDraftGroup =
+    groups.find(g => g.name === adaptGroup) ?? groups[0];
+
+  return (
+    <div className="cm-NewCluster">
+      <FormError error={error} shownInline={shownInline} />
+      <div
+        className="cm-TemplateList"
+        role="radiogroup"
+        aria-label="Template"
+        {...invalidProps('cm-new-template-error', templateMessage)}
+      >
+        {templates.map(t => (
+          <label
+            key={t.name}
+            className={
+              t.name === template?.name
+                ? 'cm-Template jp-mod-selected'
+                : 'cm-Template'
+            }
+            data-template={t.name}
+          >
+            <input
+              type="radio"
+              name="cm-template"
+              value={t.name}
+              checked={t.name === template?.name}
+              onChange={() => choose(t)}
+            />
+            <span className="cm-Template-text">
+              <span className="cm-Template-name">{t.name}</span>
+              <span className="cm-Template-description">{t.description}</span>
+              <span className="cm-Template-defaults">{templateSummary(t)}</span>
+            </span>
+          </label>
+        ))}
+      </div>
+      <FieldError id="cm-new-template-error" message={templateMessage} />
+      <label className="cm-Field">
+        <span className="cm-Field-label">Name</span>
+        <input
+          className="jp-mod-styled cm-NewCluster-name"
+          value={name}
+          placeholder="Cluster N"
+          onChange={e => setName(e.target.value)}
+          {...invalidProps('cm-new-name-error', nameMessage)}
+        />
+      </label>
+      <FieldError id="cm-new-name-error" message={nameMessage} />
+      <h3 className="cm-Form-heading">Worker Spec</h3>
+      <WorkerSpecEditor
+        groups={groups}
+        onChange={setGroups}
+        error={error}
+        field="spec"
+        idPrefix="cm-new"
+      />
+      {groups.length > 1 && adapt.on && (
+        <label className="cm-Field">
+          <span className="cm-Field-label">Adaptive group</span>
+          <select
+            className="jp-mod-styled cm-NewCluster-adaptGroup"
+            value={adaptDraftGroup?.name}
+            onChange={e => setAdaptGroup(e.target.value)}
+          >
+            {groups.map(g => (
+              <option key={g.name} value={g.name}>
+                {g.name}
+              </option>
+            ))}
+          </select>
+        </label>
+      )}
+      <AdaptRangeFields
+        label={adaptDraftGroup?.name ?? ''}
+        draft={adapt}
+        onChange={setAdapt}
+        perWorker={adaptDraftGroup ? perWorkerOfDraft(adaptDraftGroup) : null}
+        error={adaptInline ? error : null}
+        field="adapt"
+        idPrefix="cm-new-adapt"
+      />
+    </div>
+  );
+}
+
+/**
+ * The New Cluster dialog. Resolves with the pending cluster the server
+ * answered, or `null` when cancelled.
+ */
+export function showNewClusterDialog(options: {
+  model: ClustersModel;
+  templates: ITemplate[];
+  defaultTemplate: string;
+  onError: (error: ClusterManagerError) => void;
+}): Promise<ICluster | null> {
+  const { templates } = options;
+  const initial = templates.some(t => t.name === options.defaultTemplate)
+    ? options.defaultTemplate
+    : templates[0]?.name ?? '';
+  const form = new FormBody<ICluster>(f => (
+    <NewClusterForm
+      model={options.model}
+      templates={templates}
+      initialTemplate={initial}
+      form={f}
+      onError={options.onError}
+    />
+  ));
+  return showFormDialog({ title: 'New Cluster', form, acceptLabel: 'Create' });
+}

@@ -1,0 +1,128 @@
+import * as React from 'react';
+
+import { asServerError, ClusterManagerError } from '../request';
+import { formatTotals, parseAmount, totals, workersFor } from '../spec';
+import { AdaptUnit, ICluster, IResolution, Target } from '../types';
+import { FieldError, fieldMessage, FormError, invalidProps } from './FormDialog';
+
+export const UNITS: ReadonlyArray<{ value: AdaptUnit; label: string }> = [
+  { value: 'workers', label: 'workers' },
+  { value: 'cores', label: 'cores' },
+  { value: 'memory', label: 'memory' }
+];
+
+export interface IScaleEditorProps {
+  cluster: ICluster;
+  /**
+   * Send the target; resolves with what the server resolved it to, throws
+   * the server's error.
+   */
+  scale: (target: Target) => Promise<IResolution | undefined>;
+  /**
+   * Register the submit action of the enclosing form.
+   */
+  register: (submit: () => Promise<IResolution | null>) => void;
+}
+
+/**
+ * Scale one group in workers, cores or memory, with a live preview of the
+ * whole workers it resolves to: "→ 4 workers · 8 cores · 16 GiB".
+ */
+export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
+  const { cluster } = props;
+  const [error, setError] = React.useState<ClusterManagerError | null>(null);
+  const groups = cluster.spec.groups;
+  const [groupName, setGroupName] = React.useState(groups[0]?.name ?? '');
+  const [unit, setUnit] = React.useState<AdaptUnit>('workers');
+  const group = groups.find(g => g.name === groupName) ?? groups[0];
+  const [amount, setAmount] = React.useState(String(group?.count ?? 0));
+
+  const parsed = parseAmount(unit, amount);
+  const preview =
+    group && parsed !== null
+      ? formatTotals(totals(group, workersFor(group, unit, parsed)))
+      : '';
+  const adaptive = cluster.adapt?.groups.some(g => g.group === group?.name);
+
+  props.register(async () => {
+    // Sizes go as typed (the server reads them); counts as numbers when
+    // they parse, else as typed so that the server explains.
+    const value = unit === 'memory' ? amount.trim() : parsed ?? amount.trim();
+    const target = { [unit]: value, group: group?.name } as Target;
+    try {
+      return (await props.scale(target)) ?? null;
+    } catch (e) {
+      setError(asServerError(e));
+      return null;
+    }
+  });
+
+  const amountField = `scale.${unit}`;
+  const amountMessage = fieldMessage(error, amountField);
+  const groupMessage = fieldMessage(error, 'scale.group');
+
+  return (
+    <div className="cm-ScaleEditor">
+      <FormError error={error} shownInline={!!(amountMessage || groupMessage)} />
+      {groups.length > 1 && (
+        <label className="cm-Field">
+          <span className="cm-Field-label">Group</span>
+          <select
+            className="jp-mod-styled cm-ScaleEditor-group"
+            value={group?.name}
+            onChange={e => {
+              setGroupName(e.target.value);
+              const g = groups.find(x => x.name === e.target.value);
+              setUnit('workers');
+              setAmount(String(g?.count ?? 0));
+            }}
+            {...invalidProps('cm-scale-group-error', groupMessage)}
+          >
+            {groups.map(g => (
+              <option key={g.name} value={g.name}>
+                {g.name}
+              </option>
+            ))}
+          </select>
+          <FieldError id="cm-scale-group-error" message={groupMessage} />
+        </label>
+      )}
+      <div className="cm-Field">
+        <label className="cm-Field-label" htmlFor="cm-scale-amount">
+          Scale to
+        </label>
+        <div className="cm-Field-row">
+          <input
+            id="cm-scale-amount"
+            className="jp-mod-styled cm-ScaleEditor-amount"
+            value={amount}
+            onChange={e => setAmount(e.target.value)}
+            placeholder={unit === 'memory' ? 'e.g. 16 GiB' : 'e.g. 4'}
+            {...invalidProps('cm-scale-amount-error', amountMessage)}
+          />
+          <select
+            className="jp-mod-styled cm-ScaleEditor-unit"
+            aria-label="Unit"
+            value={unit}
+            onChange={e => setUnit(e.target.value as AdaptUnit)}
+          >
+            {UNITS.map(u => (
+              <option key={u.value} value={u.value}>
+                {u.label}
+              </option>
+            ))}
+          </select>
+        </div>
+        <FieldError id="cm-scale-amount-error" message={amountMessage} />
+        <div className="cm-Preview cm-ScaleEditor-preview" aria-live="polite">
+          {preview}
+        </div>
+      </div>
+      {adaptive && (
+        <p className="cm-Form-note">
+          Adaptive mode is on for this group; scaling by hand turns it off.
+        </p>
+      )}
+    </div>
+  );
+}

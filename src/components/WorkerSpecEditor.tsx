@@ -1,0 +1,181 @@
+import { addIcon, closeIcon } from '@jupyterlab/ui-components';
+import * as React from 'react';
+
+import { parseCount } from '../format';
+import { ClusterManagerError } from '../request';
+import {
+  formatTotals,
+  IGroupDraft,
+  newGroupDraft,
+  perWorkerOfDraft,
+  specTotals,
+  totals
+} from '../spec';
+import { FieldError, fieldMessage, invalidProps } from './FormDialog';
+
+/**
+ * The columns of the table, with the request field each one fills.
+ */
+const COLUMNS: ReadonlyArray<{
+  key: keyof IGroupDraft;
+  label: string;
+  hint: string;
+}> = [
+  { key: 'name', label: 'Group', hint: 'Group name' },
+  { key: 'count', label: 'Workers', hint: 'Number of workers' },
+  { key: 'threads', label: 'Threads', hint: 'Threads (cores) per worker' },
+  { key: 'memory', label: 'Memory', hint: 'Memory per worker, e.g. 4 GiB' },
+  { key: 'gpus', label: 'GPUs', hint: 'GPUs per worker' }
+];
+
+export interface IWorkerSpecEditorProps {
+  groups: IGroupDraft[];
+  onChange: (groups: IGroupDraft[]) => void;
+  /**
+   * The last error of the server; shown next to the input it names.
+   */
+  error: ClusterManagerError | null;
+  /**
+   * The request field holding the spec (`spec`).
+   */
+  field: string;
+  idPrefix: string;
+}
+
+/**
+ * Whether the spec editor shows this error itself.
+ */
+export function specShowsError(
+  error: ClusterManagerError | null,
+  field: string
+): boolean {
+  return !!error?.field && error.field.startsWith(field);
+}
+
+/**
+ * A table of worker groups (name, workers, threads, memory, GPUs) with
+ * add/remove group, and what it all adds up to.
+ */
+export function WorkerSpecEditor(
+  props: IWorkerSpecEditorProps
+): React.ReactElement {
+  const { groups, error, field, idPrefix } = props;
+
+  const update = (index: number, key: keyof IGroupDraft, value: string) => {
+    props.onChange(
+      groups.map((g, i) => (i === index ? { ...g, [key]: value } : g))
+    );
+  };
+  const remove = (index: number) =>
+    props.onChange(groups.filter((_, i) => i !== index));
+  const add = () => props.onChange([...groups, newGroupDraft(groups)]);
+
+  const all = specTotals(groups);
+  // Errors about the spec as a whole, or a group as a whole.
+  const inputFields = new Set<string>();
+  groups.forEach((_, i) =>
+    COLUMNS.forEach(c => inputFields.add(`${field}.groups[${i}].${c.key}`))
+  );
+  const otherError =
+    specShowsError(error, field) && !inputFields.has(error!.field!)
+      ? error!.message
+      : null;
+
+  return (
+    <div className="cm-SpecEditor">
+      <table className="cm-SpecEditor-table">
+        <thead>
+          <tr>
+            {COLUMNS.map(c => (
+              <th key={c.key} scope="col" title={c.hint}>
+                {c.label}
+              </th>
+            ))}
+            <th scope="col">
+              <span className="cm-VisuallyHidden">Remove</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {groups.map((group, i) => {
+            const messages = COLUMNS.map(c => ({
+              key: c.key,
+              id: `${idPrefix}-g${i}-${c.key}-error`,
+              message: fieldMessage(error, `${field}.groups[${i}].${c.key}`)
+            })).filter(m => m.message);
+            const perWorker = perWorkerOfDraft(group);
+            const count = parseCount(group.count);
+            return (
+              <React.Fragment key={i}>
+                <tr className="cm-SpecEditor-group">
+                  {COLUMNS.map(c => {
+                    const id = `${idPrefix}-g${i}-${c.key}-error`;
+                    const message = fieldMessage(
+                      error,
+                      `${field}.groups[${i}].${c.key}`
+                    );
+                    return (
+                      <td key={c.key}>
+                        <input
+                          className={`jp-mod-styled cm-SpecEditor-${c.key}`}
+                          aria-label={`${c.hint}, group ${i + 1}`}
+                          title={c.hint}
+                          value={group[c.key]}
+                          inputMode={
+                            c.key === 'name' || c.key === 'memory'
+                              ? 'text'
+                              : 'numeric'
+                          }
+                          onChange={e => update(i, c.key, e.target.value)}
+                          {...invalidProps(id, message)}
+                        />
+                      </td>
+                    );
+                  })}
+                  <td>
+                    <button
+                      type="button"
+                      className="jp-mod-styled cm-IconButton cm-SpecEditor-remove"
+                      aria-label={`Remove group ${group.name || i + 1}`}
+                      title="Remove this group"
+                      disabled={groups.length <= 1}
+                      onClick={() => remove(i)}
+                    >
+                      <closeIcon.react tag="span" />
+                    </button>
+                  </td>
+                </tr>
+                <tr className="cm-SpecEditor-detail">
+                  <td colSpan={COLUMNS.length + 1}>
+                    {messages.map(m => (
+                      <FieldError key={m.key} id={m.id} message={m.message} />
+                    ))}
+                    <span className="cm-Preview">
+                      {perWorker && count !== null
+                        ? formatTotals(totals(perWorker, count))
+                        : ''}
+                    </span>
+                  </td>
+                </tr>
+              </React.Fragment>
+            );
+          })}
+        </tbody>
+      </table>
+      <FieldError id={`${idPrefix}-spec-error`} message={otherError} />
+      <div className="cm-SpecEditor-footer">
+        <button
+          type="button"
+          className="jp-mod-styled cm-SpecEditor-add"
+          onClick={add}
+        >
+          <addIcon.react tag="span" className="cm-ButtonIcon" />
+          Add group
+        </button>
+        <span className="cm-Preview cm-SpecEditor-total" aria-live="polite">
+          {all && groups.length > 1 ? `Total ${formatTotals(all)}` : ''}
+        </span>
+      </div>
+    </div>
+  );
+}

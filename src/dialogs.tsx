@@ -1,0 +1,132 @@
+/**
+ * The dialogs a cluster card opens: scale, adaptive mode, Worker Spec.
+ * Each stays open when the server refuses a value and shows its message
+ * next to the field; every server error is also a notification.
+ */
+import { Notification } from '@jupyterlab/apputils';
+import * as React from 'react';
+
+import { AdaptiveEditor } from './components/AdaptiveEditor';
+import {
+  FormBody,
+  FormError,
+  showFormDialog
+} from './components/FormDialog';
+import { ScaleEditor } from './components/ScaleEditor';
+import { specShowsError, WorkerSpecEditor } from './components/WorkerSpecEditor';
+import { ClustersModel } from './model';
+import { notifyError } from './notify';
+import { asServerError, ClusterManagerError } from './request';
+import { draftFromGroup, formatTotals, IGroupDraft, specRequest } from './spec';
+import { ICluster, IResolution, PatchClusterRequest } from './types';
+
+/**
+ * PATCH a cluster; notify and rethrow on failure.
+ */
+async function patch(
+  model: ClustersModel,
+  cluster: ICluster,
+  request: PatchClusterRequest
+) {
+  try {
+    return await model.patchCluster(cluster.id, request);
+  } catch (error) {
+    notifyError(`Could not change ${cluster.name}`, error);
+    throw error;
+  }
+}
+
+export async function showScaleDialog(
+  model: ClustersModel,
+  cluster: ICluster
+): Promise<IResolution | null> {
+  const form = new FormBody<IResolution>(f => (
+    <ScaleEditor
+      cluster={cluster}
+      scale={async target =>
+        (await patch(model, cluster, { scale: target })).resolved
+      }
+      register={submit => (f.submitHandler = submit)}
+    />
+  ));
+  const resolved = await showFormDialog({
+    title: `Scale ${cluster.name}`,
+    form,
+    acceptLabel: 'Scale'
+  });
+  if (resolved) {
+    Notification.info(
+      `${cluster.name}: ${resolved.group} ${formatTotals(resolved)}`,
+      { autoClose: 5000 }
+    );
+  }
+  return resolved;
+}
+
+export async function showAdaptiveDialog(
+  model: ClustersModel,
+  cluster: ICluster
+): Promise<boolean> {
+  const form = new FormBody<boolean>(f => (
+    <AdaptiveEditor
+      cluster={cluster}
+      patch={request => patch(model, cluster, request)}
+      register={submit => (f.submitHandler = submit)}
+    />
+  ));
+  return !!(await showFormDialog({
+    title: `Adaptive mode of ${cluster.name}`,
+    form,
+    acceptLabel: 'Apply'
+  }));
+}
+
+function SpecForm(props: {
+  model: ClustersModel;
+  cluster: ICluster;
+  form: FormBody<ICluster>;
+}): React.ReactElement {
+  const { model, cluster } = props;
+  const [groups, setGroups] = React.useState<IGroupDraft[]>(
+    cluster.spec.groups.map(draftFromGroup)
+  );
+  const [error, setError] = React.useState<ClusterManagerError | null>(null);
+  props.form.submitHandler = async () => {
+    try {
+      return await patch(model, cluster, { spec: specRequest(groups) });
+    } catch (e) {
+      setError(asServerError(e));
+      return null;
+    }
+  };
+  return (
+    <div className="cm-SpecForm">
+      <FormError error={error} shownInline={specShowsError(error, 'spec')} />
+      <WorkerSpecEditor
+        groups={groups}
+        onChange={setGroups}
+        error={error}
+        field="spec"
+        idPrefix="cm-spec"
+      />
+      <p className="cm-Form-note">
+        The new spec replaces the current one: workers are started or stopped
+        to match it.
+      </p>
+    </div>
+  );
+}
+
+export async function showSpecDialog(
+  model: ClustersModel,
+  cluster: ICluster
+): Promise<ICluster | null> {
+  const form = new FormBody<ICluster>(f => (
+    <SpecForm model={model} cluster={cluster} form={f} />
+  ));
+  return showFormDialog({
+    title: `Worker Spec of ${cluster.name}`,
+    form,
+    acceptLabel: 'Apply'
+  });
+}

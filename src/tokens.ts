@@ -1,0 +1,19 @@
+/**
+ * Command ids.
+ */
+export namespace CommandIDs {
+  export const newCluster = 'clustermgr:new-cluster';
+  export const showSidebar = 'clustermgr:show-sidebar';
+  export const insertClientCell = 'clustermgr:insert-client-cell';
+  export const openDashboard = 'clustermgr:open-dashboard';
+  export const copyAddress = 'clustermgr:copy-address';
+  export const scale = 'clustermgr:scale';
+  export const adapt = 'clustermgr:adapt';
+  export const editSpec = 'clustermgr:edit-spec';
+  export const shutdown = 'clustermgr:shutdown';
+}
+
+/**
+ * The id of the extension's plugin (and of its settings).
+ */
+export const PLUGIN_ID = 'clustermgr-lab:plugin';

@@ -1,0 +1,80 @@
+/**
+ * Helpers for tests against the real server (real Dask processes).
+ */
+import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
+
+// Clusters start real Dask processes on a busy 2-core machine.
+export const CLUSTER_TIMEOUT = 90000;
+
+/**
+ * Create a cluster through the API; resolves with its JSON (pending).
+ */
+export async function createCluster(
+  page: IJupyterLabPageFixture,
+  body: Record<string, unknown>
+): Promise<any> {
+  const response = await page.request.post('/clustermgr/api/clusters', {
+    data: body
+  });
+  expect(response.status()).toBe(202);
+  return response.json();
+}
+
+/**
+ * Wait until the server reports the cluster running with `workers` workers
+ * connected; fail at once with its error and events if it fails.
+ */
+export async function waitForCluster(
+  page: IJupyterLabPageFixture,
+  id: string,
+  check: (cluster: any) => boolean = c =>
+    c.status === 'running' && c.workers?.running > 0
+): Promise<any> {
+  const deadline = Date.now() + CLUSTER_TIMEOUT;
+  let last: any = null;
+  while (Date.now() < deadline) {
+    const response = await page.request.get(`/clustermgr/api/clusters/${id}`);
+    last = await response.json();
+    if (check(last)) {
+      return last;
+    }
+    if (last.status === 'failed') {
+      const events = await page.request
+        .get(`/clustermgr/api/clusters/${id}/events`)
+        .then(r => r.json())
+        .catch(e => String(e));
+      throw new Error(
+        `cluster ${id} failed: ${last.error}\nevents: ${JSON.stringify(events, null, 1)}`
+      );
+    }
+    await page.waitForTimeout(500);
+  }
+  throw new Error(`cluster ${id}: condition not met after ${CLUSTER_TIMEOUT} ms: ${JSON.stringify(last)}`);
+}
+
+/**
+ * Shut a cluster down through the API and wait until it has left the list.
+ */
+export async function removeCluster(
+  page: IJupyterLabPageFixture,
+  id: string
+): Promise<void> {
+  await page.request.delete(`/clustermgr/api/clusters/${id}`);
+  await expect
+    .poll(async () => (await page.request.get(`/clustermgr/api/clusters/${id}`)).status(), {
+      timeout: CLUSTER_TIMEOUT
+    })
+    .toBe(404);
+}
+
+/**
+ * The sources of the current notebook's cells, from its model.
+ */
+export async function getSources(page: IJupyterLabPageFixture): Promise<string[]> {
+  return page.evaluate(() => {
+    const app = (window as any).jupyterapp;
+    const panel = app.shell.currentWidget;
+    const cells = panel?.content?.model?.sharedModel?.cells ?? [];
+    return cells.map((cell: any) => cell.getSource() as string);
+  });
+}
