@@ -80,6 +80,8 @@ def parse_adapt(
     """Validate ``{"minimum", "maximum", "unit", "group"?, "interval"?, "wait_count"?,
     "target_duration"?}`` and merge it into ``current`` (ranges of other groups are kept).
 
+    ``{"enabled": false, "group"?}`` is the other form of an adapt request: see :func:`parse_adapt_off`.
+
     Examples
     --------
     >>> from clustermgr_lab.spec import parse_spec
@@ -89,10 +91,15 @@ def parse_adapt(
     """
     if not isinstance(data, Mapping):
         raise InvalidRequest(f"must be an object or null, not {type(data).__name__}", field_name)
-    allowed = {"minimum", "maximum", "unit", "group", "interval", "wait_count", "target_duration"}
+    allowed = {"minimum", "maximum", "unit", "group", "interval", "wait_count", "target_duration", "enabled"}
     for key in data:
         if key not in allowed:
             raise InvalidRequest(f"unknown field {key!r}; expected one of: {', '.join(sorted(allowed))}", f"{field_name}.{key}")
+    if data.get("enabled", True) is not True:
+        raise InvalidRequest(
+            f"must be true, or false alone with 'group' to turn a group off, not {data['enabled']!r}",
+            f"{field_name}.enabled",
+        )
     unit = data.get("unit", "workers")
     if unit not in UNITS:
         raise InvalidRequest(f"must be one of {', '.join(UNITS)}, not {unit!r}", f"{field_name}.unit")
@@ -133,6 +140,19 @@ def parse_adapt(
     if "wait_count" in data:
         settings = replace(settings, wait_count=parse_count(data["wait_count"], f"{field_name}.wait_count", minimum=1))
     return settings
+
+
+def parse_adapt_off(data: Mapping[str, Any], spec: WorkerSpec, *, field_name: str = "adapt") -> str:
+    """Validate ``{"enabled": false, "group"?}`` and return the group to turn adaptive mode off for."""
+    for key in data:
+        if key not in ("enabled", "group"):
+            raise InvalidRequest(
+                f"unknown field {key!r}; turning a group off takes only 'enabled' and 'group'", f"{field_name}.{key}"
+            )
+    group_name = data.get("group")
+    if group_name is not None and not isinstance(group_name, str):
+        raise InvalidRequest(f"must be a group name, not {group_name!r}", f"{field_name}.group")
+    return spec.group(group_name, f"{field_name}.group").name
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import asyncio
 import itertools
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from .adaptive import AdaptivePolicy, AdaptRange, AdaptSettings, Load, parse_adapt
+from .adaptive import AdaptivePolicy, AdaptRange, AdaptSettings, Load, parse_adapt, parse_adapt_off
 from .backends.base import Backend, SchedulerEndpoint
 from .errors import ClusterManagerError, Conflict
 from .events import EventLog, utcnow
@@ -261,6 +261,11 @@ class ManagedCluster:
         if data is None:
             self._set_adapt(None)
             self.events.lifecycle("adaptive mode turned off")
+        elif isinstance(data, Mapping) and data.get("enabled") is False:
+            group = parse_adapt_off(data, self.spec)
+            if self.adapt and self.adapt.range_for(group):
+                self._keep_adapt_ranges(lambda r: r.group != group)
+                self.events.lifecycle(f"adaptive mode turned off for group {group}")
         else:
             settings = parse_adapt(data, self.spec, self.adapt, max_workers=self.max_workers)
             self._set_adapt(settings)

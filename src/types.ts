@@ -90,6 +90,14 @@ export interface IAdaptRequest {
 }
 
 /**
+ * Turns adaptive mode off for one group (the only one when `group` is left out).
+ */
+export interface IAdaptOffRequest {
+  enabled: false;
+  group?: string;
+}
+
+/**
  * The adaptive range of one group, as the server reports it
  * (`memory` in bytes).
  */
@@ -217,7 +225,7 @@ export interface ICreateClusterRequest {
 export type PatchClusterRequest =
   | { scale: Target }
   | { spec: IWorkerSpecRequest }
-  | { adapt: IAdaptRequest | null }
+  | { adapt: IAdaptRequest | IAdaptOffRequest | null }
   | { name: string };
 
 /**

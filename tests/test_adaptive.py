@@ -127,3 +127,42 @@ async def test_adaptive_does_not_drop_data_a_client_holds_and_says_why(jp_fetch)
         await wait_for(jp_fetch, cluster_id, running_with(0), what="0 workers")
     finally:
         await delete(jp_fetch, cluster_id)
+
+
+async def test_adaptive_mode_can_be_turned_off_for_one_group(jp_fetch):
+    # Given two groups, both adaptive
+    spec = {
+        "groups": [
+            {"name": "cpu", "count": 0, "threads": 1, "memory": "256 MiB"},
+            {"name": "gpu", "count": 0, "threads": 1, "memory": "256 MiB", "gpus": 1},
+        ]
+    }
+    cluster_id = await create(jp_fetch, spec=spec, adapt={"group": "cpu", "minimum": 0, "maximum": 2})
+    await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"adapt": {"group": "gpu", "minimum": 0, "maximum": 1}}, expect=200)
+    try:
+        # When bad requests to turn a group off arrive, they are refused and change nothing
+        for body, field in [
+            ({"adapt": {"enabled": False, "minimum": 1}}, "adapt.minimum"),
+            ({"adapt": {"enabled": False}}, "adapt.group"),
+            ({"adapt": {"enabled": "no", "group": "gpu", "minimum": 0, "maximum": 1}}, "adapt.enabled"),
+            ({"adapt": {"enabled": False, "group": "tpu"}}, "adapt.group"),
+        ]:
+            status, error = await call(jp_fetch, "PATCH", "clusters", cluster_id, body=body)
+            assert status == 400 and error["field"] == field, (body, error)
+        _, cluster = await call(jp_fetch, "GET", "clusters", cluster_id)
+        assert [r["group"] for r in cluster["adapt"]["groups"]] == ["cpu", "gpu"]
+        # When the GPU group is turned off
+        _, cluster = await call(
+            jp_fetch, "PATCH", "clusters", cluster_id, body={"adapt": {"group": "gpu", "enabled": False}}, expect=200
+        )
+        # Then only the CPU group stays adaptive, and the log says so
+        assert [r["group"] for r in cluster["adapt"]["groups"]] == ["cpu"]
+        events = await events_of(jp_fetch, cluster_id)
+        assert events[-1]["message"] == "adaptive mode turned off for group gpu"
+        # And turning the last one off leaves adaptive mode off altogether
+        _, cluster = await call(
+            jp_fetch, "PATCH", "clusters", cluster_id, body={"adapt": {"group": "cpu", "enabled": False}}, expect=200
+        )
+        assert cluster["adapt"] is None
+    finally:
+        await delete(jp_fetch, cluster_id)

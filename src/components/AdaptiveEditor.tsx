@@ -192,9 +192,8 @@ export interface IAdaptiveEditorProps {
 /**
  * Adaptive mode per group of a running cluster. Applying sends one PATCH
  * per changed group: a range turns it on (other groups keep theirs);
- * turning the last group off sends `{"adapt": null}`; turning one group
- * off among several pins it at its current size with a manual scale
- * (which is how the server turns adaptive mode off for one group).
+ * `{"adapt": {"group", "enabled": false}}` turns one group off, at the
+ * size it has.
  */
 export function AdaptiveEditor(props: IAdaptiveEditorProps): React.ReactElement {
   const { cluster } = props;
@@ -218,7 +217,6 @@ export function AdaptiveEditor(props: IAdaptiveEditorProps): React.ReactElement 
     );
     const turnOn = changed.filter(g => drafts[g.name].on);
     const turnOff = changed.filter(g => !drafts[g.name].on);
-    const anyOn = groups.some(g => drafts[g.name].on);
     const requests: Array<[string, PatchClusterRequest]> = [];
     for (const g of turnOn) {
       requests.push([
@@ -226,16 +224,8 @@ export function AdaptiveEditor(props: IAdaptiveEditorProps): React.ReactElement 
         { adapt: adaptRequest(drafts[g.name], g.name) }
       ]);
     }
-    if (!anyOn && turnOff.length) {
-      requests.push([turnOff[0].name, { adapt: null }]);
-    } else {
-      for (const g of turnOff) {
-        const counts = cluster.workers.groups.find(c => c.name === g.name);
-        requests.push([
-          g.name,
-          { scale: { workers: counts?.requested ?? g.count, group: g.name } }
-        ]);
-      }
+    for (const g of turnOff) {
+      requests.push([g.name, { adapt: { group: g.name, enabled: false } }]);
     }
     for (const [group, request] of requests) {
       try {
