@@ -183,7 +183,7 @@ def cmd_adapt(client: ClusterManagerClient, args: argparse.Namespace) -> None:
     """`clustermgr adapt CLUSTER`: adaptive mode on (--min/--max) or off (--off)."""
     cluster_id = client.find(args.cluster)["id"]
     if args.off:
-        cluster = client.adapt(cluster_id)
+        cluster = client.adapt(cluster_id, group=args.group)
     else:
         cluster = client.adapt(
             cluster_id, args.min, args.max, unit=args.unit, group=args.group,
@@ -282,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     adapt.add_argument("--group", help="the worker group (needed when the cluster has several)")
     adapt.add_argument("--interval", type=float, help="seconds between decisions")
     adapt.add_argument("--wait-count", type=positive_int, help="intervals a lower target must hold before shrinking")
-    adapt.add_argument("--off", action="store_true", help="turn adaptive mode off")
+    adapt.add_argument("--off", action="store_true", help="turn adaptive mode off (for --group only, if given)")
 
     delete = command("delete", cmd_delete, "stop a cluster")
     delete.add_argument("cluster", help="id or name")

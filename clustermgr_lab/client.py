@@ -326,9 +326,10 @@ class ClusterManagerClient:
         ----------
         minimum, maximum : int or str
             The range, in ``unit`` (``"workers"`` by default, ``"cores"`` or ``"memory"``, where
-            sizes like ``"64 GiB"`` are fine). Leave both out to turn adaptive mode off.
+            sizes like ``"64 GiB"`` are fine). Leave both out to turn adaptive mode off: for
+            ``group`` alone when one is named, for every group otherwise.
         group : str, optional
-            Required when the cluster has several groups.
+            Required when the cluster has several groups and a range is given.
         interval, wait_count, target_duration : optional
             Seconds between decisions, intervals a lower target must hold before shrinking, and
             seconds the queued work should take.
@@ -338,8 +339,9 @@ class ClusterManagerClient:
             "interval": interval, "wait_count": wait_count, "target_duration": target_duration,
         }  # fmt: skip
         settings = {key: value for key, value in settings.items() if value is not None}
-        turn_off = minimum is None and maximum is None
-        return self._request("PATCH", self._path(cluster_id), {"adapt": None if turn_off else settings})
+        if minimum is None and maximum is None:  # off: for one group if named, else for all
+            settings = {"group": group, "enabled": False} if group is not None else None
+        return self._request("PATCH", self._path(cluster_id), {"adapt": settings})
 
     def set_spec(self, cluster_id: str, spec: Mapping[str, Any]) -> dict[str, Any]:
         """Replace the Worker Spec; workers whose group changed shape are replaced."""

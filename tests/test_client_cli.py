@@ -67,6 +67,8 @@ def drive_a_cluster(url, token):
 
     adaptive = manager.adapt(cluster_id, 1, 3)
     assert adaptive["adapt"]["groups"] == [{"group": "default", "minimum": 1, "maximum": 3, "unit": "workers"}]
+    assert manager.adapt(cluster_id, group="default")["adapt"] is None  # one group off: here, the only one
+    manager.adapt(cluster_id, 1, 3)
     assert manager.adapt(cluster_id)["adapt"] is None
 
     manager.rename(cluster_id, "renamed")
