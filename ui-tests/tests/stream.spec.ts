@@ -8,28 +8,10 @@
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import type { WebSocketRoute } from '@playwright/test';
 
+import { fakeCluster } from './fakes';
+
 const STREAM = /\/clustermgr\/api\/stream(\?.*)?$/;
 const LIST = /\/clustermgr\/api\/clusters(\?.*)?$/;
-
-function fakeCluster(id: string, overrides: Record<string, unknown> = {}) {
-  return {
-    id,
-    name: `Fake ${id}`,
-    template: 'local',
-    backend: 'local',
-    status: 'running',
-    error: null,
-    scheduler_address: 'tcp://127.0.0.1:1',
-    dashboard_url: null,
-    spec: { groups: [] },
-    workers: { requested: 1, running: 1, pending: 0, groups: [] },
-    resources: { cores: 1, memory: 1073741824, gpus: 0 },
-    adapt: null,
-    last_decision: null,
-    created: '2026-01-01T00:00:00+00:00',
-    ...overrides
-  };
-}
 
 async function openSidebar(page: IJupyterLabPageFixture) {
   await page.goto();
