@@ -9,6 +9,12 @@ from .helpers import call, running_with, wait_for
 from .test_scaling import SMALL, create, delete
 
 FAST = {"interval": 0.2, "wait_count": 3, "target_duration": 1}
+CPU_AND_GPU = {
+    "groups": [
+        {"name": "cpu", "count": 0, "threads": 1, "memory": "256 MiB"},
+        {"name": "gpu", "count": 0, "threads": 1, "memory": "256 MiB", "gpus": 1},
+    ]
+}
 
 
 def slow(x, delay=0.5):
@@ -71,13 +77,7 @@ async def test_a_manual_scale_after_adapt_turns_adaptive_off_and_sticks(jp_fetch
 
 async def test_tasks_that_need_a_gpu_grow_the_gpu_group_only(jp_fetch):
     # Given two adaptive groups, both at 0: plain workers and GPU workers
-    spec = {
-        "groups": [
-            {"name": "cpu", "count": 0, "threads": 1, "memory": "256 MiB"},
-            {"name": "gpu", "count": 0, "threads": 1, "memory": "256 MiB", "gpus": 1},
-        ]
-    }
-    cluster_id = await create(jp_fetch, spec=spec, adapt={"group": "cpu", "minimum": 0, "maximum": 2, **FAST})
+    cluster_id = await create(jp_fetch, spec=CPU_AND_GPU, adapt={"group": "cpu", "minimum": 0, "maximum": 2, **FAST})
     await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"adapt": {"group": "gpu", "minimum": 0, "maximum": 2}}, expect=200)
     cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["status"] == "running")
     try:
@@ -131,13 +131,7 @@ async def test_adaptive_does_not_drop_data_a_client_holds_and_says_why(jp_fetch)
 
 async def test_adaptive_mode_can_be_turned_off_for_one_group(jp_fetch):
     # Given two groups, both adaptive
-    spec = {
-        "groups": [
-            {"name": "cpu", "count": 0, "threads": 1, "memory": "256 MiB"},
-            {"name": "gpu", "count": 0, "threads": 1, "memory": "256 MiB", "gpus": 1},
-        ]
-    }
-    cluster_id = await create(jp_fetch, spec=spec, adapt={"group": "cpu", "minimum": 0, "maximum": 2})
+    cluster_id = await create(jp_fetch, spec=CPU_AND_GPU, adapt={"group": "cpu", "minimum": 0, "maximum": 2})
     await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"adapt": {"group": "gpu", "minimum": 0, "maximum": 1}}, expect=200)
     try:
         # When bad requests to turn a group off arrive, they are refused and change nothing
