@@ -122,14 +122,6 @@ class ClusterManager(LoggingConfigurable):
         except KeyError:
             raise NotFound(f"no cluster with id {cluster_id!r}") from None
 
-    def find(self, name_or_id: str) -> ManagedCluster:
-        if name_or_id in self._clusters:
-            return self._clusters[name_or_id]
-        for cluster in self._clusters.values():
-            if cluster.name == name_or_id:
-                return cluster
-        raise NotFound(f"no cluster with id or name {name_or_id!r}")
-
     def describe(self, cluster: ManagedCluster) -> dict[str, Any]:
         return cluster.to_dict(self.base_url)
 
