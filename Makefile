@@ -14,6 +14,7 @@ PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 VENV_PY := $(VENV)/bin/python
 CHROMIUM ?= /usr/bin/chromium
+LABEXT_LINK := $(VENV)/share/jupyter/labextensions/clustermgr-lab
 LAB_PORT ?= 8888
 # apt-get needs root; use sudo when not running as root.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -51,6 +52,10 @@ venv: $(VENV_PY)
 # Editable install. Builds the frontend through hatch-jupyter-builder (jlpm
 # install + jlpm build in an isolated build environment that has jupyterlab).
 install: venv
+	@# pip must not write the labextension's shared data through the link that `develop` made
+	@# last time (it would land in clustermgr_lab/labextension and break the next build).
+	if [ -L "$(LABEXT_LINK)" ]; then rm "$(LABEXT_LINK)"; fi
+	rm -f clustermgr_lab/labextension/install.json
 	"$(VENV_PY)" -m pip install -e ".[test]"
 	@# Link, not copy, the built frontend: a copy goes stale at the next `jlpm build`.
 	jupyter labextension develop . --overwrite
