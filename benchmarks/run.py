@@ -488,35 +488,30 @@ def clustermgr_flow(server: Server, stream: Stream) -> dict[str, Any]:
     t_push, _, _ = stream.wait(lambda msg: (msg.get("cluster") or {}).get("name") == name, m, what="rename", cluster_id=cid)
     out["rename_push_after_response"] = t_push - t_resp
 
-    # scale up 2 -> 4; the push latency is the first stream message showing the new plan
-    m = stream.mark()
-    t0 = now()
-    server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"scale": {"workers": 4}}, expect=200)
-    t_resp = now()
-    t_plan, _, _ = stream.wait(planned(cid, 4), m, what="plan of 4", cluster_id=cid)
-    t1, _, i = stream.wait(settled(cid, 4), m, what="4 workers running", cluster_id=cid)
-    out["scale_up"] = t1 - t0
-    out["patch_rtt"] = [t_resp - t0]
-    out["push_after_response"] = [t_plan - t_resp]
-    out["push_after_request"] = [t_plan - t0]
-    out["scale_up_messages"] = len(stream.between(m, i, cid))
+    out["patch_rtt"], out["push_after_response"], out["push_after_request"] = [], [], []
 
-    address = stream.wait(settled(cid, 4), m)[1]["cluster"]["scheduler_address"]
+    def scale(workers: int, key: str) -> dict:
+        """PATCH a scale and time it until settled (returns that stream message); the push
+        latency is the first stream message showing the new plan."""
+        m = stream.mark()
+        t0 = now()
+        server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"scale": {"workers": workers}}, expect=200)
+        t_resp = now()
+        t_plan, _, _ = stream.wait(planned(cid, workers), m, what=f"plan of {workers}", cluster_id=cid)
+        t1, message, i = stream.wait(settled(cid, workers), m, what=f"{workers} workers running", cluster_id=cid)
+        out[key] = t1 - t0
+        out["patch_rtt"].append(t_resp - t0)
+        out["push_after_response"].append(t_plan - t_resp)
+        out["push_after_request"].append(t_plan - t0)
+        out[f"{key}_messages"] = len(stream.between(m, i, cid))
+        return message
+
+    address = scale(4, "scale_up")["cluster"]["scheduler_address"]
     client = Client(address, set_as_default=False, timeout=30)
     try:
         futures, before = place_data(client)
         expected = client.gather(futures)
-        m = stream.mark()
-        t0 = now()
-        server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"scale": {"workers": 1}}, expect=200)
-        t_resp = now()
-        t_plan, _, _ = stream.wait(planned(cid, 1), m, what="plan of 1", cluster_id=cid)
-        t1, _, i = stream.wait(settled(cid, 1), m, what="1 worker running", cluster_id=cid)
-        out["scale_down"] = t1 - t0
-        out["patch_rtt"].append(t_resp - t0)
-        out["push_after_response"].append(t_plan - t_resp)
-        out["push_after_request"].append(t_plan - t0)
-        out["scale_down_messages"] = len(stream.between(m, i, cid))
+        scale(1, "scale_down")
         out["scale_down_data"] = check_data(client, futures, before, expected)
         del futures, expected
     finally:

@@ -12,6 +12,16 @@ export const TEMPLATES = /\/clustermgr\/api\/templates(\?.*)?$/;
 
 export const GiB = 2 ** 30;
 
+/**
+ * Two groups: 2 CPU workers and a GPU worker (the `gpu` template's spec).
+ */
+export const CPU_AND_GPU_SPEC = {
+  groups: [
+    { name: 'cpu', count: 2, threads: 2, memory: 4 * GiB, gpus: 0, resources: {} },
+    { name: 'gpu', count: 1, threads: 4, memory: 16 * GiB, gpus: 1, resources: {} }
+  ]
+};
+
 export function fakeCluster(
   id: string,
   overrides: Record<string, unknown> = {}
@@ -72,12 +82,7 @@ export const TEMPLATE_LIST = [
     name: 'gpu',
     description: 'CPU workers and a GPU worker',
     backend: 'local',
-    spec: {
-      groups: [
-        { name: 'cpu', count: 2, threads: 2, memory: 4 * GiB, gpus: 0, resources: {} },
-        { name: 'gpu', count: 1, threads: 4, memory: 16 * GiB, gpus: 1, resources: {} }
-      ]
-    },
+    spec: CPU_AND_GPU_SPEC,
     adapt: null
   }
 ];

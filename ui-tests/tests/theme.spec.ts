@@ -4,7 +4,7 @@
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 
-import { fakeCluster, fakeServer, GiB, openSidebar } from './fakes';
+import { CPU_AND_GPU_SPEC, fakeCluster, fakeServer, GiB, openSidebar } from './fakes';
 
 test.describe.configure({ timeout: 90000 });
 test.use({ autoGoto: false, viewport: { width: 1280, height: 900 } });
@@ -13,12 +13,7 @@ const clusters = [
   fakeCluster('r', {
     name: 'Cluster 1',
     dashboard_url: '/clustermgr/dashboard/r/status',
-    spec: {
-      groups: [
-        { name: 'cpu', count: 2, threads: 2, memory: 4 * GiB, gpus: 0, resources: {} },
-        { name: 'gpu', count: 1, threads: 4, memory: 16 * GiB, gpus: 1, resources: {} }
-      ]
-    },
+    spec: CPU_AND_GPU_SPEC,
     workers: {
       requested: 3,
       running: 3,
