@@ -5,11 +5,14 @@ clustermgr_lab server extension enabled (it is enabled by the installed
 jupyter-config file; it is listed here too so a bare checkout also works).
 """
 
+import os
+
 from jupyterlab.galata import configure_jupyter_server
 
 configure_jupyter_server(c)  # noqa: F821 - port 8888, no token, exposes window.jupyterapp
 
 c.ServerApp.ip = "127.0.0.1"
+c.ServerApp.port = int(os.environ.get("UI_TEST_PORT", "8888"))  # several checkouts side by side
 c.ServerApp.allow_root = True  # CI machines run as root
 c.ServerApp.jpserver_extensions = {"clustermgr_lab": True}
 c.LabApp.news_url = None

@@ -6,6 +6,9 @@
  */
 const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
 
+// UI_TEST_PORT lets several checkouts run their UI tests side by side.
+const port = process.env.UI_TEST_PORT || '8888';
+
 module.exports = {
   ...baseConfig,
   // Clusters start real Dask processes: one test at a time, generous timeout.
@@ -16,7 +19,7 @@ module.exports = {
   use: {
     ...baseConfig.use,
     browserName: 'chromium',
-    baseURL: 'http://127.0.0.1:8888',
+    baseURL: `http://127.0.0.1:${port}`,
     video: 'off',
     trace: 'retain-on-failure',
     launchOptions: {
@@ -33,7 +36,7 @@ module.exports = {
   },
   webServer: {
     command: 'jlpm start',
-    url: 'http://127.0.0.1:8888/lab',
+    url: `http://127.0.0.1:${port}/lab`,
     timeout: 120000,
     reuseExistingServer: !process.env.CI
   }
