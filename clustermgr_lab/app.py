@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jupyter_server.extension.application import ExtensionApp
 
+from .backends.launcher import WarmLauncher
 from .handlers import route_table
 from .manager import ClusterManager
 
@@ -13,11 +14,14 @@ class ClusterManagerApp(ExtensionApp):
 
     name = "clustermgr_lab"
     load_other_extensions = True
-    classes = [ClusterManager]
+    classes = [ClusterManager, WarmLauncher]
 
     def initialize_settings(self) -> None:
         self.manager = ClusterManager(parent=self.serverapp, base_url=self.serverapp.base_url, log=self.log)
         self.settings["clustermgr_manager"] = self.manager
+
+    async def _start_jupyter_server_extension(self, serverapp) -> None:
+        self.manager.warm_up()
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(route_table())

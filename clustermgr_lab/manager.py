@@ -19,7 +19,8 @@ from traitlets import Bool, Dict, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 from .adaptive import parse_adapt
-from .backends import BACKENDS
+from .backends import BACKENDS, LocalBackend
+from .backends.launcher import WarmLauncher
 from .cluster import FAILED, STOPPED, STOPPING, ManagedCluster
 from .errors import Conflict, InvalidRequest, NotFound
 from .spec import parse_spec, parse_target
@@ -83,6 +84,12 @@ class ClusterManager(LoggingConfigurable):
         self.seq = 0
         self._templates = self._load_templates()
         self.reap_orphans()
+        self.launcher = WarmLauncher(Path(self.workdir), parent=self, log=self.log)
+
+    def warm_up(self) -> None:
+        """Start (or connect to) the warm launcher in the background, so the first cluster starts fast."""
+        if self.launcher.enabled:
+            self._spawn(self.launcher.warm_up())
 
     def reap_orphans(self) -> None:
         """Stop processes left behind by servers of this workdir that died without cleaning up."""
@@ -166,6 +173,8 @@ class ClusterManager(LoggingConfigurable):
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "cluster.json").write_text(json.dumps({"id": cluster_id, "backend": template.backend}))
         backend = BACKENDS[template.backend](cluster_id, workdir)
+        if isinstance(backend, LocalBackend) and self.launcher.enabled:
+            backend.launcher = self.launcher
         cluster = ManagedCluster(
             cluster_id,
             name or self._next_name(),
@@ -238,6 +247,7 @@ class ClusterManager(LoggingConfigurable):
         await asyncio.gather(*(c.close() for c in list(self._clusters.values())), return_exceptions=True)
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._clusters.clear()
+        await self.launcher.close()
         shutil.rmtree(self.server_workdir, ignore_errors=True)
 
     def _spawn(self, coroutine) -> None:

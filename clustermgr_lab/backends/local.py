@@ -14,10 +14,13 @@ import psutil
 from ..errors import BackendError
 from ..spec import WorkerGroup
 from .base import Backend, SchedulerEndpoint
+from .launcher import LaunchedProcess, WarmLauncher
 
 PRELOAD = "clustermgr_lab.scheduler_preload"
 SCHEDULER = "scheduler"
 PROCESSES_FILE = "processes.json"
+# What the command line of a process we started contains (forked ones show the launcher's).
+OUR_COMMANDS = ("distributed.cli.dask_", "clustermgr_lab.backends.launcher")
 
 
 def scheduler_command(scheduler_file: Path) -> list[str]:
@@ -56,8 +59,10 @@ class LocalBackend(Backend):
     """Runs ``dask scheduler`` and ``dask worker`` processes on this machine.
 
     Every process starts in a session of its own (so a signal to the Jupyter server does not
-    reach it, and its whole process group — nanny and worker — can be stopped at once), and is
-    tracked by PID until it has exited.
+    reach it, and its whole process group — nanny and worker — can be stopped at once), writes
+    its output to a log file in the work folder, and is tracked by PID and create time until it
+    has exited. Processes are forked from the warm launcher when there is one (see
+    :mod:`.launcher`), else started as fresh interpreters.
     """
 
     name = "local"
@@ -69,7 +74,10 @@ class LocalBackend(Backend):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._processes: dict[str, asyncio.subprocess.Process] = {}
+        self._processes: dict[str, asyncio.subprocess.Process | LaunchedProcess] = {}
+        self._create_times: dict[str, float | None] = {}
+        #: Set by the manager: forks the processes when it can; None starts plain processes.
+        self.launcher: WarmLauncher | None = None
         self._watchers: set[asyncio.Task] = set()
         self._stopping: set[str] = set()
         self._gpu_slots: dict[str, list[int]] = {}
@@ -78,29 +86,32 @@ class LocalBackend(Backend):
 
     async def _spawn(self, name: str, command: list[str], env: dict[str, str] | None = None):
         self.workdir.mkdir(parents=True, exist_ok=True)
-        log = open(self.workdir / f"{name}.log", "ab")
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *command,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-            )
-        finally:
-            log.close()
+        process = await self._start_process(name, command, {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
         self._processes[name] = process
+        self._create_times[name] = getattr(process, "create_time", None) or _create_time(process.pid)
         self._record_processes()
         watcher = asyncio.ensure_future(self._watch(name, process))
         self._watchers.add(watcher)
         watcher.add_done_callback(self._watchers.discard)
         return process
 
+    async def _start_process(self, name: str, command: list[str], env: dict[str, str]):
+        """The one spawn step: fork from the warm launcher, else a fresh process in a session of its own."""
+        log_path = self.workdir / f"{name}.log"
+        if self.launcher is not None:
+            process = await self.launcher.spawn(command, env, log_path)
+            if process is not None:
+                return process
+        with open(log_path, "ab") as log:
+            return await asyncio.create_subprocess_exec(
+                *command, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
+            )
+
     async def _watch(self, name: str, process: asyncio.subprocess.Process) -> None:
         returncode = await process.wait()
         if self._processes.get(name) is process:
             del self._processes[name]
+            self._create_times.pop(name, None)
             self._record_processes()
             self._gpu_slots.pop(name, None)
             if name not in self._stopping and name != SCHEDULER and self.on_worker_exit:
@@ -188,8 +199,9 @@ class LocalBackend(Backend):
         return {name: p.pid for name, p in self._processes.items() if p.returncode is None}
 
     def _record_processes(self) -> None:
-        """Keep the PIDs on disk, so a server that dies hard leaves no untracked process."""
-        (self.workdir / PROCESSES_FILE).write_text(json.dumps(self.pids()))
+        """Keep PIDs and create times on disk, so a server that dies hard leaves no untracked process."""
+        recorded = {name: {"pid": pid, "create_time": self._create_times.get(name)} for name, pid in self.pids().items()}
+        (self.workdir / PROCESSES_FILE).write_text(json.dumps(recorded))
 
     @classmethod
     def reap(cls, workdir: Path) -> list[str]:
@@ -198,13 +210,24 @@ class LocalBackend(Backend):
         except (OSError, ValueError):
             return []
         stopped = []
-        for name, pid in recorded.items():
+        for name, entry in recorded.items():
+            pid, create_time = (entry["pid"], entry.get("create_time")) if isinstance(entry, dict) else (entry, None)
             try:
                 process = psutil.Process(pid)
-                ours = any("distributed.cli.dask_" in part for part in process.cmdline())
-                if ours:  # the PID may have been reused by something else since
+                if create_time is not None:  # the PID may have been reused by something else since
+                    ours = abs(process.create_time() - create_time) < 0.01
+                else:
+                    ours = any(mark in part for part in process.cmdline() for mark in OUR_COMMANDS)
+                if ours:
                     os.killpg(pid, signal.SIGKILL)
                     stopped.append(name)
             except (psutil.Error, ProcessLookupError, PermissionError):
                 continue
         return stopped
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
