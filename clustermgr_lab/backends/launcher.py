@@ -135,7 +135,11 @@ class Launcher:
         while b"\n" in buffer:
             line, _, rest = bytes(buffer).partition(b"\n")
             buffer[:] = rest
-            self._send(connection, self._answer(json.loads(line)))
+            try:
+                request = json.loads(line)
+            except ValueError:
+                request = {"op": None}
+            self._send(connection, self._answer(request))
 
     def _answer(self, request: dict) -> dict:
         reply: dict[str, Any] = {"id": request.get("id")}
@@ -185,20 +189,38 @@ class Launcher:
         inherited += [c.fileno() for c in self.clients]
         sys.stdout.flush()
         sys.stderr.flush()
+        # The reply waits until the child is in its own session: a killpg(pid) right after it must work.
+        in_session, tell_parent = os.pipe()
         pid = os.fork()
         if pid == 0:
-            run_child(argv, request.get("env") or {}, request["log"], request.get("cwd") or "/", inherited)
+            os.close(in_session)
+            run_child(argv, request.get("env") or {}, request["log"], request.get("cwd") or "/", inherited, tell_parent)
+        os.close(tell_parent)
+        try:
+            os.read(in_session, 1)  # b"" if the child died first: its exit is reported as usual
+        finally:
+            os.close(in_session)
         return pid
 
 
-def run_child(argv: list[str], env: dict[str, str], log_path: str, cwd: str, inherited: list[int]) -> None:
+def default_signals() -> None:
+    """The default action for the signals the launcher (or a nanny's event loop) handles itself."""
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def run_child(argv: list[str], env: dict[str, str], log_path: str, cwd: str, inherited: list[int], tell_parent: int) -> None:
     """In the forked child: a session of its own, output to ``log_path``, then the dask CLI. Never returns."""
     code = 1
     try:
         os.setsid()
-        signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_DFL)
+        os.write(tell_parent, b"1")
+        os.close(tell_parent)
+        default_signals()
+        # The nanny forks its worker from a thread while its event loop holds SIGTERM and SIGINT:
+        # without this, the worker would inherit handlers that only wake the nanny's loop.
+        os.register_at_fork(after_in_child=default_signals)
         for fd in inherited:
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -349,6 +371,7 @@ class WarmLauncher(LoggingConfigurable):
         self._exits: dict[int, int] = {}  # reported exits of processes no one is watching yet
         self._next_id = 0
         self._failed_at: float | None = None
+        self._closing = False
         self.pid: int | None = None
 
     @property
@@ -485,8 +508,9 @@ class WarmLauncher(LoggingConfigurable):
         for future in self._replies.values():
             if not future.done():
                 future.set_exception(LauncherUnavailable("the launcher went away"))
-        for process in list(self._launched.values()):  # their exits can no longer be reported
-            asyncio.ensure_future(process.poll_until_gone())
+        if not self._closing:
+            for process in list(self._launched.values()):  # their exits can no longer be reported
+                asyncio.ensure_future(process.poll_until_gone())
 
     def _give_up(self, reason: str) -> None:
         self._failed_at = time.monotonic()
@@ -494,6 +518,7 @@ class WarmLauncher(LoggingConfigurable):
 
     async def close(self) -> None:
         """Disconnect. The launcher keeps running its processes and exits once it has none."""
+        self._closing = True
         if self._writer is not None:
             self._writer.close()
         if self._read_task is not None:

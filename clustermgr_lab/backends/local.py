@@ -79,12 +79,21 @@ class LocalBackend(Backend):
         #: Set by the manager: forks the processes when it can; None starts plain processes.
         self.launcher: WarmLauncher | None = None
         self._watchers: set[asyncio.Task] = set()
+        self._starting: set[asyncio.Task] = set()
         self._stopping: set[str] = set()
         self._gpu_slots: dict[str, list[int]] = {}
         self._scheduler_spawned = asyncio.Event()
         self.address: str | None = None
 
     async def _spawn(self, name: str, command: list[str], env: dict[str, str] | None = None):
+        # Shielded: a caller cancelled mid-start (a cluster deleted while scaling) must not lose the
+        # process that starts anyway; close() waits for it and stops it.
+        starting = asyncio.ensure_future(self._start_and_track(name, command, env))
+        self._starting.add(starting)
+        starting.add_done_callback(self._starting.discard)
+        return await asyncio.shield(starting)
+
+    async def _start_and_track(self, name: str, command: list[str], env: dict[str, str] | None):
         self.workdir.mkdir(parents=True, exist_ok=True)
         process = await self._start_process(name, command, {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
         self._processes[name] = process
@@ -192,6 +201,7 @@ class LocalBackend(Backend):
         await asyncio.gather(*(self._stop(name) for name in names))
 
     async def close(self) -> None:
+        await asyncio.gather(*self._starting, return_exceptions=True)
         await asyncio.gather(*(self._stop(name) for name in list(self._processes)))
         self.address = None
 
