@@ -26,6 +26,7 @@ import random
 import statistics
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import traceback
@@ -251,17 +252,22 @@ def lab_lifecycle(server: Server) -> dict[str, float]:
 # -- many clusters: list latency, memory --------------------------------------------------------------
 
 
-def list_p99(server: Server, path: str, samples: int) -> float:
-    session = requests.Session()
-    session.headers["Authorization"] = f"token {server.token}"
-    for _ in range(10):  # warm up the keep-alive connection
-        session.get(server.base + path, timeout=30).raise_for_status()
-    latencies = []
+def list_latencies(targets: list[tuple[Server, str]], samples: int) -> list[list[float]]:
+    """``samples`` GETs of each (server, path), one after the other in turn, so load changes hit all alike."""
+    sessions = []
+    for server, path in targets:
+        session = requests.Session()
+        session.headers["Authorization"] = f"token {server.token}"
+        for _ in range(10):  # warm up the keep-alive connection
+            session.get(server.base + path, timeout=30).raise_for_status()
+        sessions.append((session, server.base + path))
+    latencies: list[list[float]] = [[] for _ in targets]
     for _ in range(samples):
-        t = now()
-        session.get(server.base + path, timeout=30).raise_for_status()
-        latencies.append(now() - t)
-    return percentile(latencies, 99)
+        for (session, url), found in zip(sessions, latencies):
+            t = now()
+            session.get(url, timeout=30).raise_for_status()
+            found.append(now() - t)
+    return latencies
 
 
 def settle_rss(server: Server) -> int:
@@ -307,7 +313,11 @@ def push_p99(server: Server, subscribers: int, changes: int, cid: str) -> float:
     finally:
         for s in streams:
             s.close()
+    PUSH_P50.append(percentile(delays, 50))
     return percentile(delays, 99)
+
+
+PUSH_P50: list[float] = []
 
 
 def adaptive_first_decision(server: Server, stream: Stream, interval: float) -> float:
@@ -364,12 +374,11 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
             lab_delete(lab, lab_create(lab, 2)[0])
         launcher = launcher_process(cm_server)
         time.sleep(1)
-        if launcher is not None:
-            info = launcher.memory_full_info()
-            rows.append(row("warm launcher idle memory (RSS)", info.rss / MiB, "MiB"))
-            rows.append(row("warm launcher idle memory (USS, not shared with its forks)", info.uss / MiB, "MiB"))
-        else:
-            rows.append(row("warm launcher idle memory (RSS)", float("nan"), "MiB", note="no launcher found: plain processes"))
+        if launcher is None:
+            raise BenchError("no warm launcher runs next to the server: see its log")
+        info = launcher.memory_full_info()
+        rows.append(row("warm launcher idle memory (RSS)", info.rss / MiB, "MiB"))
+        rows.append(row("warm launcher idle memory (USS, not shared with its forks)", info.uss / MiB, "MiB"))
 
         sides: list[tuple[str, Callable[[], dict]]] = [
             ("clustermgr", lambda: cm_lifecycle(cm_server, stream)),
@@ -411,16 +420,15 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
             ours += [c["id"] for c in base.create_clusters(cm_server, stream, n - len(ours), 0)]
             while lab and len(theirs) < n:
                 theirs.append(lab_create(lab, 0)[0])
-            ours_p99 = [list_p99(cm_server, "clustermgr/api/clusters", samples // 3)]
-            theirs_p99 = [list_p99(lab, "dask/clusters", samples // 3)] if lab else []
-            for _ in range(2):  # interleave the two sides in blocks
-                ours_p99.append(list_p99(cm_server, "clustermgr/api/clusters", samples // 3))
-                if lab:
-                    theirs_p99.append(list_p99(lab, "dask/clusters", samples // 3))
+            targets = [(cm_server, "clustermgr/api/clusters")] + ([(lab, "dask/clusters")] if lab else [])
+            found = list_latencies(targets, samples)
             if lab:
-                rows += ratio_rows(f"side by side: GET list p99 at {n} clusters", [max(ours_p99)], [max(theirs_p99)], "dask-labextension", 1.0, unit="ms")
+                rows += ratio_rows(
+                    f"side by side: GET list p99 at {n} clusters", [percentile(found[0], 99)], [percentile(found[1], 99)],
+                    "dask-labextension", 1.0, unit="ms",
+                )  # fmt: skip
             else:
-                rows.append(row(f"GET list p99 at {n} clusters: clustermgr", max(ours_p99) * 1000, "ms"))
+                rows.append(row(f"GET list p99 at {n} clusters: clustermgr", percentile(found[0], 99) * 1000, "ms"))
         n = counts[-1]
         per_cluster = (settle_rss(cm_server) - rss0) / n / MiB
         if lab:
@@ -430,7 +438,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
                 row(f"side by side: server RSS per cluster ({n} clusters): dask-labextension (scheduler inside)", lab_per_cluster, "MiB"),
                 row("side by side: server RSS per cluster: ratio clustermgr / dask-labextension", per_cluster / lab_per_cluster, "x", 1.0),
             ]
-        schedulers_uss = uss_of_children(launcher.pid, "") / len(ours) / MiB if launcher is not None else float("nan")
+        schedulers_uss = uss_of_children(launcher.pid, "") / len(ours) / MiB
         rows.append(row("clustermgr memory per cluster outside the server (its scheduler process, USS)", schedulers_uss, "MiB"))
 
         # delay until a change reaches a UI client: clustermgr's stream vs dask-labextension's 5 s poll
@@ -460,9 +468,14 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
             lab_delete(lab, cid)
 
         # scale rows (clustermgr alone)
-        rows.append(row(f"push p99 with {subscribers} subscribers", push_p99(cm_server, subscribers, 10 if args.smoke else 30, change_cid) * 1000, "ms", 100))
+        p99 = push_p99(cm_server, subscribers, 10 if args.smoke else 30, change_cid)
+        note = f"p50 {PUSH_P50[-1] * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
+        rows.append(row(f"push p99 with {subscribers} subscribers", p99 * 1000, "ms", 100, note=note))
         ours += [c["id"] for c in base.create_clusters(cm_server, stream, many - len(ours), 0)]
-        rows.append(row(f"GET list p99 at {many} clusters (0 workers each)", list_p99(cm_server, "clustermgr/api/clusters", samples) * 1000, "ms", 20))
+        found = list_latencies([(cm_server, "clustermgr/api/clusters")], samples)[0]
+        p99 = percentile(found, 99)
+        note = f"p50 {percentile(found, 50) * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
+        rows.append(row(f"GET list p99 at {many} clusters (0 workers each)", p99 * 1000, "ms", 20, note=note))
         rows.append(row(f"server RSS per cluster ({many} clusters)", (settle_rss(cm_server) - rss0) / many / MiB, "MiB", 1.0))
         base.delete_clusters(cm_server, stream, ours)
         rows.append(row("adaptive: first decision after a burst (1 s interval)", adaptive_first_decision(cm_server, stream, 1.0), "intervals", 2))
@@ -483,12 +496,12 @@ def _quiet(tmp: Path, flow: Callable[[], dict]) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| benchmark | value | target | pass |", "|---|---|---|---|"]
+    lines = ["| benchmark | value | target | pass | note |", "|---|---|---|---|---|"]
     for r in rows:
         value = "-" if r["value"] != r["value"] else f"{r['value']:.3g} {r['unit']}"
         target = "" if r["target"] is None else f"≤ {r['target']:g} {r['unit']}"
         verdict = {True: "yes", False: "**no**", None: ""}[r["pass"]]
-        lines.append(f"| {r['name']} | {value} | {target} | {verdict} |")
+        lines.append(f"| {r['name']} | {value} | {target} | {verdict} | {r.get('note', '')} |")
     return "\n".join(lines)
 
 
@@ -507,7 +520,7 @@ def chart(rows: list[dict], path: Path, title: str) -> None:
     ax.set_yticks(range(len(targeted)), [r["name"].removeprefix("side by side: ") for r in targeted], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("value / target (≤ 1 meets the target)")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(textwrap.fill(title, 110), fontsize=9)
     for i, (r, f) in enumerate(zip(targeted, fractions)):
         ax.text(f, i, f" {r['value']:.3g} {r['unit']}", va="center", fontsize=7)
     fig.tight_layout()

@@ -37,4 +37,4 @@ def test_bench_smoke_writes_rows_with_their_verdicts_and_leaves_no_process(tmp_p
         "server RSS per cluster (10 clusters)",
         "adaptive: first decision after a burst (1 s interval)",
     } <= names
-    assert "| benchmark | value | target | pass |" in out.with_suffix(".md").read_text()
+    assert "| benchmark | value | target | pass | note |" in out.with_suffix(".md").read_text()

@@ -393,17 +393,21 @@ class WarmLauncher(LoggingConfigurable):
         if "error" in reply:
             self._give_up(reply["error"])
             return None
-        return self.watch(reply["pid"], reply.get("create_time"))
+        return self.watch(reply["pid"], reply.get("create_time"), poll=False)
 
-    def watch(self, pid: int, create_time: float | None = None) -> LaunchedProcess:
-        """A :class:`LaunchedProcess` for ``pid`` (one this or an earlier server had forked)."""
+    def watch(self, pid: int, create_time: float | None = None, *, poll: bool = True) -> LaunchedProcess:
+        """A :class:`LaunchedProcess` for ``pid``, e.g. one that an earlier server (or launcher) started.
+
+        Its exit comes from the launcher's report when the launcher is its parent, else (``poll``,
+        or once the launcher is gone) from polling psutil, so a re-adopted process stays watchable.
+        """
         process = self._launched.get(pid)
         if process is None or process.create_time != create_time:
             process = self._launched[pid] = LaunchedProcess(pid, create_time)
-            process._exited.add_done_callback(lambda _: self._launched.pop(pid, None))
+            process._exited.add_done_callback(lambda _: self._launched.pop(pid, None) if self._launched.get(pid) is process else None)
         if pid in self._exits:
             process._set_exited(self._exits.pop(pid))
-        elif not self.connected:
+        elif poll or not self.connected:
             asyncio.ensure_future(process.poll_until_gone())
         return process
 
