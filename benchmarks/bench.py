@@ -275,12 +275,12 @@ def settle_rss(server: Server) -> int:
     return rss(server)
 
 
-def uss_of_children(pid: int, marker: str) -> int:
+def uss_of_descendants(pid: int) -> int:
+    """Memory that the processes below ``pid`` do not share with it or each other (USS)."""
     total = 0
     for child in psutil.Process(pid).children(recursive=True):
         try:
-            if marker in " ".join(child.cmdline()) or child.ppid() == pid:
-                total += child.memory_full_info().uss
+            total += child.memory_full_info().uss
         except psutil.Error:
             continue
     return total
@@ -438,7 +438,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
                 row(f"side by side: server RSS per cluster ({n} clusters): dask-labextension (scheduler inside)", lab_per_cluster, "MiB"),
                 row("side by side: server RSS per cluster: ratio clustermgr / dask-labextension", per_cluster / lab_per_cluster, "x", 1.0),
             ]
-        schedulers_uss = uss_of_children(launcher.pid, "") / len(ours) / MiB
+        schedulers_uss = uss_of_descendants(launcher.pid) / len(ours) / MiB
         rows.append(row("clustermgr memory per cluster outside the server (its scheduler process, USS)", schedulers_uss, "MiB"))
 
         # delay until a change reaches a UI client: clustermgr's stream vs dask-labextension's 5 s poll
