@@ -171,3 +171,22 @@ async def test_the_launcher_outlives_its_server_is_reused_and_exits_once_idle(tm
     finally:
         for pid in alive([scheduler, launcher_pid]):
             os.kill(pid, signal.SIGKILL)
+
+
+async def test_exits_are_still_noticed_after_the_launcher_is_gone(tmp_path):
+    # Given a scheduler forked by a launcher
+    launcher = WarmLauncher(tmp_path, idle_timeout=1.0)
+    backend = LocalBackend("c1", tmp_path / "c1")
+    backend.launcher = launcher
+    await backend.start_scheduler()
+    scheduler = backend.pids()["scheduler"]
+    try:
+        # When the launcher is killed, and then the scheduler stops
+        os.kill(launcher.pid, signal.SIGKILL)
+        await wait_until(lambda: not launcher.connected, 15, "the server to see the launcher gone")
+        os.killpg(scheduler, signal.SIGTERM)
+        # Then its exit is still noticed (by polling the process table): it is no longer tracked
+        await wait_until(lambda: "scheduler" not in backend.pids(), 15, "the scheduler to be forgotten")
+    finally:
+        for pid in alive([scheduler]):
+            os.kill(pid, signal.SIGKILL)
