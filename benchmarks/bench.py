@@ -286,6 +286,23 @@ def uss_of_descendants(pid: int) -> int:
     return total
 
 
+def idle_cpu(*groups: list[int], seconds: float = 2.0) -> list[float]:
+    """CPU (in cores) that each group of processes uses over ``seconds`` of doing nothing asked of it."""
+
+    def cpu(pids: list[int]) -> float:
+        total = 0.0
+        for pid in pids:
+            try:
+                total += sum(psutil.Process(pid).cpu_times()[:2])
+            except psutil.Error:
+                continue
+        return total
+
+    before = [cpu(g) for g in groups]
+    time.sleep(seconds)
+    return [(cpu(g) - b) / seconds for g, b in zip(groups, before)]
+
+
 def launcher_process(server: Server) -> psutil.Process | None:
     for child in psutil.Process(server.process.pid).children():
         if "clustermgr_lab.backends.launcher" in " ".join(child.cmdline()):
@@ -477,6 +494,9 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
         note = f"p50 {percentile(found, 50) * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
         rows.append(row(f"GET list p99 at {many} clusters (0 workers each)", p99 * 1000, "ms", 20, note=note))
         rows.append(row(f"server RSS per cluster ({many} clusters)", (settle_rss(cm_server) - rss0) / many / MiB, "MiB", 1.0))
+        server_cpu, schedulers_cpu = idle_cpu([cm_server.process.pid], [p.pid for p in launcher.children()])
+        rows.append(row(f"server CPU while idle with {many} clusters", server_cpu * 100, "% of a core"))
+        rows.append(row(f"CPU of their {many} idle scheduler processes", schedulers_cpu * 100, "% of a core"))
         base.delete_clusters(cm_server, stream, ours)
         rows.append(row("adaptive: first decision after a burst (1 s interval)", adaptive_first_decision(cm_server, stream, 1.0), "intervals", 2))
     finally:
