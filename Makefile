@@ -110,7 +110,7 @@ bench: install
 	"$(VENV_PY)" -m pip install --quiet matplotlib
 	if [ ! -x "$(LABEXT_VENV)/bin/python" ]; then $(PYTHON) -m venv "$(LABEXT_VENV)"; fi
 	"$(LABEXT_VENV)/bin/python" -m pip install --quiet "dask-labextension==$(LABEXT_VERSION)"
-	"$(VENV_PY)" benchmarks/bench.py --labext-python "$(LABEXT_VENV)/bin/python"
+	"$(VENV_PY)" benchmarks/bench.py --repeat 5 --labext-python "$(LABEXT_VENV)/bin/python"
 
 clean:
 	rm -rf lib tsconfig.tsbuildinfo clustermgr_lab/labextension clustermgr_lab/_version.py \
