@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import json
 import os
 import shutil
 import signal
@@ -24,7 +25,8 @@ import psutil
 import pytest
 from distributed import Client
 
-from clustermgr_lab.backends.ssh import SSHBackend
+from clustermgr_lab.backends.ssh import WORKERS_FILE, SSHBackend
+from clustermgr_lab.spec import parse_spec
 
 from .helpers import alive, call, running_with, tree, wait_for
 
@@ -40,14 +42,16 @@ class PrivateSshd:
     connect_options: dict
     log: Path
 
-    def worker_processes(self) -> list[psutil.Process]:
-        """The ``dask_spec`` processes (one Nanny each) running under this sshd."""
-        found = []
+    def worker_processes(self) -> dict[str, psutil.Process]:
+        """The ``dask_spec`` processes (one Nanny each) running under this sshd, by worker name."""
+        found = {}
         for pid in tree(self.process.pid):
             try:
                 process = psutil.Process(pid)
-                if "distributed.cli.dask_spec" in process.cmdline() and process.status() != psutil.STATUS_ZOMBIE:
-                    found.append(process)
+                command = process.cmdline()
+                if "distributed.cli.dask_spec" in command and process.status() != psutil.STATUS_ZOMBIE:
+                    (spec,) = json.loads(command[command.index("--spec") + 1]).values()
+                    found[spec["opts"]["name"]] = process
             except psutil.NoSuchProcess:
                 continue
         return found
@@ -175,7 +179,7 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
         cluster = await wait_for(jp_fetch, cluster_id, running_with(0), what="the scheduler")
         assert cluster["backend"] == "ssh"
         scheduler_pids = tree(backend_of(jp_serverapp, cluster_id).pids()["scheduler"])
-        assert sshd.worker_processes() == []
+        assert sshd.worker_processes() == {}
 
         # When it is scaled to 2 workers through the API
         await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 2}}, expect=200)
@@ -184,10 +188,11 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
         cluster = await wait_for(jp_fetch, cluster_id, running_with(2), what="2 workers over SSH", timeout=120)
         assert cluster["resources"] == {"cores": 2, "memory": 1024 * MiB, "gpus": 0}
         # And they run under the private sshd: one dask_spec Nanny per worker, called by our names
-        nannies = sshd.worker_processes()
-        assert len(nannies) == 2
+        workers = sshd.worker_processes()
+        assert sorted(workers) == ["default-1", "default-2"]
+        nannies = list(workers.values())
         assert all(cluster["scheduler_address"] in n.cmdline() for n in nannies)
-        assert sorted(n for n in backend_of(jp_serverapp, cluster_id).hosts_of_workers()) == ["default-1", "default-2"]
+        assert backend_of(jp_serverapp, cluster_id).hosts_of_workers() == {"default-1": "127.0.0.1", "default-2": "127.0.0.1"}
         under_sshd = set(tree(sshd.process.pid))
         trees = {n.pid: tree(n.pid) for n in nannies}
         seen.update(p for pids in trees.values() for p in pids)
@@ -207,7 +212,7 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
             await wait_for(jp_fetch, cluster_id, running_with(1), what="1 worker", timeout=60)
 
             # Then exactly one remote worker process is left, the other's processes are gone, and no result is lost
-            (survivor,) = await until(lambda: len(sshd.worker_processes()) == 1 and sshd.worker_processes(), 30, "1 Nanny")
+            (survivor,) = (await until(lambda: len(sshd.worker_processes()) == 1 and sshd.worker_processes(), 30, "1 Nanny")).values()
             stopped = [p for nanny, pids in trees.items() if nanny != survivor.pid for p in pids]
             assert len(stopped) >= 2  # the Nanny and its worker process
             assert await until(lambda: alive(stopped) == [], 30, "the retired worker's processes to end")
@@ -228,7 +233,7 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
                 await asyncio.sleep(0.2)
             await wait_for(jp_fetch, cluster_id, running_with(1), what="a replacement worker", timeout=120)
             assert list(backend_of(jp_serverapp, cluster_id).hosts_of_workers()) != [name_before]
-            seen.update(p for n in sshd.worker_processes() for p in tree(n.pid))
+            seen.update(p for n in sshd.worker_processes().values() for p in tree(n.pid))
     finally:
         # When the cluster is deleted
         await delete_and_wait(jp_fetch, cluster_id)
@@ -255,7 +260,42 @@ async def test_a_worker_that_cannot_start_is_reported_and_not_retried(jp_fetch, 
         await asyncio.sleep(1)
         _, cluster = await call(jp_fetch, "GET", "clusters", cluster_id)
         assert (cluster["workers"]["requested"], cluster["workers"]["running"]) == (0, 0)
-        assert sshd.worker_processes() == []
+        assert sshd.worker_processes() == {}
     finally:
         await delete_and_wait(jp_fetch, cluster_id)
     assert await until(lambda: tree(sshd.process.pid) == [sshd.process.pid], 30, "the SSH sessions to close")
+
+
+async def test_scale_down_kills_the_remote_process_group_and_reap_stops_what_a_dead_server_left(tmp_path, sshd, ssh_backend):
+    # Given an SSH backend with its scheduler and 2 workers started over SSH
+    backend = ssh_backend("abc123", tmp_path / "server-1" / "abc123")
+    group = parse_spec({"groups": [WORKERS]}).groups[0]
+    await backend.start_scheduler()
+    scheduler_pids = tree(backend.pids()["scheduler"])
+    try:
+        await backend.scale_up(group, ["default-1", "default-2"])
+        nannies = sshd.worker_processes()
+        assert sorted(nannies) == ["default-1", "default-2"]
+        processes = {name: tree(nanny.pid) for name, nanny in nannies.items()}
+        assert all(len(pids) >= 2 for pids in processes.values())  # a Nanny and its worker process each
+        # And each is recorded with its host and remote process group
+        recorded = json.loads((backend.workdir / WORKERS_FILE).read_text())
+        assert recorded == {name: ["127.0.0.1", os.getpgid(nanny.pid)] for name, nanny in nannies.items()}
+
+        # When one is scaled down while the scheduler still runs (nothing else would stop it)
+        await backend.scale_down(["default-1"])
+
+        # Then its Nanny and worker process are gone when scale_down returns, and the other worker still runs
+        assert alive(processes["default-1"]) == []
+        assert nannies["default-2"].is_running() and len(alive(processes["default-2"])) >= 2
+        assert list(backend.hosts_of_workers()) == ["default-2"]
+
+        # When the server dies without closing the backend, and a new server reaps its work folder
+        stopped = await asyncio.to_thread(SSHBackend.reap, backend.workdir)
+
+        # Then the scheduler and the remaining worker's whole process group are killed over SSH
+        assert sorted(stopped) == ["default-2", "scheduler"]
+        assert await until(lambda: alive(processes["default-2"] + scheduler_pids) == [], 10, "the reaped processes to end")
+    finally:
+        await backend.close()
+    assert alive(scheduler_pids) == [] and sshd.worker_processes() == {}

@@ -2,9 +2,10 @@
 
 Workers are started by distributed's own SSH deployment (``distributed.deploy.ssh.Worker``, on
 asyncssh): one SSH connection per worker, running ``python -m distributed.cli.dask_spec`` with a
-Nanny on the remote host. The connection and its remote process are what tracks a worker: it is
-stopped by a ``TERM`` (then ``KILL``) signal sent over its SSH channel, and it is gone once the
-channel reports its exit status.
+Nanny on the remote host. A worker is tracked by its SSH channel (it has ended when the channel
+reports an exit status) and by its remote process group, which the Nanny reports as it starts:
+stopping a worker is ``kill -TERM`` (then ``-KILL``) of that group, run over the worker's
+connection. SSH's own signal requests are not used: OpenSSH refuses them for root logins.
 """
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import json
 import logging
+import re
 import sys
+import threading
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import dask.config
 from distributed.deploy.ssh import Worker as SSHWorker
 
 from ..errors import BackendError
@@ -25,8 +31,14 @@ from .local import LocalBackend
 
 log = logging.getLogger(__name__)
 
-# What distributed.deploy.ssh logs from a worker's stderr while it starts, per starting task:
-# the reason a worker did not start is in those lines.
+WORKERS_FILE = "ssh-workers.json"
+PROCESS_GROUP_MARK = "clustermgr-lab remote process group"
+# Runs in the remote Nanny as it starts (distributed runs preload text as a script). No single
+# quote: distributed.deploy.ssh puts the worker's options in single quotes on the remote command line.
+REPORT_PROCESS_GROUP = f'import os, sys; print("{PROCESS_GROUP_MARK}", os.getpgid(0), file=sys.stderr, flush=True)'
+
+# distributed.deploy.ssh logs each line the remote worker writes to stderr while it starts (at
+# INFO); those lines carry the process group it reports and, when it fails, the reason.
 _start_output: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("_start_output", default=None)
 
 
@@ -37,15 +49,35 @@ class _StartOutput(logging.Handler):
             lines.append(record.getMessage())
 
 
-logging.getLogger("distributed.deploy.ssh").addHandler(_StartOutput())
+_ssh_deploy_log = logging.getLogger("distributed.deploy.ssh")
+_ssh_deploy_log.addHandler(_StartOutput())
+if not _ssh_deploy_log.isEnabledFor(logging.INFO):
+    _ssh_deploy_log.setLevel(logging.INFO)
+
+
+def _stop_group_command(process_group: int, signal_name: str, wait: float) -> str:
+    """Signal a worker's process group, then wait up to ``wait`` seconds for all of it to end (exit 0) or not (1)."""
+    group, steps = int(process_group), int(wait * 10)
+    script = (
+        f"kill -{signal_name} -{group} 2>/dev/null; i=0; "
+        f"while kill -0 -{group} 2>/dev/null; do [ $i -ge {steps} ] && exit 1; sleep 0.1; i=$((i+1)); done"
+    )
+    return f"sh -c '{script}'"  # sh whatever the remote user's login shell is; dash's kill takes no "--"
+
+
+def _kill_group_command(process_group: int) -> str:
+    """Kill a worker's process group on its host, only if its leader still is a dask_spec process."""
+    group = int(process_group)
+    return f"sh -c 'ps -o args= -p {group} | grep -q distributed.cli.dask_spec && kill -KILL -{group}'"
 
 
 @dataclass
 class RemoteWorker:
-    """One worker started over SSH: its host, distributed's SSH process object, and its watcher."""
+    """One worker started over SSH: its host, distributed's SSH process object, its process group, its watcher."""
 
     host: str
     process: SSHWorker
+    process_group: int | None = None
     watcher: asyncio.Task | None = field(default=None)
 
 
@@ -73,9 +105,10 @@ class SSHBackend(LocalBackend):
         BACKENDS[Lab.name] = Lab
 
     Workers go to the host that has the fewest workers of this cluster. A worker that ends on its
-    own is reported through ``on_worker_exit`` with its remote exit status. A worker that cannot
-    reach its scheduler for ``worker_death_timeout`` seconds exits by itself: that bounds what a
-    server that died hard leaves on remote hosts (its local scheduler is stopped by :meth:`reap`).
+    own is reported through ``on_worker_exit`` with its remote exit status. Hosts and process
+    groups are recorded in ``ssh-workers.json`` in the work folder, so that :meth:`reap` can stop
+    the workers of a server that died (and a worker that cannot reach its scheduler for
+    ``worker_death_timeout`` seconds exits by itself).
     """
 
     name = "ssh"
@@ -86,8 +119,8 @@ class SSHBackend(LocalBackend):
     connect_options: ClassVar[dict[str, Any]] = {}  # for asyncssh.connect: port, username, known_hosts, client_keys...
     remote_python: ClassVar[str | None] = None  # Python on the hosts; None: this server's sys.executable
     interface: ClassVar[str | None] = None  # the workers' network interface; None: the one routing to the scheduler
-    worker_class: ClassVar[str] = "distributed.Nanny"
     worker_start_timeout = 60.0
+    command_timeout = 30.0
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -101,6 +134,7 @@ class SSHBackend(LocalBackend):
             "memory_limit": group.memory,
             "death_timeout": self.worker_death_timeout,
             "dashboard": False,
+            "preload_nanny": [REPORT_PROCESS_GROUP, *dask.config.get("distributed.nanny.preload")],
         }
         if group.worker_resources:
             options["resources"] = dict(group.worker_resources)
@@ -126,7 +160,6 @@ class SSHBackend(LocalBackend):
             host,
             connect_options=dict(self.connect_options),
             kwargs=self.worker_options(group, name),
-            worker_class=self.worker_class,
             remote_python=self.remote_python or sys.executable,
             name=name,
         )
@@ -145,8 +178,10 @@ class SSHBackend(LocalBackend):
             if isinstance(exc, asyncio.TimeoutError):
                 detail = f"no worker within {self.worker_start_timeout:g} s\n{detail}"
             raise BackendError(f"worker {name} did not start on {host} (remote exit status {status}): {detail}") from exc
-        watcher = asyncio.ensure_future(self._watch_remote(name, process))
-        self._remote[name].watcher = watcher
+        groups = [m.group(1) for m in map(re.compile(re.escape(PROCESS_GROUP_MARK) + r" (\d+)").search, output) if m]
+        self._remote[name].process_group = int(groups[0]) if groups else None
+        self._remote[name].watcher = asyncio.ensure_future(self._watch_remote(name, process))
+        self._record_workers()
         log.info("cluster %s: worker %s started over SSH on %s", self.cluster_id, name, host)
 
     async def _watch_remote(self, name: str, process: SSHWorker) -> None:
@@ -175,6 +210,7 @@ class SSHBackend(LocalBackend):
         remote = self._remote.pop(name, None)
         if remote is None:
             return
+        self._record_workers()
         with contextlib.suppress(OSError):
             await remote.process.close()
 
@@ -188,6 +224,21 @@ class SSHBackend(LocalBackend):
             await self.scale_down(names)
             raise errors[0]
 
+    async def _signal_group(self, remote: RemoteWorker, signal_name: str) -> bool:
+        """Signal the worker's process group on its host over its own connection; True once the group is gone."""
+        import asyncssh  # on first use, as distributed.deploy.ssh does: it adds to the server's start-up time
+
+        if remote.process_group is None:
+            log.warning("cluster %s: a worker on %s did not report its process group", self.cluster_id, remote.host)
+            return False
+        command = _stop_group_command(remote.process_group, signal_name, self.stop_timeout)
+        try:
+            done = await asyncio.wait_for(remote.process.connection.run(command), self.stop_timeout + self.command_timeout)
+        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+            log.warning("cluster %s: kill -%s of a worker on %s failed: %s", self.cluster_id, signal_name, remote.host, exc)
+            return False
+        return done.exit_status == 0
+
     async def _stop_remote(self, name: str) -> None:
         remote = self._remote.get(name)
         if remote is None:
@@ -195,14 +246,9 @@ class SSHBackend(LocalBackend):
         self._stopping.add(name)
         try:
             for signal_name in ("TERM", "KILL"):
-                if remote.watcher is None or remote.watcher.done():
+                if await self._signal_group(remote, signal_name):
                     break
-                with contextlib.suppress(OSError):
-                    remote.process.proc.send_signal(signal_name)
-                try:
-                    await asyncio.wait_for(asyncio.shield(remote.watcher), self.stop_timeout)
-                except asyncio.TimeoutError:
-                    log.warning("cluster %s: worker %s did not stop on %s", self.cluster_id, name, signal_name)
+                log.warning("cluster %s: worker %s was still running after kill -%s", self.cluster_id, name, signal_name)
             await self._forget(name)
         finally:
             self._stopping.discard(name)
@@ -218,3 +264,44 @@ class SSHBackend(LocalBackend):
     def hosts_of_workers(self) -> dict[str, str]:
         """The host of each worker started over SSH, by worker name."""
         return {name: remote.host for name, remote in self._remote.items()}
+
+    # -- what is left behind ---------------------------------------------------------------------------
+
+    def _record_workers(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        recorded = {name: [r.host, r.process_group] for name, r in self._remote.items() if r.process_group is not None}
+        (self.workdir / WORKERS_FILE).write_text(json.dumps(recorded))
+
+    @classmethod
+    def reap(cls, workdir: Path) -> list[str]:
+        """Stop the scheduler (as LocalBackend does) and kill the recorded workers' process groups.
+
+        Runs once at server start-up, outside any request; the SSH calls run on an event loop of
+        their own in a thread, since the caller may itself be running inside one. A recorded
+        group is killed only while it still runs a dask_spec process.
+        """
+        import asyncssh
+
+        stopped = super().reap(workdir)
+        try:
+            recorded = {name: (str(host), int(group)) for name, (host, group) in json.loads((Path(workdir) / WORKERS_FILE).read_text()).items()}
+        except (OSError, ValueError, TypeError):
+            return stopped
+
+        async def kill(name: str, host: str, group: int) -> str | None:
+            try:
+                async with asyncssh.connect(host, **cls.connect_options) as connection:
+                    done = await asyncio.wait_for(connection.run(_kill_group_command(group)), cls.command_timeout)
+                return name if done.exit_status == 0 else None
+            except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+                log.warning("could not stop worker %s (process group %s on %s): %s", name, group, host, exc)
+                return None
+
+        async def kill_all() -> list[str | None]:
+            return await asyncio.gather(*(kill(name, host, group) for name, (host, group) in recorded.items()))
+
+        result: list[str | None] = []
+        thread = threading.Thread(target=lambda: result.extend(asyncio.run(kill_all())), name="clustermgr-ssh-reap")
+        thread.start()
+        thread.join()
+        return stopped + [name for name in result if name]
