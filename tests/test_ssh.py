@@ -257,6 +257,7 @@ async def test_a_worker_that_cannot_start_is_reported_and_not_retried(jp_fetch, 
         cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["error"], what="an error", timeout=60)
         assert "worker default-1 did not start on 127.0.0.1" in cluster["error"]
         assert "/nonexistent/bin/python3" in cluster["error"] and "No such file or directory" in cluster["error"]
+        assert "remote exit status 127" in cluster["error"]
         # And nothing is left requested, running or pending, and nothing runs under the sshd
         await asyncio.sleep(1)
         _, cluster = await call(jp_fetch, "GET", "clusters", cluster_id)

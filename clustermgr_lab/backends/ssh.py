@@ -18,8 +18,8 @@ import logging
 import re
 import sys
 import threading
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import dask.config
@@ -172,6 +172,9 @@ class SSHBackend(LocalBackend):
             await self._forget(name)
             raise
         except Exception as exc:
+            if process.proc is not None:  # for its exit status
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(process.proc.wait_closed(), self.command_timeout)
             await self._forget(name)
             status = process.proc.exit_status if process.proc is not None else None
             detail = "\n".join(output[-15:]) or f"{type(exc).__name__}: {exc}"
@@ -254,7 +257,7 @@ class SSHBackend(LocalBackend):
             self._stopping.discard(name)
 
     async def scale_down(self, names: list[str]) -> None:
-        """Signal the workers over their SSH channels; return once their remote processes have exited."""
+        """Kill the workers' remote process groups (TERM, then KILL); return once no process of them is left."""
         await asyncio.gather(*(self._stop_remote(name) for name in names))
 
     async def close(self) -> None:
@@ -284,14 +287,18 @@ class SSHBackend(LocalBackend):
 
         stopped = super().reap(workdir)
         try:
-            recorded = {name: (str(host), int(group)) for name, (host, group) in json.loads((Path(workdir) / WORKERS_FILE).read_text()).items()}
+            saved = json.loads((Path(workdir) / WORKERS_FILE).read_text())
+            recorded = {name: (str(host), int(group)) for name, (host, group) in saved.items()}
         except (OSError, ValueError, TypeError):
             return stopped
 
+        async def run(host: str, command: str):
+            async with asyncssh.connect(host, **cls.connect_options) as connection:
+                return await connection.run(command)
+
         async def kill(name: str, host: str, group: int) -> str | None:
             try:
-                async with asyncssh.connect(host, **cls.connect_options) as connection:
-                    done = await asyncio.wait_for(connection.run(_kill_group_command(group)), cls.command_timeout)
+                done = await asyncio.wait_for(run(host, _kill_group_command(group)), cls.command_timeout)
                 return name if done.exit_status == 0 else None
             except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
                 log.warning("could not stop worker %s (process group %s on %s): %s", name, group, host, exc)
