@@ -268,38 +268,44 @@ async def test_a_worker_that_cannot_start_is_reported_and_not_retried(jp_fetch, 
     assert await until(lambda: tree(sshd.process.pid) == [sshd.process.pid], 30, "the SSH sessions to close")
 
 
-async def test_scale_down_kills_the_remote_process_group_and_reap_stops_what_a_dead_server_left(tmp_path, sshd, ssh_backend):
-    # Given an SSH backend with its scheduler and 2 workers started over SSH
-    backend = ssh_backend("abc123", tmp_path / "server-1" / "abc123")
+async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group_killed(tmp_path, sshd, ssh_backend):
+    # Given an SSH backend with its scheduler and 3 workers started over SSH
+    exits = []
+    backend = ssh_backend("abc123", tmp_path / "server-1" / "abc123", on_worker_exit=lambda *exit: exits.append(exit))
     group = parse_spec({"groups": [WORKERS]}).groups[0]
     await backend.start_scheduler()
     scheduler_pids = tree(backend.pids()["scheduler"])
     try:
-        await backend.scale_up(group, ["default-1", "default-2"])
+        await backend.scale_up(group, ["default-1", "default-2", "default-3"])
         nannies = sshd.worker_processes()
-        assert sorted(nannies) == ["default-1", "default-2"]
+        assert sorted(nannies) == ["default-1", "default-2", "default-3"]
         processes = {name: tree(nanny.pid) for name, nanny in nannies.items()}
         assert all(len(pids) >= 2 for pids in processes.values())  # a Nanny and its worker process each
         # And each is recorded with its host and remote process group
         recorded = json.loads((backend.workdir / WORKERS_FILE).read_text())
         assert recorded == {name: ["127.0.0.1", os.getpgid(nanny.pid)] for name, nanny in nannies.items()}
+        # (the scheduler keeps running throughout: no worker below can be ending because its scheduler went)
 
-        # When one is scaled down while the scheduler still runs (nothing else would stop it)
+        # When one is scaled down
         await backend.scale_down(["default-1"])
-
-        # Then its Nanny and worker process are gone when scale_down returns, and the other worker still runs
+        # Then its Nanny and worker process are gone when scale_down returns, and the others still run
         assert alive(processes["default-1"]) == []
-        assert nannies["default-2"].is_running() and len(alive(processes["default-2"])) >= 2
-        assert list(backend.hosts_of_workers()) == ["default-2"]
+        assert all(nannies[name].is_running() for name in ("default-2", "default-3"))
+        assert sorted(backend.hosts_of_workers()) == ["default-2", "default-3"]
+
+        # When the SSH connection of another is lost
+        backend._remote["default-2"].process.connection.abort()
+        # Then its process group is killed over a new connection, and it is reported as ended
+        assert await until(lambda: alive(processes["default-2"]) == [], 30, "the lost worker's processes to end")
+        assert await until(lambda: exits == [("default-2", None)], 10, "the lost worker to be reported")
+        assert nannies["default-3"].is_running()
 
         # When the server dies without closing the backend, and a new server reaps its work folder
-        # (its scheduler record removed first, so that the worker cannot be ending because its scheduler went)
-        (backend.workdir / PROCESSES_FILE).unlink()
+        (backend.workdir / PROCESSES_FILE).unlink()  # (the scheduler record, which would stop the scheduler)
         stopped = await asyncio.to_thread(SSHBackend.reap, backend.workdir)
-
-        # Then the remaining worker's whole process group is killed over SSH, while its scheduler still runs
-        assert stopped == ["default-2"]
-        assert await until(lambda: alive(processes["default-2"]) == [], 10, "the reaped worker's processes to end")
+        # Then the last worker's whole process group is killed over SSH
+        assert stopped == ["default-3"]
+        assert await until(lambda: alive(processes["default-3"]) == [], 10, "the reaped worker's processes to end")
         assert psutil.Process(backend.pids()["scheduler"]).is_running()
     finally:
         await backend.close()

@@ -71,6 +71,22 @@ def _kill_group_command(process_group: int) -> str:
     return f"sh -c 'ps -o args= -p {group} | grep -q distributed.cli.dask_spec && kill -KILL -{group}'"
 
 
+async def _kill_remote_group(host: str, connect_options: dict[str, Any], process_group: int, timeout: float) -> bool:
+    """Over a new SSH connection, kill a worker's process group if it still runs; True if it was killed."""
+    import asyncssh  # on first use, as distributed.deploy.ssh does: it adds to the server's start-up time
+
+    async def run():
+        async with asyncssh.connect(host, **connect_options) as connection:
+            return await connection.run(_kill_group_command(process_group))
+
+    try:
+        done = await asyncio.wait_for(run(), timeout)
+    except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+        log.warning("could not kill process group %s on %s: %s", process_group, host, exc)
+        return False
+    return done.exit_status == 0
+
+
 @dataclass
 class RemoteWorker:
     """One worker started over SSH: its host, distributed's SSH process object, its process group, its watcher."""
@@ -204,7 +220,12 @@ class SSHBackend(LocalBackend):
         if remote is None or remote.process is not process or name in self._stopping:
             return
         await self._forget(name)
-        log.warning("cluster %s: worker %s on %s ended on its own (%s)", self.cluster_id, name, remote.host, returncode)
+        if returncode is None and remote.process_group is not None:
+            # No exit status: the connection was lost, not the worker; it must not run on untracked.
+            await _kill_remote_group(remote.host, self.connect_options, remote.process_group, self.command_timeout)
+            log.warning("cluster %s: lost the SSH connection of worker %s on %s; killed it", self.cluster_id, name, remote.host)
+        else:
+            log.warning("cluster %s: worker %s on %s ended on its own (%s)", self.cluster_id, name, remote.host, returncode)
         if self.on_worker_exit:
             self.on_worker_exit(name, returncode)
 
@@ -229,7 +250,7 @@ class SSHBackend(LocalBackend):
 
     async def _signal_group(self, remote: RemoteWorker, signal_name: str) -> bool:
         """Signal the worker's process group on its host over its own connection; True once the group is gone."""
-        import asyncssh  # on first use, as distributed.deploy.ssh does: it adds to the server's start-up time
+        import asyncssh  # on first use (see _kill_remote_group)
 
         if remote.process_group is None:
             log.warning("cluster %s: a worker on %s did not report its process group", self.cluster_id, remote.host)
@@ -283,8 +304,6 @@ class SSHBackend(LocalBackend):
         their own in a thread, since the caller may itself be running inside one. A recorded
         group is killed only while it still runs a dask_spec process.
         """
-        import asyncssh
-
         stopped = super().reap(workdir)
         try:
             saved = json.loads((Path(workdir) / WORKERS_FILE).read_text())
@@ -292,23 +311,12 @@ class SSHBackend(LocalBackend):
         except (OSError, ValueError, TypeError):
             return stopped
 
-        async def run(host: str, command: str):
-            async with asyncssh.connect(host, **cls.connect_options) as connection:
-                return await connection.run(command)
+        async def kill_all() -> list[bool]:
+            kills = (_kill_remote_group(host, cls.connect_options, group, cls.command_timeout) for host, group in recorded.values())
+            return await asyncio.gather(*kills)
 
-        async def kill(name: str, host: str, group: int) -> str | None:
-            try:
-                done = await asyncio.wait_for(run(host, _kill_group_command(group)), cls.command_timeout)
-                return name if done.exit_status == 0 else None
-            except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
-                log.warning("could not stop worker %s (process group %s on %s): %s", name, group, host, exc)
-                return None
-
-        async def kill_all() -> list[str | None]:
-            return await asyncio.gather(*(kill(name, host, group) for name, (host, group) in recorded.items()))
-
-        result: list[str | None] = []
-        thread = threading.Thread(target=lambda: result.extend(asyncio.run(kill_all())), name="clustermgr-ssh-reap")
+        killed: list[bool] = []
+        thread = threading.Thread(target=lambda: killed.extend(asyncio.run(kill_all())), name="clustermgr-ssh-reap")
         thread.start()
         thread.join()
-        return stopped + [name for name in result if name]
+        return stopped + [name for name, was_killed in zip(recorded, killed) if was_killed]
