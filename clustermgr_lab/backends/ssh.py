@@ -121,7 +121,8 @@ class SSHBackend(LocalBackend):
         BACKENDS[Lab.name] = Lab
 
     Workers go to the host that has the fewest workers of this cluster. A worker that ends on its
-    own is reported through ``on_worker_exit`` with its remote exit status. Hosts and process
+    own is reported through ``on_worker_exit`` with its remote exit status; one whose connection
+    is lost has its process group killed over a new connection, then is reported. Hosts and process
     groups are recorded in ``ssh-workers.json`` in the work folder, so that :meth:`reap` can stop
     the workers of a server that died (and a worker that cannot reach its scheduler for
     ``worker_death_timeout`` seconds exits by itself).
