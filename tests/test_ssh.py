@@ -295,8 +295,10 @@ async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group
         assert all(nannies[name].is_running() for name in ("default-2", "default-3"))
         assert sorted(backend.hosts_of_workers()) == ["default-2", "default-3"]
 
-        # When the SSH connection of another is lost
-        backend._remote["default-2"].process.connection.abort()
+        # When the SSH connection of another is lost (its sshd process dies; the worker does not)
+        session = nannies["default-2"].parent()
+        assert session.name() == "sshd" and session.pid in tree(sshd.process.pid)
+        session.kill()
         # Then its process group is killed over a new connection, and it is reported as ended
         assert await until(lambda: alive(processes["default-2"]) == [], 30, "the lost worker's processes to end")
         assert await until(lambda: exits == [("default-2", None)], 10, "the lost worker to be reported")
