@@ -21,12 +21,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import dask.config
 import psutil
 import pytest
 from distributed import Client
 
 from clustermgr_lab.backends.local import PROCESSES_FILE
 from clustermgr_lab.backends.ssh import WORKERS_FILE, SSHBackend
+from clustermgr_lab.errors import BackendError
 from clustermgr_lab.spec import parse_spec
 
 from .helpers import alive, call, running_with, tree, wait_for
@@ -43,19 +45,23 @@ class PrivateSshd:
     connect_options: dict
     log: Path
 
-    def worker_processes(self) -> dict[str, psutil.Process]:
-        """The ``dask_spec`` processes (one Nanny each) running under this sshd, by worker name."""
-        found = {}
-        for pid in tree(self.process.pid):
-            try:
-                process = psutil.Process(pid)
-                command = process.cmdline()
-                if "distributed.cli.dask_spec" in command and process.status() != psutil.STATUS_ZOMBIE:
+
+def dask_spec_processes(scheduler_address: str) -> dict[str, psutil.Process]:
+    """The ``dask_spec`` processes (one Nanny each) of this scheduler on this machine, by worker name.
+
+    Found by command line, not by ancestry: a process whose SSH session ended is no longer below sshd.
+    """
+    found = {}
+    for process in psutil.process_iter():
+        try:
+            command = process.cmdline()
+            if "distributed.cli.dask_spec" in command and scheduler_address in command:
+                if process.status() != psutil.STATUS_ZOMBIE:
                     (spec,) = json.loads(command[command.index("--spec") + 1]).values()
                     found[spec["opts"]["name"]] = process
-            except psutil.NoSuchProcess:
-                continue
-        return found
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
 
 
 def _free_port() -> int:
@@ -181,7 +187,8 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
         cluster = await wait_for(jp_fetch, cluster_id, running_with(0), what="the scheduler")
         assert cluster["backend"] == "ssh"
         scheduler_pids = tree(backend_of(jp_serverapp, cluster_id).pids()["scheduler"])
-        assert sshd.worker_processes() == {}
+        address = cluster["scheduler_address"]
+        assert dask_spec_processes(address) == {}
 
         # When it is scaled to 2 workers through the API
         await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 2}}, expect=200)
@@ -190,10 +197,10 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
         cluster = await wait_for(jp_fetch, cluster_id, running_with(2), what="2 workers over SSH", timeout=120)
         assert cluster["resources"] == {"cores": 2, "memory": 1024 * MiB, "gpus": 0}
         # And they run under the private sshd: one dask_spec Nanny per worker, called by our names
-        workers = sshd.worker_processes()
+        workers = dask_spec_processes(address)
         assert sorted(workers) == ["default-1", "default-2"]
         nannies = list(workers.values())
-        assert all(cluster["scheduler_address"] in n.cmdline() for n in nannies)
+        assert all(n.pid in tree(sshd.process.pid) for n in nannies)
         assert backend_of(jp_serverapp, cluster_id).hosts_of_workers() == {"default-1": "127.0.0.1", "default-2": "127.0.0.1"}
         under_sshd = set(tree(sshd.process.pid))
         trees = {n.pid: tree(n.pid) for n in nannies}
@@ -203,7 +210,7 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
             # And each worker process is a child of one of those Nannies, listening on loopback
             parents = await client.run(lambda: os.getppid())
             assert set(parents.values()) <= {n.pid for n in nannies} and len(parents) == 2
-            assert all(address.startswith("tcp://127.0.0.1:") for address in parents)
+            assert all(worker.startswith("tcp://127.0.0.1:") for worker in parents)
             assert set(parents.values()) <= under_sshd
             # And they compute
             futures = client.map(lambda i: bytes(1000) * i, range(20), pure=False)
@@ -214,7 +221,7 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
             await wait_for(jp_fetch, cluster_id, running_with(1), what="1 worker", timeout=60)
 
             # Then exactly one remote worker process is left, the other's processes are gone, and no result is lost
-            (survivor,) = (await until(lambda: len(sshd.worker_processes()) == 1 and sshd.worker_processes(), 30, "1 Nanny")).values()
+            (survivor,) = (await until(lambda: len(dask_spec_processes(address)) == 1 and dask_spec_processes(address), 30, "1 Nanny")).values()
             stopped = [p for nanny, pids in trees.items() if nanny != survivor.pid for p in pids]
             assert len(stopped) >= 2  # the Nanny and its worker process
             assert await until(lambda: alive(stopped) == [], 30, "the retired worker's processes to end")
@@ -235,12 +242,12 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
                 await asyncio.sleep(0.2)
             await wait_for(jp_fetch, cluster_id, running_with(1), what="a replacement worker", timeout=120)
             assert list(backend_of(jp_serverapp, cluster_id).hosts_of_workers()) != [name_before]
-            seen.update(p for n in sshd.worker_processes().values() for p in tree(n.pid))
+            seen.update(p for n in dask_spec_processes(address).values() for p in tree(n.pid))
     finally:
         # When the cluster is deleted
         await delete_and_wait(jp_fetch, cluster_id)
     # Then no process it started is left once it is gone from the API: no worker, no Nanny, no scheduler
-    assert alive(seen) == []
+    assert alive(seen) == [] and dask_spec_processes(address) == {}
     assert alive(scheduler_pids) == []
     # And its SSH sessions close
     assert await until(lambda: tree(sshd.process.pid) == [sshd.process.pid], 30, "the SSH sessions to close")
@@ -252,7 +259,8 @@ async def test_a_worker_that_cannot_start_is_reported_and_not_retried(jp_fetch, 
     _, cluster = await call(jp_fetch, "POST", "clusters", body={"template": "ssh"}, expect=202)
     cluster_id = cluster["id"]
     try:
-        await wait_for(jp_fetch, cluster_id, running_with(0), what="the scheduler")
+        cluster = await wait_for(jp_fetch, cluster_id, running_with(0), what="the scheduler")
+        address = cluster["scheduler_address"]
         # When a worker is asked for
         await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 1}}, expect=200)
         # Then the cluster's error says which worker did not start, where, and the remote shell's reason
@@ -264,7 +272,7 @@ async def test_a_worker_that_cannot_start_is_reported_and_not_retried(jp_fetch, 
         await asyncio.sleep(1)
         _, cluster = await call(jp_fetch, "GET", "clusters", cluster_id)
         assert (cluster["workers"]["requested"], cluster["workers"]["running"]) == (0, 0)
-        assert sshd.worker_processes() == {}
+        assert dask_spec_processes(address) == {}
     finally:
         await delete_and_wait(jp_fetch, cluster_id)
     assert await until(lambda: tree(sshd.process.pid) == [sshd.process.pid], 30, "the SSH sessions to close")
@@ -275,11 +283,11 @@ async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group
     exits = []
     backend = ssh_backend("abc123", tmp_path / "server-1" / "abc123", on_worker_exit=lambda *exit: exits.append(exit))
     group = parse_spec({"groups": [WORKERS]}).groups[0]
-    await backend.start_scheduler()
+    address = (await backend.start_scheduler()).address
     scheduler_pids = tree(backend.pids()["scheduler"])
     try:
         await backend.scale_up(group, ["default-1", "default-2", "default-3"])
-        nannies = sshd.worker_processes()
+        nannies = dask_spec_processes(address)
         assert sorted(nannies) == ["default-1", "default-2", "default-3"]
         processes = {name: tree(nanny.pid) for name, nanny in nannies.items()}
         assert all(len(pids) >= 2 for pids in processes.values())  # a Nanny and its worker process each
@@ -313,4 +321,23 @@ async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group
         assert psutil.Process(backend.pids()["scheduler"]).is_running()
     finally:
         await backend.close()
-    assert alive(scheduler_pids) == [] and sshd.worker_processes() == {}
+    assert alive(scheduler_pids) == [] and dask_spec_processes(address) == {}
+
+
+async def test_a_worker_that_hangs_while_starting_is_killed_when_its_start_times_out(tmp_path, sshd, ssh_backend, monkeypatch):
+    # Given an SSH backend whose workers hang as they start (a Nanny preload that sleeps, after the
+    # one that reports the process group), with a start timeout long enough to get that far
+    monkeypatch.setattr(SSHBackend, "worker_start_timeout", 8.0)
+    backend = ssh_backend("abc123", tmp_path / "abc123")
+    address = (await backend.start_scheduler()).address
+    try:
+        with dask.config.set({"distributed.nanny.preload": ["import time; time.sleep(120)"]}):
+            # When a worker is started
+            with pytest.raises(BackendError) as failed:
+                await backend.scale_up(parse_spec({"groups": [WORKERS]}).groups[0], ["default-1"])
+        # Then the start fails naming the timeout, and the hanging remote process group is gone already
+        assert "worker default-1 did not start on 127.0.0.1" in failed.value.message
+        assert "no worker within 8 s" in failed.value.message
+        assert dask_spec_processes(address) == {} and backend.hosts_of_workers() == {}
+    finally:
+        await backend.close()

@@ -87,6 +87,15 @@ async def _kill_remote_group(host: str, connect_options: dict[str, Any], process
     return done.exit_status == 0
 
 
+def _reported_process_group(output: list[str]) -> int | None:
+    """The process group a starting worker printed (see ``REPORT_PROCESS_GROUP``), if it did."""
+    for line in output:
+        match = re.search(re.escape(PROCESS_GROUP_MARK) + r" (\d+)", line)
+        if match:
+            return int(match.group(1))
+    return None
+
+
 @dataclass
 class RemoteWorker:
     """One worker started over SSH: its host, distributed's SSH process object, its process group, its watcher."""
@@ -186,20 +195,16 @@ class SSHBackend(LocalBackend):
         try:
             await asyncio.wait_for(process.start(), self.worker_start_timeout)
         except asyncio.CancelledError:
-            await self._forget(name)
+            await self._abandon(name, output, ended=False)
             raise
         except Exception as exc:
-            if process.proc is not None:  # for its exit status
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(process.proc.wait_closed(), self.command_timeout)
-            await self._forget(name)
+            await self._abandon(name, output, ended=not isinstance(exc, asyncio.TimeoutError))
             status = process.proc.exit_status if process.proc is not None else None
             detail = "\n".join(output[-15:]) or f"{type(exc).__name__}: {exc}"
             if isinstance(exc, asyncio.TimeoutError):
                 detail = f"no worker within {self.worker_start_timeout:g} s\n{detail}"
             raise BackendError(f"worker {name} did not start on {host} (remote exit status {status}): {detail}") from exc
-        groups = [m.group(1) for m in map(re.compile(re.escape(PROCESS_GROUP_MARK) + r" (\d+)").search, output) if m]
-        self._remote[name].process_group = int(groups[0]) if groups else None
+        self._remote[name].process_group = _reported_process_group(output)
         self._remote[name].watcher = asyncio.ensure_future(self._watch_remote(name, process))
         self._record_workers()
         log.info("cluster %s: worker %s started over SSH on %s", self.cluster_id, name, host)
@@ -229,6 +234,21 @@ class SSHBackend(LocalBackend):
             log.warning("cluster %s: worker %s on %s ended on its own (%s)", self.cluster_id, name, remote.host, returncode)
         if self.on_worker_exit:
             self.on_worker_exit(name, returncode)
+
+    async def _abandon(self, name: str, output: list[str], ended: bool) -> None:
+        """Forget a worker that did not start, killing its remote process group if it got that far.
+
+        ``ended``: its output has ended, so its exit status is on the way and worth waiting for.
+        """
+        remote = self._remote[name]
+        group = _reported_process_group(output)
+        if group is not None:
+            await _kill_remote_group(remote.host, self.connect_options, group, self.command_timeout)
+        proc = remote.process.proc
+        if proc is not None and (ended or group is not None):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait_closed(), self.stop_timeout)
+        await self._forget(name)
 
     async def _forget(self, name: str) -> None:
         """Close the worker's SSH connection (killing its process if still running) and untrack it."""
