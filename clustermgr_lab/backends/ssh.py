@@ -228,8 +228,9 @@ class SSHBackend(LocalBackend):
         await self._forget(name)
         if returncode is None and remote.process_group is not None:
             # No exit status: the connection was lost, not the worker; it must not run on untracked.
-            await _kill_remote_group(remote.host, self.connect_options, remote.process_group, self.command_timeout)
-            log.warning("cluster %s: lost the SSH connection of worker %s on %s; killed it", self.cluster_id, name, remote.host)
+            killed = await _kill_remote_group(remote.host, self.connect_options, remote.process_group, self.command_timeout)
+            outcome = "killed it" if killed else "it was not running any more, or could not be reached"
+            log.warning("cluster %s: lost the SSH connection of worker %s on %s; %s", self.cluster_id, name, remote.host, outcome)
         else:
             log.warning("cluster %s: worker %s on %s ended on its own (%s)", self.cluster_id, name, remote.host, returncode)
         if self.on_worker_exit:
@@ -251,7 +252,7 @@ class SSHBackend(LocalBackend):
         await self._forget(name)
 
     async def _forget(self, name: str) -> None:
-        """Close the worker's SSH connection (killing its process if still running) and untrack it."""
+        """Untrack the worker and close its SSH connection (which, alone, does not stop a remote process)."""
         remote = self._remote.pop(name, None)
         if remote is None:
             return
