@@ -127,6 +127,7 @@ def sshd(tmp_path_factory):
             "known_hosts": str(folder / "known_hosts"),
             "client_keys": [str(client_key)],
             "agent_path": None,
+            "config": None,  # no ~/.ssh/config
         }
         yield PrivateSshd(process, port, connect_options, log)
     finally:
