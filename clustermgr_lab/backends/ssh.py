@@ -307,6 +307,10 @@ class SSHBackend(LocalBackend):
         await self.scale_down(list(self._remote))
         await super().close()
 
+    def started(self) -> set[str]:
+        """Names of the workers started over SSH and not yet stopped."""
+        return set(self._remote)
+
     def hosts_of_workers(self) -> dict[str, str]:
         """The host of each worker started over SSH, by worker name."""
         return {name: remote.host for name, remote in self._remote.items()}
