@@ -294,7 +294,7 @@ async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group
         assert all(len(pids) >= 2 for pids in processes.values())  # a Nanny and its worker process each
         # And each is recorded with its host and remote process group
         recorded = json.loads((backend.workdir / WORKERS_FILE).read_text())
-        assert recorded == {name: ["127.0.0.1", os.getpgid(nanny.pid)] for name, nanny in nannies.items()}
+        assert recorded["workers"] == {name: ["127.0.0.1", os.getpgid(nanny.pid)] for name, nanny in nannies.items()}
         # (the scheduler keeps running throughout: no worker below can be ending because its scheduler went)
 
         # When one is scaled down
@@ -314,8 +314,10 @@ async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group
         assert nannies["default-3"].is_running()
 
         # When the server dies without closing the backend, and a new server reaps its work folder
+        # with none of the connect options configured (a template's options are not known there)
         (backend.workdir / PROCESSES_FILE).unlink()  # (the scheduler record, which would stop the scheduler)
-        stopped = await asyncio.to_thread(SSHBackend.reap, backend.workdir)
+        unconfigured = type("Unconfigured", (SSHBackend,), {"connect_options": {}})
+        stopped = await asyncio.to_thread(unconfigured.reap, backend.workdir)
         # Then the last worker's whole process group is killed over SSH
         assert stopped == ["default-3"]
         assert await until(lambda: alive(processes["default-3"]) == [], 10, "the reaped worker's processes to end")

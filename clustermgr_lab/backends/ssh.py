@@ -32,6 +32,7 @@ from .local import LocalBackend
 log = logging.getLogger(__name__)
 
 WORKERS_FILE = "ssh-workers.json"
+SECRET_CONNECT_OPTIONS = {"password", "passphrase"}  # never written to the work folder
 PROCESS_GROUP_MARK = "clustermgr-lab remote process group"
 # Runs in the remote Nanny as it starts (distributed runs preload text as a script). No single
 # quote: distributed.deploy.ssh puts the worker's options in single quotes on the remote command line.
@@ -318,27 +319,35 @@ class SSHBackend(LocalBackend):
     # -- what is left behind ---------------------------------------------------------------------------
 
     def _record_workers(self) -> None:
+        """Write where each worker runs, and how to connect there (no secrets, only what JSON can hold)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        recorded = {name: [r.host, r.process_group] for name, r in self._remote.items() if r.process_group is not None}
-        (self.workdir / WORKERS_FILE).write_text(json.dumps(recorded))
+        workers = {name: [r.host, r.process_group] for name, r in self._remote.items() if r.process_group is not None}
+        connect = {}
+        for key, value in self.connect_options.items():
+            with contextlib.suppress(TypeError, ValueError):
+                if key not in SECRET_CONNECT_OPTIONS and json.loads(json.dumps(value)) == value:
+                    connect[key] = value
+        (self.workdir / WORKERS_FILE).write_text(json.dumps({"connect_options": connect, "workers": workers}))
 
     @classmethod
     def reap(cls, workdir: Path) -> list[str]:
         """Stop the scheduler (as LocalBackend does) and kill the recorded workers' process groups.
 
         Runs once at server start-up, outside any request; the SSH calls run on an event loop of
-        their own in a thread, since the caller may itself be running inside one. A recorded
+        their own in a thread, since the caller may itself be running inside one. The recorded
+        connect options (those of the cluster's template) win over the class's. A recorded
         group is killed only while it still runs a dask_spec process.
         """
         stopped = super().reap(workdir)
         try:
             saved = json.loads((Path(workdir) / WORKERS_FILE).read_text())
-            recorded = {name: (str(host), int(group)) for name, (host, group) in saved.items()}
-        except (OSError, ValueError, TypeError):
+            recorded = {name: (str(host), int(group)) for name, (host, group) in saved["workers"].items()}
+            connect_options = {**cls.connect_options, **saved["connect_options"]}
+        except (OSError, ValueError, TypeError, KeyError):
             return stopped
 
         async def kill_all() -> list[bool]:
-            kills = (_kill_remote_group(host, cls.connect_options, group, cls.command_timeout) for host, group in recorded.values())
+            kills = (_kill_remote_group(host, connect_options, group, cls.command_timeout) for host, group in recorded.values())
             return await asyncio.gather(*kills)
 
         killed: list[bool] = []
