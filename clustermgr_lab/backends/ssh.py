@@ -20,7 +20,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Mapping, Sequence
 
 import dask.config
 from distributed.deploy.ssh import Worker as SSHWorker
@@ -142,10 +142,10 @@ class SSHBackend(LocalBackend):
     description = "Scheduler on this machine, each worker started over SSH (distributed's SSH deployment)"
     workers_before_scheduler = False  # a remote worker needs the scheduler's address
 
-    hosts: ClassVar[tuple[str, ...]] = ("127.0.0.1",)  # where workers run
-    connect_options: ClassVar[dict[str, Any]] = {}  # for asyncssh.connect: port, username, known_hosts, client_keys...
-    remote_python: ClassVar[str | None] = None  # Python on the hosts; None: this server's sys.executable
-    interface: ClassVar[str | None] = None  # the workers' network interface; None: the one routing to the scheduler
+    hosts: Sequence[str] = ("127.0.0.1",)  # where workers run
+    connect_options: Mapping[str, Any] = {}  # for asyncssh.connect: port, username, known_hosts, client_keys...
+    remote_python: str | None = None  # Python on the hosts; None: this server's sys.executable
+    interface: str | None = None  # the workers' network interface; None: the one routing to the scheduler
     worker_start_timeout = 60.0
     command_timeout = 30.0
 
