@@ -20,10 +20,10 @@ SCHEDULER = "scheduler"
 PROCESSES_FILE = "processes.json"
 
 
-def scheduler_command(scheduler_file: Path) -> list[str]:
+def scheduler_command(scheduler_file: Path, host: str = "127.0.0.1") -> list[str]:
     return [
         sys.executable, "-m", "distributed.cli.dask_scheduler",
-        "--host", "127.0.0.1",
+        "--host", host,
         "--port", "0",
         "--dashboard-address", "127.0.0.1:0",
         "--scheduler-file", str(scheduler_file),
@@ -66,6 +66,7 @@ class LocalBackend(Backend):
     stop_timeout = 10.0
     scheduler_start_timeout = 60.0
     worker_death_timeout = 60.0  # a worker that cannot reach its scheduler this long exits
+    scheduler_host = "127.0.0.1"  # where the scheduler listens (its dashboard stays on 127.0.0.1)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -121,7 +122,7 @@ class LocalBackend(Backend):
     async def start_scheduler(self) -> SchedulerEndpoint:
         scheduler_file = self.scheduler_file
         scheduler_file.unlink(missing_ok=True)
-        process = await self._spawn(SCHEDULER, scheduler_command(scheduler_file))
+        process = await self._spawn(SCHEDULER, scheduler_command(scheduler_file, self.scheduler_host))
         self._scheduler_spawned.set()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.scheduler_start_timeout
