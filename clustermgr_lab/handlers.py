@@ -17,7 +17,8 @@ from jupyter_server.utils import url_path_join
 from tornado import web, websocket
 
 from .dashboard_proxy import dashboard_route
-from .errors import ClusterManagerError, InvalidRequest
+from .errors import ClusterManagerError
+from .json_body import decode_json_body
 from .manager import ClusterManager
 from .openapi import openapi_document
 
@@ -71,10 +72,7 @@ class BaseHandler(JSONErrorMixin, APIHandler):
     def json_body(self) -> Any:
         if not self.request.body:
             return {}
-        try:
-            return json.loads(self.request.body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidRequest(f"the request body is not valid JSON: {exc}") from None
+        return decode_json_body(self.request.body)
 
     def reply(self, data: Any, status: int = 200) -> None:
         self.set_status(status)
