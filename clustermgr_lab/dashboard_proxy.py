@@ -6,6 +6,7 @@ from jupyter_core.utils import ensure_async
 from jupyter_server_proxy.handlers import ProxyHandler
 from tornado import web
 
+from .cluster import UNRESPONSIVE
 from .errors import NotFound
 
 AUTH_RESOURCE = "clustermgr"
@@ -19,6 +20,12 @@ class DashboardProxyHandler(ProxyHandler):
     """
 
     auth_resource = AUTH_RESOURCE
+    # The dashboard only needs to be read (its interactive parts are WebSocket, a GET upgrade);
+    # jupyter-server-proxy leaves XSRF checks to the proxied app, so other verbs are not offered at all.
+    SUPPORTED_METHODS = ("GET", "HEAD")
+    #: Seconds to wait for a dashboard: a stopped scheduler accepts connections but never answers.
+    connect_timeout = 5.0
+    request_timeout = 20.0
 
     def __init__(self, *args, **kwargs):
         kwargs["host_allowlist"] = ["127.0.0.1"]
@@ -37,8 +44,13 @@ class DashboardProxyHandler(ProxyHandler):
             raise web.HTTPError(404, f"no cluster with id {cluster_id!r}") from None
         if cluster.endpoint is None or not cluster.endpoint.dashboard_address:
             raise web.HTTPError(404, f"cluster {cluster_id!r} has no dashboard")
+        if cluster.status == UNRESPONSIVE:
+            raise web.HTTPError(503, f"the scheduler of cluster {cluster_id!r} is not answering: {cluster.error}")
         host, port = cluster.endpoint.dashboard_address.rsplit(":", 1)
         return host, int(port)
+
+    def proxy_request_options(self):
+        return {**super().proxy_request_options(), "connect_timeout": self.connect_timeout, "request_timeout": self.request_timeout}
 
     async def http_get(self, cluster_id: str, proxied_path: str = ""):
         host, port = self._target(cluster_id)

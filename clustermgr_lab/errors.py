@@ -55,3 +55,10 @@ class BackendError(ClusterManagerError):
 
     code = "backend_error"
     status = 500
+
+
+class SchedulerTimeout(ClusterManagerError):
+    """A scheduler did not answer a call in time (stopped, overloaded or unreachable)."""
+
+    code = "scheduler_timeout"
+    status = 504
