@@ -70,6 +70,13 @@ class ClusterManager(LoggingConfigurable):
     max_clusters = Int(
         8, config=True, help="Most clusters this server runs at once, those still stopping included."
     )
+    stream_buffer_limit = Int(
+        4 * 2**20,
+        config=True,
+        help="Most bytes of stream messages the server holds for one WebSocket subscriber that does not read "
+        "them fast enough; past it the subscriber is disconnected (close code 1013) and gets a fresh snapshot "
+        "when it reconnects.",
+    )
     max_groups = Int(16, config=True, help="Most worker groups one Worker Spec may have.")
     max_cores = Int(
         1024,
