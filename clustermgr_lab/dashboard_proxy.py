@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jupyter_core.utils import ensure_async
+from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server_proxy.handlers import ProxyHandler
 from tornado import web
 
@@ -32,9 +33,23 @@ class DashboardProxyHandler(ProxyHandler):
         super().__init__(*args, **kwargs)
 
     async def prepare(self, *args, **kwargs):
-        await super().prepare(*args, **kwargs)  # authenticates every request, WebSocket included
+        # JupyterHandler's prepare (it identifies the user), not ProxyHandler's: that one redirects an anonymous
+        # GET to the login page and then goes on proxying. Every request, WebSocket included, is refused instead.
+        prepared = JupyterHandler.prepare(self, _redirect_to_login=False)
+        if prepared is not None:
+            await prepared
+        if not self.current_user:
+            raise web.HTTPError(403, "not authenticated: open the dashboard from a logged-in JupyterLab, or send the token")
         if not await ensure_async(self.authorizer.is_authorized(self, self.current_user, "read", AUTH_RESOURCE)):
-            raise web.HTTPError(403)
+            raise web.HTTPError(403, f"User is not authorized to read on resource: {AUTH_RESOURCE}.")
+        origin = self.request.headers.get("Origin")
+        if self.request.headers.get("Upgrade", "").lower() == "websocket" and origin and not self.check_origin(origin):
+            raise web.HTTPError(403, f"cross-origin WebSocket connections are refused (Origin: {origin})")
+        self._target(self.path_kwargs["cluster_id"])  # 404 / 503 before a WebSocket is upgraded
+
+    def skip_check_origin(self) -> bool:
+        """Never skip the origin check: jupyter_server would for token-authenticated requests."""
+        return False
 
     def _target(self, cluster_id: str) -> tuple[str, int]:
         manager = self.settings["clustermgr_manager"]

@@ -202,7 +202,7 @@ class StreamHandler(JSONErrorMixin, WebSocketMixin, websocket.WebSocketHandler, 
 def route_table() -> list[tuple[str, type]]:
     """Patterns relative to the server's base URL (ExtensionApp prefixes it)."""
     api = "clustermgr/api"
-    cluster_id = r"(?P<cluster_id>[A-Za-z0-9_-]+)"
+    cluster_id = r"(?P<cluster_id>[^/]+)"  # any id: an unknown one is a JSON 404 from the handler
     return [
         (url_path_join(api, "clusters"), ClustersHandler),
         (url_path_join(api, "clusters", cluster_id), ClusterHandler),
