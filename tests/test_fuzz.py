@@ -1,0 +1,45 @@
+"""Given a real server, when schemathesis sends requests generated from the OpenAPI document it serves
+(valid and invalid ones), then no answer is a 5xx and every answer conforms to the document."""
+
+import pytest
+
+from .helpers import REPO, run, subprocess_env
+
+CHECKS = [
+    "not_a_server_error",
+    "status_code_conformance",
+    "content_type_conformance",
+    "response_schema_conformance",
+    "negative_data_rejection",
+]
+TIME_BUDGET = 45  # seconds of fuzzing
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config):
+    # Generated bodies that are valid start real clusters: keep them few and small
+    return {**jp_server_config, "ClusterManager": {**jp_server_config["ClusterManager"], "max_clusters": 2, "max_workers": 2}}
+
+
+async def test_generated_requests_get_no_5xx_and_conforming_answers(jp_fetch, jp_http_port, jp_base_url, jp_auth_header, tmp_path):
+    document = f"http://127.0.0.1:{jp_http_port}{jp_base_url}clustermgr/api/openapi.json"
+    code, out, err = await run(
+        str(REPO / ".venv" / "bin" / "st") if (REPO / ".venv" / "bin" / "st").exists() else "st",
+        "run", document,
+        "--header", f"Authorization: {jp_auth_header['Authorization']}",
+        "--checks", ",".join(CHECKS),
+        "--phases", "examples,coverage,fuzzing",
+        "--exclude-path", "/clustermgr/api/stream",  # a WebSocket: tests/test_stream.py
+        "--max-time", str(TIME_BUDGET),
+        "--max-examples", "60",
+        "--request-timeout", "20",
+        "--workers", "1",
+        "--seed", "12",
+        "--generation-database", "none",
+        "--no-color",
+        env=subprocess_env(SCHEMATHESIS_HOOKS=""),
+        timeout=TIME_BUDGET + 90,
+    )  # fmt: skip
+    print(out[-3000:])
+    assert code == 0, f"schemathesis found problems:\n{out[-12000:]}\n{err[-2000:]}"
+    assert "passed" in out
