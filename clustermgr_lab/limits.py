@@ -20,6 +20,7 @@ class Limits:
 
     ``gpus_per_worker`` and ``memory_per_worker`` are what the backend's machines have: a worker
     asking for more could never start (or would be killed for memory), so it is refused.
+    ``max_gpus``: GPUs all workers together may have (on one machine, they cannot share them).
 
     Examples
     --------
@@ -34,6 +35,7 @@ class Limits:
     max_cores: int | None = None
     max_memory: int | None = None
     gpus_per_worker: int | None = None
+    max_gpus: int | None = None
     memory_per_worker: int | None = None
     where: str = "this server"
 
@@ -61,6 +63,9 @@ class Limits:
         cores = sum(g.count * g.threads for g in spec.groups)
         if self.max_cores is not None and cores > self.max_cores:
             raise InvalidRequest(f"asks for {cores} cores in all; the limit is {self.max_cores} per cluster", field_name)
+        gpus = sum(g.count * g.gpus for g in spec.groups)
+        if self.max_gpus is not None and gpus > self.max_gpus:
+            raise InvalidRequest(f"asks for {gpus} GPUs in all; {self.where} has {self.max_gpus}", field_name)
         memory = sum(g.count * g.memory for g in spec.groups)
         if self.max_memory is not None and memory > self.max_memory:
             raise InvalidRequest(

@@ -283,6 +283,7 @@ class ClusterManager(LoggingConfigurable):
             max_cores=self.max_cores,
             max_memory=self._max_memory,
             gpus_per_worker=self._gpus,
+            max_gpus=self._gpus if local else None,  # local workers share this machine's GPUs
             memory_per_worker=total_memory() if local else None,
             where="this machine" if local else "a compute node",
         )

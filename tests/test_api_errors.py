@@ -191,6 +191,10 @@ async def test_unknown_ids_are_404_even_with_a_bad_body(jp_fetch):
     ]:
         status, error = await call(jp_fetch, method, *path, body=body)
         assert status == 404 and error["code"] == "not_found" and "'nope'" in error["message"], (method, path, error)
+    # ids of any shape get the same JSON 404 (not Jupyter's HTML page)
+    for weird in ("bad id!", "é", "a.b", "%00"):
+        status, error = await call(jp_fetch, "GET", "clusters", weird)
+        assert status == 404 and error["code"] == "not_found", (weird, error)
 
 
 async def test_changing_a_stopping_cluster_is_a_conflict(jp_fetch):

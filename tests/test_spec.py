@@ -207,5 +207,8 @@ def test_limits_refuse_plans_beyond_the_machine_and_the_server_caps():
         with pytest.raises(InvalidRequest) as error:
             limits.check(spec, "spec.groups", groups_field="spec.groups")
         assert (error.value.field, words in error.value.message) == (field, True), error.value.message
-    # a site that declares its GPUs gets them
-    Limits(gpus_per_worker=1).check(two, "spec.groups", groups_field="spec.groups")
+    # a site that declares its GPUs gets them, as many as it has
+    Limits(gpus_per_worker=1, max_gpus=2).check(two.with_count("gpu", 2), "spec.groups", groups_field="spec.groups")
+    with pytest.raises(InvalidRequest) as error:
+        Limits(gpus_per_worker=1, max_gpus=2).check(two.with_count("gpu", 3), "scale.workers")
+    assert error.value.field == "scale.workers" and "3 GPUs in all" in error.value.message
