@@ -10,11 +10,19 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from clustermgr_lab.backends.local import LocalBackend
+from clustermgr_lab.machine import detect_gpus
 from clustermgr_lab.scheduler_link import SchedulerLink
 
 from .helpers import call, running_with, wait_for
 
 EMPTY = {"groups": [{"count": 0, "threads": 1, "memory": "256 MiB"}]}
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config):
+    """The shared configuration without its declared GPUs: the server counts those of this machine."""
+    manager = {k: v for k, v in jp_server_config["ClusterManager"].items() if k != "gpus"}
+    return {**jp_server_config, "ClusterManager": manager}
 
 
 @pytest.fixture
@@ -81,3 +89,16 @@ async def test_a_worker_that_cannot_start_says_why(jp_fetch, monkeypatch):
     assert "No module named 'no_such_module_for_clustermgr'" in failed["error"], failed["error"]
     assert failed["spec"]["groups"][0]["count"] == 0 and failed["workers"]["requested"] == 0
     await call(jp_fetch, "DELETE", "clusters", created["id"], expect=202)
+
+
+async def test_gpus_beyond_those_of_the_machine_are_refused_at_once(jp_fetch, jp_serverapp):
+    manager = jp_serverapp.web_app.settings["clustermgr_manager"]
+    present = detect_gpus()
+    assert manager._gpus == present  # nothing declared: what the machine has (none on the CI machine)
+    for gpus in (present + 1, 10_000_000):
+        spec = {"groups": [{"count": 1, "threads": 1, "memory": "256 MiB", "gpus": gpus}]}
+        start = time.monotonic()
+        status, error = await call(jp_fetch, "POST", "clusters", body={"spec": spec})
+        assert status == 400 and error["field"] == "spec.groups[0].gpus", error
+        assert f"this machine has {present} GPU" in error["message"] and time.monotonic() - start < 1, error
+    assert (await call(jp_fetch, "GET", "clusters", expect=200))[1]["clusters"] == []
