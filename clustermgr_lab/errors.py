@@ -20,7 +20,7 @@ class ClusterManagerError(Exception):
     def __init__(self, message: str, field: str | None = None):
         super().__init__(message)
         self.message = message
-        self.field = field
+        self.field = field or None  # an empty key ('{"": 1}') has no path to name
 
     def to_dict(self) -> dict:
         body = {"code": self.code, "message": self.message}

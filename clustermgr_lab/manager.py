@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import shutil
-import unicodedata
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -44,18 +43,15 @@ def _parse_name(value: Any) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 80:
         shown = repr(value) if not isinstance(value, str) or len(value) <= 80 else f"{len(value)} characters"
         raise InvalidRequest(f"must be a non-empty string of at most 80 characters, not {shown}", "name")
-    unprintable = next((c for c in value if not _printable(c)), None)
+    # str.isprintable refuses control and format characters (bidi overrides), line breaks and lone surrogates.
+    unprintable = next((c for c in value if not c.isprintable()), None)
     if unprintable is not None:
         raise InvalidRequest(
-            f"must be printable: no control characters, line breaks or lone surrogates (found U+{ord(unprintable):04X})",
+            "must be printable: no control characters, line breaks, lone surrogates or other unprintable "
+            f"characters (found U+{ord(unprintable):04X})",
             "name",
         )
     return value.strip()
-
-
-def _printable(character: str) -> bool:
-    # C*: control, format (e.g. bidi overrides), surrogate, private use, unassigned; Zl/Zp: line breaks.
-    return unicodedata.category(character)[0] != "C" and unicodedata.category(character) not in ("Zl", "Zp")
 
 
 class ClusterManager(LoggingConfigurable):
@@ -290,10 +286,11 @@ class ClusterManager(LoggingConfigurable):
 
     @staticmethod
     def _check_adapt(spec: WorkerSpec, settings: AdaptSettings, limits: Limits) -> None:
-        """Adaptive mode may grow each group to its maximum: that plan must be within the caps too."""
+        """Adaptive mode may grow every adaptive group to its maximum: that plan must be within the caps too."""
+        largest = spec
         for adapt_range in settings.ranges:
-            high = adapt_range.worker_bounds(spec.group(adapt_range.group))[1]
-            limits.check(spec.with_count(adapt_range.group, high), "adapt.maximum")
+            largest = largest.with_count(adapt_range.group, adapt_range.worker_bounds(spec.group(adapt_range.group))[1])
+        limits.check(largest, "adapt.maximum")
 
     def _require_unique_name(self, name: str) -> None:
         if any(c.name == name for c in self._clusters.values()):

@@ -22,6 +22,7 @@ CREATE_CASES = [
     ("[1, 2]", None, "must be a JSON object"),
     ('"a cluster"', None, "must be a JSON object"),
     ({"nme": "typo"}, "nme", "unknown field"),
+    ({"": True}, None, "unknown field ''"),
     ({"template": "nope"}, "template", "unknown template 'nope'"),
     ({"template": ["local"]}, "template", "unknown template"),
     ({"template": ""}, "template", "unknown template ''"),
