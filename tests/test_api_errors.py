@@ -23,6 +23,7 @@ CREATE_CASES = [
     ('"a cluster"', None, "must be a JSON object"),
     ({"nme": "typo"}, "nme", "unknown field"),
     ({"": True}, None, "unknown field ''"),
+    ({"x" * 10**6: 1}, "x" * 170 + "... (1000000 characters)", "unknown field 'xxx"),
     ({"template": "nope"}, "template", "unknown template 'nope'"),
     ({"template": ["local"]}, "template", "unknown template"),
     ({"template": ""}, "template", "unknown template ''"),
