@@ -419,7 +419,8 @@ class ManagedCluster:
         else:
             # Replacing a worker that never got as far as the scheduler would only repeat the crash.
             why = self.backend.exit_reason(name)
-            self.error = f"worker {name} exited with code {returncode} before it connected" + (
+            code = f" with code {returncode}" if returncode is not None else ""  # a batch job's is not known
+            self.error = f"worker {name} exited{code} before it connected" + (
                 f": {why}" if why else f"; see {self.backend.workdir}"
             )
             group = self.spec.group(record.group)

@@ -14,6 +14,7 @@ from clustermgr_lab.machine import detect_gpus
 from clustermgr_lab.scheduler_link import SchedulerLink
 
 from .helpers import call, running_with, wait_for
+from .test_slurm import requires_slurm
 
 EMPTY = {"groups": [{"count": 0, "threads": 1, "memory": "256 MiB"}]}
 
@@ -77,9 +78,10 @@ async def test_a_stopped_scheduler_shows_unresponsive_and_a_stopping_cluster_cou
     await call(jp_fetch, "DELETE", "clusters", again["id"], expect=202)
 
 
-async def test_a_worker_that_cannot_start_says_why(jp_fetch, monkeypatch):
+@pytest.mark.parametrize("template", ["local", pytest.param("slurm", marks=[pytest.mark.slurm, requires_slurm])])
+async def test_a_worker_that_cannot_start_says_why(jp_fetch, monkeypatch, template):
     # Given a running cluster, and workers that will fail at start (a preload module that does not exist)
-    _, created = await call(jp_fetch, "POST", "clusters", body={"spec": EMPTY}, expect=202)
+    _, created = await call(jp_fetch, "POST", "clusters", body={"template": template, "spec": EMPTY}, expect=202)
     await wait_for(jp_fetch, created["id"], running_with(0), what="running")
     monkeypatch.setenv("DASK_DISTRIBUTED__WORKER__PRELOAD", '["no_such_module_for_clustermgr"]')
     # When it is scaled up

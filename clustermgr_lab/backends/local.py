@@ -119,12 +119,21 @@ class LocalBackend(Backend):
     def exit_reason(self, name: str) -> str | None:
         """The exceptions the worker logged last (cause first, ``ModuleNotFoundError: ...; RuntimeError: ...``),
         else its last line, with the log's path."""
-        lines = [line.strip() for line in self._log_tail(name, 200).splitlines() if line.strip()]
+        log = self.worker_log(name)
+        try:
+            text = log.read_text(errors="replace") if log is not None else ""
+        except OSError:
+            return None
+        lines = [line.strip() for line in text.splitlines()[-200:] if line.strip()]
         if not lines:
             return None
         exceptions = list(dict.fromkeys(line for line in lines if EXCEPTION_LINE.match(line)))
         why = "; ".join(exceptions) if exceptions else lines[-1]
-        return f"{why[:500]} (log: {self.workdir / f'{name}.log'})"
+        return f"{why[:500]} (log: {log})"
+
+    def worker_log(self, name: str) -> Path | None:
+        """The file worker ``name`` writes its output to."""
+        return self.workdir / f"{name}.log"
 
     @property
     def scheduler_file(self) -> Path:
