@@ -86,7 +86,7 @@ async def test_silent_subscribers_are_let_go_and_memory_stays_bounded(
           f"peak {peak / MiB:.0f} MiB (+{growth:.0f} MiB; {SILENT * changes * size / MiB:.0f} MiB were offered)")
     # Then the silent subscribers were let go, and the server held a few MiB for each at most
     assert len(manager._listeners) == 1, len(manager._listeners)
-    assert growth < SILENT * manager.stream_buffer_limit / MiB + 60, growth
+    assert growth < 2 * SILENT * manager.stream_buffer_limit / MiB + 40, growth  # without the limit: +864 MiB
     # While the reading subscriber got every change, in order, and is still subscribed
     assert reader.gaps == [] and reader.count >= changes + 1  # the snapshot, then one message per change at least
     await call(jp_fetch, "PATCH", "clusters", created["id"], body={"name": "still-here"}, expect=200)
