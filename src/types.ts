@@ -11,6 +11,7 @@ export type ClusterStatus =
   | 'pending'
   | 'running'
   | 'scaling'
+  | 'unresponsive'
   | 'stopping'
   | 'stopped'
   | 'failed';

@@ -87,6 +87,10 @@ class Backend(abc.ABC):
         """Process ids of what runs on this machine, by worker name (``"scheduler"`` too)."""
         return {}
 
+    def exit_reason(self, name: str) -> str | None:
+        """Why worker ``name`` ended, in a line (e.g. the error it printed last), when the backend can tell."""
+        return None
+
     @classmethod
     def reap(cls, workdir: Path) -> list[str]:
         """Stop what a cluster left running in ``workdir`` when its server died; returns what was stopped.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from .base import Backend, SchedulerEndpoint
 PRELOAD = "clustermgr_lab.scheduler_preload"
 SCHEDULER = "scheduler"
 PROCESSES_FILE = "processes.json"
+EXCEPTION_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Interrupt)\b")
 
 
 def scheduler_command(scheduler_file: Path, host: str = "127.0.0.1") -> list[str]:
@@ -114,6 +116,25 @@ class LocalBackend(Backend):
         except OSError:
             return ""
         return "\n".join(text.strip().splitlines()[-lines:])
+
+    def exit_reason(self, name: str) -> str | None:
+        """The exceptions the worker logged last (cause first, ``ModuleNotFoundError: ...; RuntimeError: ...``),
+        else its last line, with the log's path."""
+        log = self.worker_log(name)
+        try:
+            text = log.read_text(errors="replace") if log is not None else ""
+        except OSError:
+            return None
+        lines = [line.strip() for line in text.splitlines()[-200:] if line.strip()]
+        if not lines:
+            return None
+        exceptions = list(dict.fromkeys(line for line in lines if EXCEPTION_LINE.match(line)))
+        why = "; ".join(exceptions) if exceptions else lines[-1]
+        return f"{why[:500]} (log: {log})"
+
+    def worker_log(self, name: str) -> Path | None:
+        """The file worker ``name`` writes its output to."""
+        return self.workdir / f"{name}.log"
 
     @property
     def scheduler_file(self) -> Path:

@@ -264,6 +264,11 @@ class SlurmBackend(LocalBackend):
         """SLURM job ids by worker name."""
         return dict(self._jobs)
 
+    def worker_log(self, name: str) -> Path | None:
+        """The job's standard error, as dask-jobqueue names it (``<job name>-<job id>.err``); the latest."""
+        logs = sorted(self.workdir.glob(f"{self.job_name(name)}-*.err"), key=lambda p: p.stat().st_mtime)
+        return logs[-1] if logs else None
+
     def _record_jobs(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / JOBS_FILE).write_text(json.dumps({n: [j, self.job_name(n)] for n, j in self._jobs.items()}))
