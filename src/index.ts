@@ -4,6 +4,8 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
+import { IConsoleTracker } from '@jupyterlab/console';
+import { IEditorTracker } from '@jupyterlab/fileeditor';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
@@ -18,7 +20,8 @@ export { ClusterManagerError, requestAPI } from './request';
 export { CommandIDs } from './tokens';
 export * from './types';
 
-const PALETTE_CATEGORY = 'Clusters';
+// "dask" typed in the palette finds the commands.
+const PALETTE_CATEGORY = 'Dask Clusters';
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
@@ -28,15 +31,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
     ILayoutRestorer,
     ICommandPalette,
     INotebookTracker,
-    ISettingRegistry
+    ISettingRegistry,
+    IConsoleTracker,
+    IEditorTracker
   ],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
     notebooks: INotebookTracker | null,
-    settingRegistry: ISettingRegistry | null
+    settingRegistry: ISettingRegistry | null,
+    consoles: IConsoleTracker | null,
+    editors: IEditorTracker | null
   ) => {
+    const targets = { notebooks, consoles, editors };
     const model = new ClustersModel({
       serverSettings: app.serviceManager.serverSettings
     });
@@ -48,14 +56,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const sidebar = new ClusterSidebar({
       model,
       commands: app.commands,
-      canInsert: !!notebooks
+      canInsert: !!(notebooks || consoles || editors)
     });
     app.shell.add(sidebar, 'left', { rank: 200 });
     if (restorer) {
       restorer.add(sidebar, sidebar.id);
     }
 
-    addCommands({ app, model, sidebarId: sidebar.id, notebooks, preferences });
+    addCommands({ app, model, sidebarId: sidebar.id, targets, preferences });
     model.start();
 
     if (palette) {
