@@ -58,11 +58,21 @@ export class ClusterSidebar extends ReactWidget {
    */
   protected onActivateRequest(msg: Message): void {
     super.onActivateRequest(msg);
-    const target =
-      this.node.querySelector<HTMLElement>('.cm-ClusterFilter-input') ??
-      this.node.querySelector<HTMLElement>('.cm-ClusterCard') ??
-      this.node.querySelector<HTMLElement>('.cm-NewClusterButton:enabled');
-    (target ?? this.node).focus();
+    const focusInside = () => {
+      const target =
+        this.node.querySelector<HTMLElement>('.cm-ClusterFilter-input') ??
+        this.node.querySelector<HTMLElement>('.cm-ClusterCard') ??
+        this.node.querySelector<HTMLElement>('.cm-NewClusterButton:enabled');
+      (target ?? this.node).focus();
+    };
+    focusInside();
+    // A sidebar shown for the first time renders a moment later, and the
+    // command palette hands the focus back when it closes: try again then.
+    setTimeout(() => {
+      if (!this.node.contains(document.activeElement) || document.activeElement === this.node) {
+        focusInside();
+      }
+    }, 100);
   }
 
   protected render(): React.ReactElement {

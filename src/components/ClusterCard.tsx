@@ -38,8 +38,7 @@ function rangeText(range: IAdaptRange): string {
   if (range.unit === 'memory') {
     return `${range.group} ${formatSize(range.minimum)}–${formatSize(range.maximum)}`;
   }
-  const noun = range.unit === 'workers' ? 'worker' : 'core';
-  return `${range.group} ${range.minimum}–${plural(range.maximum, noun)}`;
+  return `${range.group} ${range.minimum}–${range.maximum} ${range.unit}`;
 }
 
 /**
@@ -70,21 +69,24 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
     void commands.execute(id, { clusterId: cluster.id });
   const decision = cluster.last_decision;
 
+  const startsDrag = (event: React.MouseEvent<HTMLLIElement>) =>
+    event.button === 0 &&
+    reachable &&
+    !(event.target as HTMLElement).closest(
+      'button, a, input, select, .cm-ClusterCard-address'
+    );
+  // Pressing on the card starts no text selection (which a drag across the
+  // page would extend), but still focuses the card.
+  const onMouseDown = (event: React.MouseEvent<HTMLLIElement>) => {
+    if (startsDrag(event)) {
+      event.preventDefault();
+      event.currentTarget.focus();
+    }
+  };
   const onPointerDown = (event: React.PointerEvent<HTMLLIElement>) => {
-    if (event.button !== 0 || !reachable) {
+    if (!startsDrag(event)) {
       return;
     }
-    if (
-      (event.target as HTMLElement).closest(
-        'button, a, input, select, .cm-ClusterCard-address'
-      )
-    ) {
-      return;
-    }
-    // Pressing on the card starts no text selection (which a drag across
-    // the page would extend), but still focuses the card.
-    event.preventDefault();
-    event.currentTarget.focus();
     const startX = event.clientX;
     const startY = event.clientY;
     const onMove = (e: PointerEvent) => {
@@ -105,6 +107,19 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
     document.addEventListener('pointermove', onMove, true);
     document.addEventListener('pointerup', cleanup, true);
     document.addEventListener('pointercancel', cleanup, true);
+  };
+
+  // The card's context menu holds every action; compact cards open it here.
+  const openContextMenu = (event: React.MouseEvent<HTMLButtonElement>) => {
+    const box = event.currentTarget.getBoundingClientRect();
+    event.currentTarget.dispatchEvent(
+      new MouseEvent('contextmenu', {
+        bubbles: true,
+        cancelable: true,
+        clientX: box.left,
+        clientY: box.bottom
+      })
+    );
   };
 
   const action = (
@@ -145,6 +160,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           : undefined
       }
       onPointerDown={onPointerDown}
+      onMouseDown={onMouseDown}
     >
       <div className="cm-ClusterCard-header">
         <span className="cm-ClusterCard-name" title={cluster.name}>
@@ -288,6 +304,19 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           'History',
           `Event history of ${cluster.name}`,
           { className: 'cm-HistoryButton' }
+        )}
+        {props.compact && (
+          <Button
+            minimal
+            small
+            className="cm-CardAction cm-MoreButton"
+            aria-label={`More actions for ${cluster.name}`}
+            aria-haspopup="menu"
+            title="All actions (also: right-click the card, or Shift+F10)"
+            onClick={openContextMenu}
+          >
+            More…
+          </Button>
         )}
         {action(
           CommandIDs.shutdown,

@@ -87,6 +87,15 @@ export const TEMPLATE_LIST = [
   }
 ];
 
+/**
+ * The limits the fake templates answer carries.
+ */
+export const LIMITS = {
+  max_workers: 8,
+  max_clusters: 8,
+  machine: { cores: 16, memory: 64 * GiB }
+};
+
 export interface IFakeServer {
   sockets: WebSocketRoute[];
   /** Requests other than GET of the list/templates: [method, path, body]. */
@@ -131,7 +140,7 @@ export async function fakeServer(
     ws.send(JSON.stringify({ type: 'snapshot', seq, clusters }));
   });
   await page.route(TEMPLATES, route =>
-    route.fulfill({ json: { templates: TEMPLATE_LIST } })
+    route.fulfill({ json: { templates: TEMPLATE_LIST, limits: LIMITS } })
   );
   const handle = async (route: Route) => {
     const request = route.request();
