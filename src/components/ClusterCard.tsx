@@ -72,9 +72,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
   const startsDrag = (event: React.MouseEvent<HTMLLIElement>) =>
     event.button === 0 &&
     reachable &&
-    !(event.target as HTMLElement).closest(
-      'button, a, input, select, .cm-ClusterCard-address'
-    );
+    !(event.target as HTMLElement).closest('button, a, input, select');
   // Pressing on the card starts no text selection (which a drag across the
   // page would extend), but still focuses the card.
   const onMouseDown = (event: React.MouseEvent<HTMLLIElement>) => {

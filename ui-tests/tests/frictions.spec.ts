@@ -348,11 +348,11 @@ test('dragging a card selects no text; Client code goes into consoles and files'
   const sidebar = await openSidebar(page);
   const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="a"]');
 
-  // Drag from the card's details across the page onto a notebook cell.
+  // Drag from the card's (selectable) address across the page onto a cell.
   await page.notebook.createNew('drag.ipynb');
   await page.notebook.setCell(0, 'markdown', 'Some text the drag passes over');
   await page.notebook.runCell(0);
-  const from = (await card.locator('.cm-ClusterCard-details').boundingBox())!;
+  const from = (await card.locator('.cm-ClusterCard-address').boundingBox())!;
   const to = (await page.locator('.jp-NotebookPanel .jp-Cell').first().boundingBox())!;
   await page.mouse.move(from.x + 10, from.y + 5);
   await page.mouse.down();
