@@ -13,7 +13,7 @@ import {
   totals
 } from '../spec';
 import { ILimits } from '../types';
-import { checkCount } from '../validate';
+import { checkCount, fieldLabel, stripField } from '../validate';
 import { FieldError, fieldMessage, invalidProps } from './FormDialog';
 import { Preview } from './Preview';
 
@@ -86,9 +86,13 @@ export function WorkerSpecEditor(
   groups.forEach((_, i) =>
     COLUMNS.forEach(c => inputFields.add(`${field}.groups[${i}].${c.key}`))
   );
+  // Named in the form's words: "Resource foo of group gpu: …".
   const otherError =
     specShowsError(error, field) && !inputFields.has(error!.field!)
-      ? error!.message
+      ? `${fieldLabel(error!.field!, groups.map(g => g.name))}: ${stripField(
+          error!.message,
+          error!.field
+        )}`
       : null;
 
   return (

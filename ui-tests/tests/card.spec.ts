@@ -11,6 +11,7 @@ import {
   errorToasts,
   fakeCluster,
   fakeServer,
+  fromPalette,
   GiB,
   openSidebar,
   TEMPLATES
@@ -178,19 +179,8 @@ test('Insert Client cell for cluster… from the palette', async ({ page }) => {
   );
   await page.keyboard.press('Escape');
 
-  // The modal palette closes when the new notebook takes the focus: retry.
-  const palette = page.locator('#command-palette');
-  await expect(async () => {
-    if (!(await palette.locator('input').isVisible())) {
-      await page.evaluate(() =>
-        (window as any).jupyterapp.commands.execute('apputils:activate-command-palette')
-      );
-    }
-    await palette.locator('input').fill('Insert Client Cell for Cluster', { timeout: 2000 });
-    await palette
-      .locator('.lm-CommandPalette-item', { hasText: 'Insert Client Cell for Cluster…' })
-      .click({ timeout: 2000 });
-  }).toPass({ timeout: 30000 });
+  // The modal palette closes when the new notebook takes the focus: retried.
+  await fromPalette(page, 'Insert Client Cell for Cluster', 'Insert Client Cell for Cluster…');
   const chooser = page.locator('.jp-Dialog');
   await expect(chooser.locator('.jp-Dialog-header')).toHaveText('Insert Client cell for cluster');
   await expect(chooser.locator('select option')).toHaveText([

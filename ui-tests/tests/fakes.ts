@@ -174,3 +174,27 @@ export async function openSidebar(page: IJupyterLabPageFixture): Promise<Locator
 export function errorToasts(page: IJupyterLabPageFixture): Locator {
   return page.locator('.jp-Notification-Toast-error .jp-toast-message');
 }
+
+/**
+ * Run a command from the palette: type `query`, click the item `label`.
+ * The modal palette may close when focus moves: retry.
+ */
+export async function fromPalette(
+  page: IJupyterLabPageFixture,
+  query: string,
+  label: string
+): Promise<void> {
+  const palette = page.locator('#command-palette');
+  await expect(async () => {
+    if (!(await palette.locator('input').isVisible())) {
+      await page.evaluate(() =>
+        (window as any).jupyterapp.commands.execute('apputils:activate-command-palette')
+      );
+    }
+    await palette.locator('input').fill(query, { timeout: 2000 });
+    await palette
+      .locator('.lm-CommandPalette-item', { hasText: label })
+      .first()
+      .click({ timeout: 2000 });
+  }).toPass({ timeout: 30000 });
+}

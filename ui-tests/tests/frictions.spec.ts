@@ -5,13 +5,14 @@
  * explained, the sidebar is reachable from the keyboard and the palette,
  * Client code goes into consoles and files, and counts read as English.
  */
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { expect, test } from '@jupyterlab/galata';
 
 import {
   CPU_AND_GPU_SPEC,
   errorToasts,
   fakeCluster,
   fakeServer,
+  fromPalette,
   GiB,
   openSidebar
 } from './fakes';
@@ -43,30 +44,6 @@ function twoGroups(id: string, overrides: Record<string, unknown> = {}) {
     resources: { cores: 4, memory: 8 * GiB, gpus: 0 },
     ...overrides
   });
-}
-
-/**
- * Run a command from the palette: type `query`, click the item `label`.
- * The modal palette may close when focus moves: retry.
- */
-async function fromPalette(
-  page: IJupyterLabPageFixture,
-  query: string,
-  label: string
-): Promise<void> {
-  const palette = page.locator('#command-palette');
-  await expect(async () => {
-    if (!(await palette.locator('input').isVisible())) {
-      await page.evaluate(() =>
-        (window as any).jupyterapp.commands.execute('apputils:activate-command-palette')
-      );
-    }
-    await palette.locator('input').fill(query, { timeout: 2000 });
-    await palette
-      .locator('.lm-CommandPalette-item', { hasText: label })
-      .first()
-      .click({ timeout: 2000 });
-  }).toPass({ timeout: 30000 });
 }
 
 test('many clusters: filter, compact cards, full names, whole ports, group counts, no sideways scroll', async ({
@@ -138,14 +115,20 @@ test('many clusters: filter, compact cards, full names, whole ports, group count
 test('editors: units convert, input explains itself, limits warn, one error shown once', async ({
   page
 }) => {
-  const server = await fakeServer(page, [twoGroups('e')], route =>
+  const server = await fakeServer(page, [twoGroups('e')], (route, method, body) =>
     route.fulfill({
       status: 400,
-      json: {
-        code: 'invalid',
-        field: 'scale.workers',
-        message: 'scale.workers: 3 workers needs more than the backend allows'
-      }
+      json: body.spec
+        ? {
+            code: 'invalid',
+            field: 'spec.groups[1].resources.foo',
+            message: 'spec.groups[1].resources.foo: must be a positive number, not -2'
+          }
+        : {
+            code: 'invalid',
+            field: 'scale.workers',
+            message: 'scale.workers: 3 workers needs more than the backend allows'
+          }
     })
   );
   await page.goto();
@@ -212,6 +195,13 @@ test('editors: units convert, input explains itself, limits warn, one error show
   await expect(dialog.locator('.cm-SpecEditor-total .cm-Preview-warning')).toHaveText([
     'More than this machine’s 64 GiB of memory: workers may be killed'
   ]);
+  // A refusal about no input of the form: the field in the form's words.
+  await dialog.getByRole('button', { name: 'Apply' }).click();
+  await expect(dialog.locator('.cm-FieldError')).toHaveText([
+    'Resource foo of group gpu: must be a positive number, not -2'
+  ]);
+  await expect(dialog.getByText('spec.groups')).toHaveCount(0);
+  expect(await errorToasts(page).count()).toBe(0);
   await dialog.locator('.jp-Dialog-button.jp-mod-reject').click();
 });
 
