@@ -11,6 +11,7 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { AutoConnector } from './autoconnect';
 import { addCommands, IPreferences } from './commands';
+import { acceptClusterDrops } from './drop';
 import { ClustersModel } from './model';
 import { ClusterSidebar } from './sidebar';
 import { CommandIDs, PLUGIN_ID } from './tokens';
@@ -64,6 +65,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
 
     addCommands({ app, model, sidebarId: sidebar.id, targets, preferences });
+    acceptClusterDrops({
+      model,
+      targets,
+      activate: id => app.shell.activateById(id)
+    });
     model.start();
 
     if (palette) {

@@ -328,7 +328,7 @@ test('keyboard and palette: "dask" finds the commands, Show Clusters Sidebar foc
   await expect(page.locator('#clustermgr-sidebar .cm-ClusterCard').first()).toBeFocused();
 });
 
-test('dragging a card selects no text; Client code goes into consoles and files', async ({
+test('dragging a card selects no text; Client code goes into notebooks, files and consoles', async ({
   page
 }) => {
   const address = 'tcp://127.0.0.1:1';
@@ -360,12 +360,19 @@ test('dragging a card selects no text; Client code goes into consoles and files'
     .toContain(code);
   expect(await page.evaluate(() => window.getSelection()?.toString() ?? '')).toBe('');
 
-  // A file editor: at the cursor.
+  // A file editor: dropped on it, the code goes in at the cursor.
   await page.evaluate(() =>
     (window as any).jupyterapp.commands.execute('fileeditor:create-new')
   );
-  await expect(page.locator('.jp-FileEditor')).toBeVisible();
-  await card.getByRole('button', { name: 'Insert client code for Alive' }).click();
+  const fileEditor = page.locator('.jp-FileEditor');
+  await expect(fileEditor).toBeVisible();
+  const start = (await card.locator('.cm-ClusterCard-name').boundingBox())!;
+  const file = (await fileEditor.boundingBox())!;
+  await page.mouse.move(start.x + 5, start.y + 5);
+  await page.mouse.down();
+  await page.mouse.move(start.x + 40, start.y + 30, { steps: 5 });
+  await page.mouse.move(file.x + 100, file.y + 40, { steps: 15 });
+  await page.mouse.up();
   await expect
     .poll(() =>
       page.evaluate(() => {
@@ -375,7 +382,7 @@ test('dragging a card selects no text; Client code goes into consoles and files'
     )
     .toContain(code);
 
-  // A console: its prompt.
+  // A console: the card's button writes into its prompt.
   await page.evaluate(() =>
     (window as any).jupyterapp.commands.execute('console:create', {
       kernelPreference: { name: 'python3' }
