@@ -75,6 +75,8 @@ test('many clusters: filter, compact cards, full names, whole ports, group count
     'tcp://a-very-long-host-name.compute.example.org:38786'
   );
   await expect(address.locator('.cm-ClusterCard-addressPort')).toHaveText(':38786');
+  // One line of text (what a copy gets), the port right after the host.
+  expect(await address.innerText()).toBe('tcp://a-very-long-host-name.compute.example.org:38786');
   const port = (await address.locator('.cm-ClusterCard-addressPort').boundingBox())!;
   const box = (await card.boundingBox())!;
   expect(port.width).toBeGreaterThan(10);
@@ -181,6 +183,21 @@ test('editors: units convert, input explains itself, limits warn, one error show
   await expect(dialog.getByText('needs more than the backend allows')).toHaveCount(1);
   await expect(dialog.getByText('scale.workers')).toHaveCount(0);
   expect(await errorToasts(page).count()).toBe(0);
+  await dialog.locator('.jp-Dialog-button.jp-mod-reject').click();
+
+  // Adaptive mode: switching unit converts both ends of the range.
+  await card.getByRole('button', { name: 'Adaptive mode of Two groups e' }).click();
+  const cpu = dialog.locator('.cm-AdaptRange[data-group="cpu"]');
+  await cpu.locator('.cm-AdaptRange-on').check();
+  await expect(cpu.locator('.cm-AdaptRange-maximum')).toHaveValue('4');
+  await cpu.locator('.cm-AdaptRange-unit').selectOption('cores');
+  await expect(cpu.locator('.cm-AdaptRange-maximum')).toHaveValue('8');
+  await cpu.locator('.cm-AdaptRange-unit').selectOption('memory');
+  await expect(cpu.locator('.cm-AdaptRange-minimum')).toHaveValue('0');
+  await expect(cpu.locator('.cm-AdaptRange-maximum')).toHaveValue('16 GiB');
+  await expect(cpu.locator('.cm-AdaptRange-preview')).toHaveText(
+    '→ 0–4 workers · 0–8 cores · 0 B–16 GiB'
+  );
   await dialog.locator('.jp-Dialog-button.jp-mod-reject').click();
 
   // The Worker Spec editor: a bare memory number explains itself; the total warns.
