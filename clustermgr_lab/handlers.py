@@ -133,7 +133,7 @@ class TemplatesHandler(BaseHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.reply({"templates": self.manager.list_templates()})
+        self.reply({"templates": self.manager.list_templates(), "limits": self.manager.limits()})
 
 
 class OpenAPIHandler(BaseHandler):

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import psutil
+from dask.system import CPU_COUNT
+from distributed.system import MEMORY_LIMIT
 from jupyter_core.paths import jupyter_runtime_dir
 from traitlets import Bool, Dict, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
@@ -173,6 +175,14 @@ class ClusterManager(LoggingConfigurable):
 
     def list_templates(self) -> list[dict[str, Any]]:
         return [t.to_dict() for t in self._templates.values()]
+
+    def limits(self) -> dict[str, Any]:
+        """What editors check a plan against: the per-cluster worker limit and this machine's size."""
+        return {
+            "max_workers": self.max_workers,
+            "max_clusters": self.max_clusters,
+            "machine": {"cores": CPU_COUNT, "memory": MEMORY_LIMIT},
+        }
 
     def events(self, cluster_id: str) -> list[dict[str, Any]]:
         return [e.to_dict() for e in self.get(cluster_id).events]

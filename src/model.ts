@@ -15,6 +15,7 @@ import {
   IClusterChange,
   IClusterList,
   ICreateClusterRequest,
+  ILimits,
   ITemplate,
   ITemplateList,
   PatchClusterRequest,
@@ -150,7 +151,15 @@ export class ClustersModel implements IDisposable {
       {},
       this._settings
     );
+    this._limits = data?.limits ?? this._limits;
     return data?.templates ?? [];
+  }
+
+  /**
+   * The server's limits, as its templates answer last gave them.
+   */
+  get limits(): ILimits | null {
+    return this._limits;
   }
 
   /**
@@ -450,6 +459,7 @@ export class ClustersModel implements IDisposable {
   }
 
   private _settings: ServerConnection.ISettings;
+  private _limits: ILimits | null = null;
   private _minDelay: number;
   private _maxDelay: number;
   private _clusters = new Map<string, ICluster>();

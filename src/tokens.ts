@@ -11,6 +11,7 @@ export namespace CommandIDs {
   export const adapt = 'clustermgr:adapt';
   export const editSpec = 'clustermgr:edit-spec';
   export const shutdown = 'clustermgr:shutdown';
+  export const showEvents = 'clustermgr:show-events';
 }
 
 /**

@@ -237,10 +237,21 @@ export interface IClusterList {
 }
 
 /**
+ * What a plan is checked against: the server's worker limit per cluster and
+ * the size of the machine local workers run on (`memory` in bytes).
+ */
+export interface ILimits {
+  max_workers: number;
+  max_clusters: number;
+  machine: { cores: number; memory: number };
+}
+
+/**
  * `GET clustermgr/api/templates`.
  */
 export interface ITemplateList {
   templates: ITemplate[];
+  limits?: ILimits;
 }
 
 /**
