@@ -16,7 +16,6 @@ from jupyter_server.base.websocket import WebSocketMixin
 from jupyter_server.utils import url_path_join
 from tornado import web, websocket
 
-from .dashboard_proxy import dashboard_route
 from .errors import ClusterManagerError, InvalidRequest
 from .manager import ClusterManager
 from .openapi import openapi_document
@@ -194,6 +193,8 @@ class StreamHandler(JSONErrorMixin, WebSocketMixin, websocket.WebSocketHandler, 
 
 def route_table() -> list[tuple[str, type]]:
     """Patterns relative to the server's base URL (ExtensionApp prefixes it)."""
+    from .dashboard_proxy import dashboard_route  # it builds on JSONErrorMixin, above
+
     api = "clustermgr/api"
     cluster_id = r"(?P<cluster_id>[A-Za-z0-9_-]+)"
     return [
