@@ -21,6 +21,7 @@ from clustermgr_lab.backends.local import worker_command
 from clustermgr_lab.spec import parse_group
 
 from .helpers import alive, call, running_with, subprocess_env, wait_for
+from .test_client_cli import clustermgr, server  # noqa: F401 - fixtures
 from .test_dashboard import fetch_status
 from .test_scaling import create
 
@@ -55,6 +56,9 @@ def external_scheduler(tmp_path):
         deadline = time.monotonic() + 60
         while not (scheduler_file.exists() and scheduler_file.stat().st_size):
             assert scheduler.poll() is None and time.monotonic() < deadline, (tmp_path / "scheduler.log").read_text()
+            time.sleep(0.1)
+        while "Registered to:" not in (tmp_path / "worker.log").read_text():
+            assert worker.poll() is None and time.monotonic() < deadline, (tmp_path / "worker.log").read_text()
             time.sleep(0.1)
         yield json.loads(scheduler_file.read_text())["address"], scheduler
     finally:
@@ -180,3 +184,22 @@ async def test_a_failed_cluster_has_no_dashboard_and_its_websocket_is_refused_wi
     assert refused.value.code == 404
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
+
+
+async def test_the_client_and_command_line_attach_and_detach(clustermgr, server, external_scheduler):  # noqa: F811
+    url, token = server
+    auth = ("--url", url, "--token", token)
+    address, scheduler = external_scheduler
+    # Given a scheduler started elsewhere, `clustermgr attach` lists it and waits until it is reached
+    code, out, err = await clustermgr("attach", address, "--name", "outside-cli", "--wait", *auth)
+    assert code == 0, err
+    assert out.startswith("attached outside-cli (") and "running: 1 external workers, 2 cores, 1.00 GiB" in out
+    # Scaling it is refused with the server's reason (exit code 1)
+    code, _, err = await clustermgr("scale", "outside-cli", "--workers", "2", *auth)
+    assert code == 1 and "started elsewhere" in err
+    # Deleting it detaches it: the scheduler keeps running
+    code, out, _ = await clustermgr("delete", "outside-cli", "--wait", *auth)
+    assert code == 0 and out.strip().endswith(": detached")
+    code, out, _ = await clustermgr("list", *auth)
+    assert (code, out.strip()) == (0, "no clusters")
+    assert alive([scheduler.pid]) == [scheduler.pid]
