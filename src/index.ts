@@ -9,6 +9,7 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { AutoConnector } from './autoconnect';
 import { addCommands, IPreferences } from './commands';
+import { addDashboardCommands } from './dashboardcommands';
 import { ClustersModel } from './model';
 import { ClusterSidebar } from './sidebar';
 import { CommandIDs, PLUGIN_ID } from './tokens';
@@ -56,11 +57,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
 
     addCommands({ app, model, sidebarId: sidebar.id, notebooks, preferences });
+    addDashboardCommands({ app, model, restorer });
     model.start();
 
     if (palette) {
       for (const command of [
         CommandIDs.newCluster,
+        CommandIDs.attachCluster,
         CommandIDs.showSidebar,
         CommandIDs.insertClientCell
       ]) {

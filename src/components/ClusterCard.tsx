@@ -7,6 +7,8 @@ import { formatBytes, formatCores, formatSize, formatTime } from '../format';
 import { ClustersModel } from '../model';
 import { CommandIDs } from '../tokens';
 import { IAdaptRange, ICluster, IEvent } from '../types';
+import { DashboardPlots } from './DashboardPlots';
+import { ExternalBadge, isExternal } from './ExternalBadge';
 import { Sparkline } from './Sparkline';
 
 export interface IClusterCardProps {
@@ -50,6 +52,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
   const { workers, resources } = cluster;
   const reachable = !!cluster.scheduler_address;
   const stopping = cluster.status === 'stopping' || cluster.status === 'stopped';
+  const external = isExternal(cluster); // observed, never scaled or stopped
   const run = (id: string) =>
     void commands.execute(id, { clusterId: cluster.id });
   const decision = cluster.last_decision;
@@ -118,6 +121,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
       <div className="cm-ClusterCard-header">
         <span className="cm-ClusterCard-name">{cluster.name}</span>
         <span className="cm-ClusterCard-template">{cluster.template}</span>
+        <ExternalBadge cluster={cluster} />
         <span
           className={`cm-StatusBadge cm-StatusBadge-${cluster.status}`}
           aria-label={`Status: ${cluster.status}`}
@@ -213,20 +217,26 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           { disabled: !cluster.dashboard_url, className: 'cm-DashboardButton' }
         )}
         {action(CommandIDs.scale, 'Scale', `Scale ${cluster.name}`, {
-          disabled: !reachable || stopping,
+          disabled: !reachable || stopping || external,
           className: 'cm-ScaleButton'
         })}
         {action(
           CommandIDs.adapt,
           'Adaptive',
           `Adaptive mode of ${cluster.name}`,
-          { disabled: !reachable || stopping, className: 'cm-AdaptButton' }
+          {
+            disabled: !reachable || stopping || external,
+            className: 'cm-AdaptButton'
+          }
         )}
         {action(
           CommandIDs.editSpec,
           'Spec',
           `Edit the Worker Spec of ${cluster.name}`,
-          { disabled: !reachable || stopping, className: 'cm-SpecButton' }
+          {
+            disabled: !reachable || stopping || external,
+            className: 'cm-SpecButton'
+          }
         )}
         {props.canInsert &&
           action(
@@ -237,11 +247,12 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           )}
         {action(
           CommandIDs.shutdown,
-          stopping ? 'Stopping…' : 'Shut down',
+          stopping ? 'Stopping…' : external ? 'Detach' : 'Shut down',
           `Shut down ${cluster.name}`,
           { disabled: stopping, className: 'jp-mod-warn cm-ShutdownButton' }
         )}
       </div>
+      <DashboardPlots cluster={cluster} commands={commands} />
     </li>
   );
 }
