@@ -78,6 +78,13 @@ export function dashboardTabId(clusterId: string, path: string): string {
 }
 
 /**
+ * The label of a dashboard tab: "Dask <cluster>", or "<plot> · <cluster>".
+ */
+export function tabLabel(path: string, label: string, cluster: string): string {
+  return path === STATUS_PATH ? `Dask ${cluster}` : `${label} · ${cluster}`;
+}
+
+/**
  * Why a cluster's dashboard cannot be shown any more, or null while it can
  * (or may soon: a pending cluster has no dashboard yet).
  */
@@ -108,6 +115,7 @@ export class DashboardView extends Widget {
     this.label = options.label;
     this._model = options.model;
     this.addClass('cm-DashboardView');
+    this.title.label = tabLabel(this.path, this.label, this.clusterId);
     this._message = document.createElement('div');
     this._message.className = 'cm-DashboardView-message';
     this._message.setAttribute('role', 'status');
@@ -140,6 +148,9 @@ export class DashboardView extends Widget {
       return;
     }
     const cluster = this._model.get(this.clusterId);
+    if (cluster) {
+      this.title.label = tabLabel(this.path, this.label, cluster.name);
+    }
     const reason = goneReason(cluster, this._model.loaded);
     if (reason) {
       this._setGone(cluster?.name ?? this.clusterId, reason);

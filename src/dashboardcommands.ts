@@ -60,10 +60,7 @@ export function addDashboardCommands(options: {
       }
       const content = new DashboardView({ model, clusterId, path, label });
       const widget = new MainAreaWidget({ content });
-      widget.id = id;
-      const name = model.get(clusterId)?.name ?? clusterId;
-      widget.title.label =
-        path === STATUS_PATH ? `Dask ${name}` : `${label} · ${name}`;
+      widget.id = id; // the label follows the cluster's name (DashboardView)
       widget.title.icon = clusterIcon;
       widget.title.closable = true;
       widget.addClass(path === STATUS_PATH ? 'cm-Dashboard' : 'cm-Plot');
