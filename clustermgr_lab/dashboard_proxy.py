@@ -7,6 +7,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from jupyter_server_proxy.handlers import ProxyHandler
 from tornado import web
+from tornado.httpclient import HTTPClientError
 
 from .errors import NotFound
 from .handlers import JSONErrorMixin
@@ -80,7 +81,7 @@ class DashboardProxyHandler(JSONErrorMixin, ProxyHandler):
         try:
             host, port = self._target(cluster_id)
             return await self.proxy_open(host, port, proxied_path or "/")
-        except (web.HTTPError, OSError) as exc:  # the cluster went away during the handshake
+        except (web.HTTPError, HTTPClientError, OSError) as exc:  # the cluster went away during the handshake
             self.log.info("dashboard WebSocket of cluster %s closed: %s", cluster_id, exc)
             self.close()
 

@@ -3,20 +3,10 @@
  * sidebar, its client inserted and working; one started with the server's
  * discovery on appears by itself, marked external, and leaves when closed.
  */
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { expect, test } from '@jupyterlab/galata';
 
 import { openSidebar } from './fakes';
-import { CLUSTER_TIMEOUT } from './helpers';
-
-/**
- * Run code in a new cell of the current notebook; resolves with its text output.
- */
-async function run(page: IJupyterLabPageFixture, code: string): Promise<string> {
-  await page.notebook.addCell('code', code);
-  const index = (await page.notebook.getCellCount()) - 1;
-  expect(await page.notebook.runCell(index)).toBe(true);
-  return ((await page.notebook.getCellTextOutput(index)) ?? []).join('').trim();
-}
+import { CLUSTER_TIMEOUT, runInNewCell } from './helpers';
 
 test('attach a notebook’s LocalCluster and insert its client; a discovered one comes and goes', async ({
   page
@@ -63,7 +53,7 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
     `from distributed import Client\nclient = Client(${JSON.stringify(address)})`
   );
   expect(await page.notebook.runCell(index)).toBe(true);
-  expect(await run(page, "print(len(client.scheduler_info()['workers']))")).toBe('1');
+  expect(await runInNewCell(page, "print(len(client.scheduler_info()['workers']))")).toBe('1');
 
   // A LocalCluster started with discovery on appears by itself, marked external.
   const discovered = await run(
@@ -76,7 +66,7 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
   await expect(foundCard.locator('.cm-ClusterCard-template')).toHaveText('discovered', { timeout: 2000 });
   await expect(foundCard.locator('.cm-ExternalBadge')).toHaveText('external');
   // ...and leaves when the notebook closes it.
-  await run(page, 'found.close()');
+  await runInNewCell(page, 'found.close()');
   await expect(foundCard).toHaveCount(0, { timeout: 10000 });
 
   // Detaching leaves the cluster running.
@@ -84,6 +74,6 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
   await expect(page.locator('.jp-Dialog-header')).toHaveText(/^Detach /);
   await page.locator('.jp-Dialog').getByRole('button', { name: 'Detach' }).click();
   await expect(card).toHaveCount(0, { timeout: CLUSTER_TIMEOUT });
-  expect(await run(page, "print(len(client.scheduler_info()['workers']))")).toBe('1');
-  await run(page, 'client.close(); outside.close()');
+  expect(await runInNewCell(page, "print(len(client.scheduler_info()['workers']))")).toBe('1');
+  await runInNewCell(page, 'client.close(); outside.close()');
 });

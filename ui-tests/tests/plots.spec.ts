@@ -12,20 +12,12 @@ import {
   CLUSTER_TIMEOUT,
   createCluster,
   removeCluster,
+  runInNewCell,
+  smallCluster,
   waitForCluster
 } from './helpers';
 
 const NAME = 'plots-test';
-
-/**
- * Run code in a new cell of the current notebook; resolves with its text output.
- */
-async function run(page: IJupyterLabPageFixture, code: string): Promise<string> {
-  await page.notebook.addCell('code', code);
-  const index = (await page.notebook.getCellCount()) - 1;
-  expect(await page.notebook.runCell(index)).toBe(true);
-  return ((await page.notebook.getCellTextOutput(index)) ?? []).join('').trim();
-}
 
 /**
  * The frame of a plot tab, once its page has loaded.
@@ -85,12 +77,7 @@ test('the task stream tab draws a notebook’s computation, survives scaling and
   page
 }) => {
   test.setTimeout(300000);
-  const { id } = await createCluster(page, {
-    name: NAME,
-    template: 'local',
-    adapt: null,
-    spec: { groups: [{ name: 'default', count: 1, threads: 1, memory: '512 MiB' }] }
-  });
+  const { id } = await createCluster(page, smallCluster(NAME));
   let removed = false;
   try {
     const cluster = await waitForCluster(page, id);
@@ -114,7 +101,7 @@ test('the task stream tab draws a notebook’s computation, survives scaling and
     // A computation in the notebook is drawn.
     await page.getByRole('tab', { name: 'plots.ipynb' }).click();
     const connect = `from distributed import Client\nclient = Client(${JSON.stringify(cluster.scheduler_address)})`;
-    expect(await run(page, `${connect}\nprint(sum(client.gather(client.map(lambda x: x + 1, range(20)))))`)).toBe('210');
+    expect(await runInNewCell(page, `${connect}\nprint(sum(client.gather(client.map(lambda x: x + 1, range(20)))))`)).toBe('210');
     await page.getByRole('tab', { name: `Task Stream · ${NAME}` }).click();
     await expect.poll(() => drawnTasks(frame), { timeout: 30000 }).toBeGreaterThanOrEqual(20);
     await page.getByRole('tab', { name: 'plots.ipynb' }).click();
@@ -125,7 +112,7 @@ test('the task stream tab draws a notebook’s computation, survives scaling and
     });
     expect(patched.status()).toBe(200);
     await waitForCluster(page, id, c => c.status === 'running' && c.workers.running === 2);
-    expect(await run(page, 'print(sum(client.gather(client.map(lambda x: x * 2, range(30), pure=False))))')).toBe('870');
+    expect(await runInNewCell(page, 'print(sum(client.gather(client.map(lambda x: x * 2, range(30), pure=False))))')).toBe('870');
     await page.getByRole('tab', { name: `Task Stream · ${NAME}` }).click();
     await expect.poll(() => drawnTasks(frame), { timeout: 30000 }).toBeGreaterThanOrEqual(30);
     await expect.poll(() => drawnWorkers(frame), { timeout: 30000 }).toBe(2); // the new worker's tasks too
