@@ -14,7 +14,7 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
   test.setTimeout(300000);
   await page.notebook.createNew('attach.ipynb', { kernel: 'python3' });
   // A cluster the server is not told about (discovery off for this one).
-  const address = await run(
+  const address = await runInNewCell(
     page,
     [
       'import dask',
@@ -56,7 +56,7 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
   expect(await runInNewCell(page, "print(len(client.scheduler_info()['workers']))")).toBe('1');
 
   // A LocalCluster started with discovery on appears by itself, marked external.
-  const discovered = await run(
+  const discovered = await runInNewCell(
     page,
     "found = LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address='127.0.0.1:0')\nprint(found.scheduler_address)"
   );
