@@ -1,4 +1,5 @@
-"""Given a kernel of this server, then a LocalCluster started in it is listed as external within 2 s, and leaves when closed."""
+"""Given a kernel of this server, then a LocalCluster started in it is listed as external within 2 s, and leaves when
+closed or when its kernel dies."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import time
 from .helpers import call
 
 DISCOVERY_BOUND = 2.0  # seconds: the promise made to users, so the bound is the behaviour
+CLUSTER = (
+    "LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol='tcp', host='127.0.0.1',"
+    " dashboard_address='127.0.0.1:0')"
+)
 
 
 async def run_in_kernel(client, code: str) -> str:
@@ -39,10 +44,7 @@ async def test_a_notebooks_local_cluster_is_discovered_and_leaves_when_closed(jp
         # When it starts a LocalCluster, as a notebook would
         address = await run_in_kernel(
             client,
-            "from distributed import LocalCluster\n"
-            "cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol='tcp', host='127.0.0.1',"
-            " dashboard_address='127.0.0.1:0')\n"
-            "print(cluster.scheduler_address)",
+            f"from distributed import LocalCluster\ncluster = {CLUSTER}\nprint(cluster.scheduler_address)",
         )
         started = time.monotonic()
         # Then the server lists it within 2 s, as an external cluster discovered in a notebook
@@ -65,6 +67,21 @@ async def test_a_notebooks_local_cluster_is_discovered_and_leaves_when_closed(jp
         while await listed(jp_fetch, address) is not None:
             assert time.monotonic() - closed < 30, "still listed after the cluster closed"
             await asyncio.sleep(0.1)
+        # And one whose kernel dies without closing it leaves too
+        address = await run_in_kernel(client, f"cluster = {CLUSTER}\nprint(cluster.scheduler_address)")
+        await wait_until(lambda: listed(jp_fetch, address), "listed")
     finally:
         client.stop_channels()
         await jp_serverapp.kernel_manager.shutdown_kernel(kernel_id, now=True)
+    await wait_until(lambda: absent(jp_fetch, address), "gone with its kernel")
+
+
+async def absent(jp_fetch, address: str) -> bool:
+    return await listed(jp_fetch, address) is None
+
+
+async def wait_until(condition, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        assert time.monotonic() < deadline, f"not {what} after {timeout} s"
+        await asyncio.sleep(0.1)
