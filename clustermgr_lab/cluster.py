@@ -134,6 +134,16 @@ class ManagedCluster:
             "gpus": int(sum((info.get("resources") or {}).get(GPU_RESOURCE, 0) for info in observed)),
         }
 
+    @property
+    def dashboard_address(self) -> str | None:
+        """The dashboard's ``host:port`` while the scheduler is alive; None once it failed or stopped.
+
+        A dead scheduler's port may be taken by another process, which must never see our users' requests.
+        """
+        if self.endpoint is None or self.lifecycle not in (PENDING, RUNNING):
+            return None
+        return self.endpoint.dashboard_address
+
     def to_dict(self, base_url: str = "/") -> dict[str, Any]:
         last = self.events.last_decision
         return {
@@ -144,11 +154,7 @@ class ManagedCluster:
             "status": self.status,
             "error": self.error,
             "scheduler_address": self.endpoint.address if self.endpoint else None,
-            "dashboard_url": (
-                f"{base_url}clustermgr/dashboard/{self.id}/status"
-                if self.endpoint and self.endpoint.dashboard_address
-                else None
-            ),
+            "dashboard_url": f"{base_url}clustermgr/dashboard/{self.id}/status" if self.dashboard_address else None,
             "spec": self.spec.to_dict(),
             "workers": self.worker_counts(),
             "resources": self.resources(),

@@ -16,7 +16,6 @@ from jupyter_server.base.websocket import WebSocketMixin
 from jupyter_server.utils import url_path_join
 from tornado import web, websocket
 
-from .dashboard_proxy import dashboard_route
 from .errors import ClusterManagerError
 from .json_body import decode_json_body
 from .manager import ClusterManager
@@ -201,6 +200,8 @@ class StreamHandler(JSONErrorMixin, WebSocketMixin, websocket.WebSocketHandler, 
 
 def route_table() -> list[tuple[str, type]]:
     """Patterns relative to the server's base URL (ExtensionApp prefixes it)."""
+    from .dashboard_proxy import dashboard_route  # it builds on JSONErrorMixin, above
+
     api = "clustermgr/api"
     cluster_id = r"(?P<cluster_id>[^/]+)"  # any id: an unknown one is a JSON 404 from the handler
     return [

@@ -22,6 +22,7 @@ from traitlets.config import LoggingConfigurable
 
 from .adaptive import AdaptSettings, parse_adapt
 from .backends import BACKENDS
+from .backends.external import ExternalBackend, parse_scheduler_address
 from .cluster import FAILED, STOPPED, STOPPING, ManagedCluster
 from .errors import Conflict, InvalidRequest, NotFound
 from .limits import Limits
@@ -190,7 +191,14 @@ class ClusterManager(LoggingConfigurable):
     # -- changing --------------------------------------------------------------------------------
 
     def create(self, body: Any) -> ManagedCluster:
-        """Validate, register and start a cluster in the background; returns it ``pending``."""
+        """Validate, register and start a cluster in the background; returns it ``pending``.
+
+        A body ``{"attach": "tcp://host:port"}`` attaches a cluster started elsewhere instead (:meth:`attach`).
+        """
+        if isinstance(body, Mapping) and "attach" in body:
+            body = _only_fields(body, {"attach", "name"}, "an attached cluster")
+            name = _parse_name(body["name"]) if body.get("name") is not None else None
+            return self.attach(parse_scheduler_address(body["attach"]), name)
         body = _only_fields(body, {"template", "name", "spec", "adapt"}, "a new cluster")
         template_name = body.get("template", self.default_template)
         if template_name is None:
@@ -218,6 +226,7 @@ class ClusterManager(LoggingConfigurable):
             self._require_unique_name(name)
         # A stopping cluster still has its processes: it counts until they are gone.
         live = [c for c in self._clusters.values() if c.lifecycle not in (STOPPED, FAILED)]
+        live = [c for c in live if c.backend.can_scale]  # attached clusters run on someone else's resources
         if len(live) >= self.max_clusters:
             stopping = sum(1 for c in live if c.lifecycle == STOPPING)
             still = f" ({stopping} of them still stopping)" if stopping else ""
@@ -239,11 +248,46 @@ class ClusterManager(LoggingConfigurable):
         )
         if adapt is not None:
             cluster.adapt_to(adapt_data)
-        self._clusters[cluster_id] = cluster
-        self._emit({"type": "added", "cluster": self.describe(cluster)})
-        self._spawn(cluster.start())
+        self._register(cluster)
         self.log.info("cluster %s (%s) created from template %s", cluster_id, cluster.name, template.name)
         return cluster
+
+    def attach(self, address: str, name: str | None = None, origin: str = "attached") -> ManagedCluster:
+        """List a cluster started elsewhere (backend ``external``); returns it ``pending`` while its scheduler is reached.
+
+        Its workers are observed, never started or stopped; deleting it detaches.
+        ``origin`` (``"attached"`` or ``"discovered"``) becomes its ``template``.
+        """
+        for other in self._clusters.values():
+            if address in (getattr(other.backend, "address", None), other.endpoint and other.endpoint.address):
+                raise Conflict(f"the scheduler at {address} is listed already, as {other.name!r}", "attach")
+        if name is not None:
+            self._require_unique_name(name)
+        else:
+            name = self.unique_name(f"{origin.capitalize()} {address.removeprefix('tcp://')}")
+        cluster_id = uuid.uuid4().hex[:8]
+        backend = ExternalBackend(cluster_id, self.server_workdir / cluster_id, address=address)
+        cluster = ManagedCluster(
+            cluster_id, name, origin, backend, WorkerSpec(()), on_change=self._cluster_changed, max_workers=self.max_workers
+        )
+        self._register(cluster)
+        self.log.info("cluster %s (%s) %s: scheduler %s", cluster_id, name, origin, address)
+        return cluster
+
+    def _register(self, cluster: ManagedCluster) -> None:
+        self._clusters[cluster.id] = cluster
+        self._emit({"type": "added", "cluster": self.describe(cluster)})
+        self._spawn(cluster.start())
+
+    def unique_name(self, base: str) -> str:
+        """``base``, or ``base (2)``, ``base (3)``... whichever no cluster has yet."""
+        taken = {c.name for c in self._clusters.values()}
+        n = 2
+        name = base
+        while name in taken:
+            name = f"{base} ({n})"
+            n += 1
+        return name[:80]
 
     def _next_name(self) -> str:
         taken = {c.name for c in self._clusters.values()}
@@ -259,6 +303,12 @@ class ClusterManager(LoggingConfigurable):
         if len(body) != 1:
             raise InvalidRequest("give exactly one of 'scale', 'spec', 'adapt' or 'name'", None)
         (key, value), = body.items()
+        if key != "name" and not cluster.backend.can_scale:
+            raise Conflict(
+                f"cannot change the {key} of cluster {cluster.name!r}: it was started elsewhere and is only "
+                f"attached here ({cluster.backend.name} backend); its workers are started and stopped where it was started",
+                key,
+            )
         limits = self.limits_for(cluster.backend.name)
         if key == "scale":
             target = parse_target(value)

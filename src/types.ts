@@ -221,6 +221,15 @@ export interface ICreateClusterRequest {
 }
 
 /**
+ * The body of `POST clustermgr/api/clusters` that attaches a running cluster
+ * started elsewhere (backend `external`).
+ */
+export interface IAttachClusterRequest {
+  attach: string;
+  name?: string;
+}
+
+/**
  * The body of `PATCH clustermgr/api/clusters/{id}`: exactly one field.
  */
 export type PatchClusterRequest =

@@ -61,6 +61,8 @@ class Backend(abc.ABC):
     #: True when :meth:`scale_up` may be called while :meth:`start_scheduler` is still waiting
     #: for the scheduler, so that worker and scheduler start-ups overlap.
     workers_before_scheduler: ClassVar[bool] = False
+    #: False for a cluster this server only attached to: scaling, spec edits and adaptive mode are refused.
+    can_scale: ClassVar[bool] = True
 
     def __init__(self, cluster_id: str, workdir: Path, on_worker_exit: WorkerExited | None = None):
         self.cluster_id = cluster_id
