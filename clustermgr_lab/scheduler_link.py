@@ -15,6 +15,15 @@ WorkerAdded = Callable[[str, dict], None]
 WorkerRemoved = Callable[[str], None]
 
 
+async def scheduler_identity(address: str, timeout: float = 10) -> dict[str, Any]:
+    """The scheduler's ``identity()`` (its ``id`` included), or OSError / TimeoutError if it does not answer."""
+    connection = rpc(address, timeout=timeout)
+    try:
+        return await asyncio.wait_for(connection.identity(n_workers=0), timeout)
+    finally:
+        await connection.close_rpc()
+
+
 class SchedulerLink:
     """Talks to a scheduler in another process.
 
@@ -63,6 +72,9 @@ class SchedulerLink:
 
     async def workers_to_close(self, candidates: list[str], n: int) -> list[str]:
         return await self._rpc.clustermgr_workers_to_close(candidates=candidates, n=n)
+
+    async def set_idle_timeout(self, seconds: float | None) -> None:
+        await self._rpc.clustermgr_set_idle_timeout(seconds=seconds)
 
     async def retire_workers(self, addresses: list[str]) -> list[str]:
         """Retire politely (data moved to survivors); returns the addresses actually retired."""
