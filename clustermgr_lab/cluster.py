@@ -209,7 +209,8 @@ class ManagedCluster:
 
     def restore(self, record: Mapping[str, Any]) -> None:
         """Take the state of a stored cluster (before :meth:`readopt`); nothing is started or stopped."""
-        self.lifecycle = record["status"]
+        # Until re-adopted, a cluster that was running is pending: nothing has been checked yet.
+        self.lifecycle = record["status"] if record["status"] in (FAILED, STOPPED, STOPPING) else PENDING
         self.error = record.get("error")
         self.created = datetime.datetime.fromisoformat(record["created"])
         if record.get("scheduler_address"):
@@ -248,7 +249,6 @@ class ManagedCluster:
             records[SCHEDULER_PROCESS] = record["backend_state"][SCHEDULER_PROCESS]
         endpoint = self.endpoint or SchedulerEndpoint("", None)
         stored_lifecycle = self.lifecycle
-        self.lifecycle = PENDING
         try:
             alive = await self.backend.adopt(endpoint, records)
         except Exception as exc:
