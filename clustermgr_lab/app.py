@@ -25,7 +25,8 @@ class ClusterManagerApp(ExtensionApp):
         self.handlers.extend(route_table())
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
-        self._readopt = asyncio.ensure_future(self.manager.readopt_all())
+        if hasattr(self, "manager"):  # else it did not load (e.g. its store is locked by another server)
+            self._readopt = asyncio.ensure_future(self.manager.readopt_all())
 
     async def stop_extension(self) -> None:
         manager = getattr(self, "manager", None)

@@ -63,11 +63,12 @@ class JupyterServer:
 
     def start(self, wait: bool = True) -> "JupyterServer":
         options = {"store_path": str(self.store), "workdir": str(self.workdir), "max_workers": 8, **self.config}
+        config_file = self.home / f"server-{self.port}.json"
+        config_file.write_text(json.dumps({"ClusterManager": options}))
         command = [
             sys.executable, "-m", "jupyter_server",
             "--ip=127.0.0.1", f"--port={self.port}", "--port-retries=0", "--no-browser", "--allow-root",
-            f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.home}",
-            *(f"--ClusterManager.{key}={json.dumps(value) if not isinstance(value, str) else value}" for key, value in options.items()),
+            f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.home}", f"--config={config_file}",
         ]  # fmt: skip
         env = subprocess_env(
             JUPYTER_CONFIG_DIR=str(self.home / "config"),
