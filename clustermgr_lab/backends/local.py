@@ -84,7 +84,8 @@ class TrackedProcess:
     def running(self) -> bool:
         try:
             process = psutil.Process(self.pid)
-            return process.create_time() == self.create_time and process.status() != psutil.STATUS_ZOMBIE
+            same = abs(process.create_time() - self.create_time) < 0.01
+            return same and process.status() != psutil.STATUS_ZOMBIE
         except psutil.Error:
             return False
 
@@ -122,31 +123,30 @@ class LocalBackend(Backend):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._processes: dict[str, TrackedProcess] = {}
-        self._children: dict[int, asyncio.subprocess.Process] = {}
+        self._children: dict[int, Any] = {}  # PID -> what _start_process returned, for its exit code
         self._watcher: asyncio.Task | None = None
         self._stopping: set[str] = set()
         self._gpu_slots: dict[str, list[int]] = {}
         self._scheduler_spawned = asyncio.Event()
         self.address: str | None = None
 
-    async def _spawn(self, name: str, command: list[str], env: dict[str, str]) -> int:
-        """Start one process in a session of its own, output to ``<name>.log``; returns its PID."""
-        log = open(self.workdir / f"{name}.log", "ab")
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *command, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
-            )
-        finally:
-            log.close()
-        self._children[process.pid] = process  # only to read its exit code
-        return process.pid
-
-    async def _start_process(self, name: str, command: list[str], env: dict[str, str] | None = None) -> TrackedProcess:
+    async def _spawn(self, name: str, command: list[str], env: dict[str, str] | None = None) -> TrackedProcess:
+        """Start process ``name`` and track it (by PID and creation time) until it exits."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        pid = await self._spawn(name, command, {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
-        tracked = TrackedProcess.of(pid)
+        process = await self._start_process(name, command, {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+        create_time = getattr(process, "create_time", None)
+        tracked = TrackedProcess(process.pid, create_time) if create_time else TrackedProcess.of(process.pid)
+        self._children[process.pid] = process
         self._track(name, tracked)
         return tracked
+
+    async def _start_process(self, name: str, command: list[str], env: dict[str, str]):
+        """The one spawn step: a process in a session of its own, output to ``<name>.log``, no pipe to
+        the server. Returns an object with its ``pid`` (``returncode``, once it exited, if known)."""
+        with open(self.workdir / f"{name}.log", "ab") as log:
+            return await asyncio.create_subprocess_exec(
+                *command, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
+            )
 
     def _track(self, name: str, tracked: TrackedProcess) -> None:
         self._processes[name] = tracked
@@ -154,9 +154,15 @@ class LocalBackend(Backend):
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.ensure_future(self._watch())
 
-    def _returncode(self, tracked: TrackedProcess) -> int | None:
+    async def _exit_code(self, tracked: TrackedProcess) -> int | None:
+        """The exit code of a process this server started (None for an adopted one, or if not known soon)."""
         child = self._children.get(tracked.pid)
-        return child.returncode if child is not None else None
+        if getattr(child, "returncode", None) is not None or not hasattr(child, "wait"):
+            return getattr(child, "returncode", None)
+        try:
+            return await asyncio.wait_for(asyncio.shield(child.wait()), 1)
+        except asyncio.TimeoutError:
+            return None
 
     async def _watch(self) -> None:
         """Notice processes that ended on their own, while there are processes to watch."""
@@ -165,10 +171,12 @@ class LocalBackend(Backend):
             for name, tracked in list(self._processes.items()):
                 if name in self._stopping or tracked.running():
                     continue
-                await asyncio.sleep(0)  # let the child watcher record the exit code of our own children
+                code = await self._exit_code(tracked)
+                if name in self._stopping:
+                    continue  # being stopped by us meanwhile
                 self._forget(name, tracked)
                 if name != SCHEDULER and self.on_worker_exit:
-                    self.on_worker_exit(name, self._returncode(tracked))
+                    self.on_worker_exit(name, code)
 
     def _forget(self, name: str, tracked: TrackedProcess) -> None:
         if self._processes.get(name) == tracked:
@@ -177,9 +185,11 @@ class LocalBackend(Backend):
             self._children.pop(tracked.pid, None)
             self._notify_change()
 
-    def log_tail(self, name: str, lines: int = 15) -> str:
+    def log_tail(self, name: str, lines: int = 15, max_bytes: int = 16384) -> str:
         try:
-            text = (self.workdir / f"{name}.log").read_text(errors="replace")
+            with open(self.workdir / f"{name}.log", "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - max_bytes))  # a long log is not read whole
+                text = log.read().decode(errors="replace")
         except OSError:
             return ""
         return "\n".join(text.strip().splitlines()[-lines:])
@@ -191,15 +201,14 @@ class LocalBackend(Backend):
     async def start_scheduler(self) -> SchedulerEndpoint:
         scheduler_file = self.scheduler_file
         scheduler_file.unlink(missing_ok=True)
-        process = await self._start_process(SCHEDULER, scheduler_command(scheduler_file, self.idle_timeout))
+        process = await self._spawn(SCHEDULER, scheduler_command(scheduler_file, self.idle_timeout))
         self._scheduler_spawned.set()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.scheduler_start_timeout
         info: dict = {}
         while "address" not in info:
             if not process.running():
-                await asyncio.sleep(0.05)  # for the exit code
-                code = self._returncode(process)
+                code = await self._exit_code(process)
                 raise BackendError(f"the scheduler exited with code {code}: {self.log_tail(SCHEDULER)}")
             if loop.time() > deadline:
                 await self.close()
@@ -232,7 +241,7 @@ class LocalBackend(Backend):
         scheduler = self.address or self.scheduler_file  # before it answers, workers wait for its file
         for name in names:
             command = worker_command(scheduler, group, name, self.worker_death_timeout)
-            await self._start_process(name, command, self._gpu_env(group, name))
+            await self._spawn(name, command, self._gpu_env(group, name))
 
     async def _stop(self, name: str) -> None:
         tracked = self._processes.get(name)
