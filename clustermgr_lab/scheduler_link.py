@@ -7,6 +7,7 @@ import logging
 from typing import Any, Callable
 
 from distributed.comm import connect
+from distributed.comm.addressing import parse_address, parse_host_port
 from distributed.core import rpc
 
 log = logging.getLogger(__name__)
@@ -17,6 +18,11 @@ WorkerRemoved = Callable[[str], None]
 
 async def scheduler_identity(address: str, timeout: float = 10) -> dict[str, Any]:
     """The scheduler's ``identity()`` (its ``id`` included), or OSError / TimeoutError if it does not answer."""
+    host, port = parse_host_port(parse_address(address)[1])
+    # A refused connection is final: distributed's connect() would retry it until the timeout.
+    _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    writer.close()
+    await writer.wait_closed()
     connection = rpc(address, timeout=timeout)
     try:
         return await asyncio.wait_for(connection.identity(n_workers=0), timeout)
