@@ -226,6 +226,7 @@ class ManagedCluster:
                 target_duration=adapt["target_duration"],
             )
             self._policy = AdaptivePolicy(self.adapt)
+            self._plan_source.update({r.group: "adaptive" for r in self.adapt.ranges})
         self.events.restore([Event.from_dict(e) for e in record.get("events", [])])
         numbers = [0]
         for worker in record.get("workers", []):

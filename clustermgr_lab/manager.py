@@ -125,9 +125,14 @@ class ClusterManager(LoggingConfigurable):
         stored, self._stored = self._stored, []
 
         async def readopt(cluster: ManagedCluster, record: dict) -> None:
-            await cluster.readopt(record)
+            try:
+                await cluster.readopt(record)
+            except Exception:
+                self.log.exception("cluster %s: re-adoption failed", cluster.id)
+                return
             if record["status"] == STOPPING:  # was being deleted when the last server stopped
                 self._forget(cluster.id)
+                await asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, cluster.backend.workdir, True)
             else:
                 self.log.info("cluster %s (%s): %s", cluster.id, cluster.name, cluster.status)
 
