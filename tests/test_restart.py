@@ -91,7 +91,12 @@ def test_a_local_adaptive_cluster_survives_sigkill_with_the_same_processes_and_g
     after = client.wait(cluster["id"], running_with(2), timeout=60)
     print(f"[restart timing] new server process started -> cluster re-adopted: {time.monotonic() - started:.2f} s")
 
-    # Then the cluster is re-adopted as it was: id, name, spec, address, adaptive settings
+    # Then a client of the stream (as the sidebar, once it reconnects) gets the cluster in its first snapshot
+    stream = client.watch(timeout=30)
+    snapshot = next(stream)
+    stream.close()
+    assert [(c["id"], c["name"]) for c in snapshot["clusters"]] == [(cluster["id"], "durable")]
+    # And the cluster is re-adopted as it was: id, name, spec, address, adaptive settings
     for key in ("id", "name", "template", "backend", "spec", "scheduler_address", "adapt", "created"):
         assert after[key] == before[key], key
     assert after["dashboard_url"] == before["dashboard_url"]
