@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from jupyter_server.extension.application import ExtensionApp
 
 from .discovery import ClusterDiscovery
@@ -10,7 +12,7 @@ from .manager import ClusterManager
 
 
 class ClusterManagerApp(ExtensionApp):
-    """Registers the API routes and stops every cluster when the server stops."""
+    """Registers the API routes, re-adopts stored clusters at start, and keeps (or stops) them at a clean stop."""
 
     name = "clustermgr_lab"
     load_other_extensions = True
@@ -25,7 +27,14 @@ class ClusterManagerApp(ExtensionApp):
     def initialize_handlers(self) -> None:
         self.handlers.extend(route_table())
 
+    async def _start_jupyter_server_extension(self, serverapp) -> None:
+        if hasattr(self, "manager"):  # else it did not load (e.g. its store is locked by another server)
+            self._readopt = asyncio.ensure_future(self.manager.readopt_all())
+
     async def stop_extension(self) -> None:
-        self.log.info("clustermgr_lab: stopping all clusters")
+        manager = getattr(self, "manager", None)
+        if manager is None:  # never started (e.g. its store was locked by another server)
+            return
+        self.log.info("clustermgr_lab: %s the clusters", "keeping" if manager.on_shutdown == "keep" else "stopping")
         await self.discovery.stop()
-        await self.manager.close_all()
+        await manager.close_all()

@@ -151,7 +151,7 @@ def target(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_create(client: ClusterManagerClient, args: argparse.Namespace) -> None:
     """`clustermgr create`: a new cluster, sized by --workers/--cores/--memory if given."""
-    cluster = client.create(template=args.template, name=args.name)
+    cluster = client.create(template=args.template, name=args.name, idle_timeout=args.idle_timeout)
     size = target(args)
     if size:
         # The server resolves the size against the template's worker shape; a refused size
@@ -275,6 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--template", help="the template (default: the server's default)")
     create.add_argument("--name", help="the cluster's name (default: Cluster N)")
     add_size_options(create, required=False)
+    create.add_argument(
+        "--idle-timeout", type=float, metavar="SECONDS",
+        help="shut down after this long with no tasks and no client (default: the template's)",
+    )  # fmt: skip
     create.add_argument("--wait", action="store_true", help="return once every worker has connected")
     create.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default: 120)")
 

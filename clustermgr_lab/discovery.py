@@ -62,7 +62,7 @@ class ClusterDiscovery(LoggingConfigurable):
     def __init__(self, manager: ClusterManager, **kwargs):
         super().__init__(**kwargs)
         self.manager = manager
-        self.folder = manager.server_workdir / "discovery"
+        self.folder = Path(manager.workdir) / "discovery"
         self._known: dict[str, str | None] = {}  # announcement file -> cluster id (None: not listed)
         self._mtime: int | None = None
         self._task: asyncio.Task | None = None

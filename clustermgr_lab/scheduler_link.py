@@ -7,6 +7,7 @@ import logging
 from typing import Any, Callable
 
 from distributed.comm import connect
+from distributed.comm.addressing import parse_address, parse_host_port
 from distributed.core import rpc
 
 from .errors import SchedulerTimeout
@@ -15,6 +16,20 @@ log = logging.getLogger(__name__)
 
 WorkerAdded = Callable[[str, dict], None]
 WorkerRemoved = Callable[[str], None]
+
+
+async def scheduler_identity(address: str, timeout: float = 10) -> dict[str, Any]:
+    """The scheduler's ``identity()`` (its ``id`` included), or OSError / TimeoutError if it does not answer."""
+    host, port = parse_host_port(parse_address(address)[1])
+    # A refused connection is final: distributed's connect() would retry it until the timeout.
+    _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    writer.close()
+    await writer.wait_closed()
+    connection = rpc(address, timeout=timeout)
+    try:
+        return await asyncio.wait_for(connection.identity(n_workers=0), timeout)
+    finally:
+        await connection.close_rpc()
 
 
 class SchedulerLink:
@@ -112,6 +127,9 @@ class SchedulerLink:
         return await self._call(
             self._rpc.clustermgr_workers_to_close(candidates=candidates, n=n), self.call_timeout, "which workers to close"
         )
+
+    async def set_idle_timeout(self, seconds: float | None) -> None:
+        await self._rpc.clustermgr_set_idle_timeout(seconds=seconds)
 
     async def retire_workers(self, addresses: list[str]) -> list[str]:
         """Retire politely (data moved to survivors); returns the addresses actually retired."""

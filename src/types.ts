@@ -148,6 +148,10 @@ export interface ICluster {
   workers: IWorkerCounts;
   resources: IResources;
   adapt: IAdaptState | null;
+  /**
+   * Seconds with no tasks and no client before the cluster shuts itself down (null: never).
+   */
+  idle_timeout?: number | null;
   last_decision: IEvent | null;
   created: string;
 }
@@ -170,6 +174,7 @@ export interface ITemplate {
   backend: string;
   spec: IWorkerSpec;
   adapt: IAdaptRequest | null;
+  idle_timeout?: number | null;
 }
 
 /**

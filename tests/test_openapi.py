@@ -28,6 +28,7 @@ CLUSTER = {
     },
     "resources": {"cores": 2, "memory": 2147483648, "gpus": 0},
     "adapt": None,
+    "idle_timeout": 1800,
     "last_decision": {
         "time": "2026-11-29T18:30:00.123456+00:00", "kind": "scale", "message": "manual scale",
         "group": "default", "before": 0, "after": 2, "source": "manual",
