@@ -3,6 +3,7 @@ import {
   Clipboard,
   Dialog,
   InputDialog,
+  MainAreaWidget,
   Notification,
   showDialog
 } from '@jupyterlab/apputils';
