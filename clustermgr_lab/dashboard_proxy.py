@@ -86,10 +86,15 @@ class DashboardProxyHandler(JSONErrorMixin, ProxyHandler):
     def proxy_request_options(self):
         return {**super().proxy_request_options(), "connect_timeout": self.connect_timeout, "request_timeout": self.request_timeout}
 
+    @web.authenticated  # prepare() refuses the unauthenticated already; this marks the verb for jupyter_server too
+    async def get(self, cluster_id: str, proxied_path: str = ""):
+        return await super().get(cluster_id, proxied_path)
+
     async def http_get(self, cluster_id: str, proxied_path: str = ""):
         host, port = self._target(cluster_id)
         return await self.proxy(host, port, proxied_path or "/")
 
+    @web.authenticated
     async def head(self, cluster_id: str, proxied_path: str = ""):
         host, port = self._target(cluster_id)
         return await self.proxy(host, port, proxied_path or "/")
