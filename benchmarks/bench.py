@@ -82,7 +82,7 @@ def start_clustermgr(tmp: Path, max_clusters: int) -> tuple[Server, Stream]:
         tmp / "clustermgr-server",
         config={
             "ServerApp": {"jpserver_extensions": {"clustermgr_lab": True, "jupyter_server_proxy": False}},
-            "ClusterManager": {"workdir": str(tmp / "clustermgr"), "max_clusters": max_clusters + 5},
+            "ClusterManager": {"workdir": str(tmp / "clustermgr"), "max_clusters": max_clusters + 5, "on_shutdown": "stop"},
             "WarmLauncher": {"idle_timeout": 1.0},  # gone soon after the server: the leftover check waits 10 s
         },
     )

@@ -135,7 +135,7 @@ class Server:
         self.python, self.extra_env, self.ready_path = python, env or {}, ready_path
         self.config = config or {
             "ServerApp": {"jpserver_extensions": {"clustermgr_lab": True, "jupyter_server_proxy": False}},
-            "ClusterManager": {"workdir": str(tmp / "clustermgr")},
+            "ClusterManager": {"workdir": str(tmp / "clustermgr"), "on_shutdown": "stop"},
         }
         self.token = secrets.token_hex(24)
         self.port = 0

@@ -11,6 +11,7 @@ export type ClusterStatus =
   | 'pending'
   | 'running'
   | 'scaling'
+  | 'unresponsive'
   | 'stopping'
   | 'stopped'
   | 'failed';
@@ -147,6 +148,10 @@ export interface ICluster {
   workers: IWorkerCounts;
   resources: IResources;
   adapt: IAdaptState | null;
+  /**
+   * Seconds with no tasks and no client before the cluster shuts itself down (null: never).
+   */
+  idle_timeout?: number | null;
   last_decision: IEvent | null;
   created: string;
 }
@@ -169,6 +174,7 @@ export interface ITemplate {
   backend: string;
   spec: IWorkerSpec;
   adapt: IAdaptRequest | null;
+  idle_timeout?: number | null;
 }
 
 /**
@@ -220,6 +226,15 @@ export interface ICreateClusterRequest {
 }
 
 /**
+ * The body of `POST clustermgr/api/clusters` that attaches a running cluster
+ * started elsewhere (backend `external`).
+ */
+export interface IAttachClusterRequest {
+  attach: string;
+  name?: string;
+}
+
+/**
  * The body of `PATCH clustermgr/api/clusters/{id}`: exactly one field.
  */
 export type PatchClusterRequest =
@@ -236,10 +251,21 @@ export interface IClusterList {
 }
 
 /**
+ * What a plan is checked against: the server's worker limit per cluster and
+ * the size of the machine local workers run on (`memory` in bytes).
+ */
+export interface ILimits {
+  max_workers: number;
+  max_clusters: number;
+  machine: { cores: number; memory: number };
+}
+
+/**
  * `GET clustermgr/api/templates`.
  */
 export interface ITemplateList {
   templates: ITemplate[];
+  limits?: ILimits;
 }
 
 /**
