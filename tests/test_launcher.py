@@ -169,6 +169,7 @@ async def test_the_launcher_outlives_its_server_is_reused_and_exits_once_idle(tm
         await second.close()
         await wait_until(lambda: not psutil.pid_exists(launcher_pid) or psutil.Process(launcher_pid).status() == psutil.STATUS_ZOMBIE, 15, "the idle launcher to exit")
     finally:
+        await backend.detach()
         for pid in alive([scheduler, launcher_pid]):
             os.kill(pid, signal.SIGKILL)
 
@@ -188,5 +189,6 @@ async def test_exits_are_still_noticed_after_the_launcher_is_gone(tmp_path):
         # Then its exit is still noticed (by polling the process table): it is no longer tracked
         await wait_until(lambda: "scheduler" not in backend.pids(), 15, "the scheduler to be forgotten")
     finally:
+        await backend.detach()
         for pid in alive([scheduler]):
             os.kill(pid, signal.SIGKILL)

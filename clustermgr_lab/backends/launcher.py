@@ -340,9 +340,10 @@ class WarmLauncher(LoggingConfigurable):
         "when the launcher cannot start, every process is a fresh `python -m distributed.cli.dask_*`.",
     )
     idle_timeout = Float(
-        10.0,
+        2.0,
         config=True,
-        help="Seconds the launcher stays with no server connected and no process running before it exits.",
+        help="Seconds the launcher stays with no server connected and no process running before it exits "
+        "(while it runs processes, e.g. clusters kept for the next server, it stays).",
     )
     start_timeout = Float(
         60.0, config=True, help="Seconds to wait for the launcher to start before falling back to plain processes."
@@ -461,8 +462,10 @@ class WarmLauncher(LoggingConfigurable):
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         command = [
             sys.executable, "-c", f"import sys; from {__name__} import main; sys.exit(main())",
-            str(self.socket_path), "--idle-timeout", str(self.idle_timeout), "--preload", ",".join(self.preload),
+            str(self.socket_path), "--idle-timeout", str(self.idle_timeout),
         ]  # fmt: skip
+        if self.preload != DEFAULT_PRELOAD:  # by default its command line names no dask CLI: it is none
+            command += ["--preload", ",".join(self.preload)]
 
         def start() -> subprocess.Popen:
             with open(self.log_path, "ab") as out:
@@ -532,7 +535,7 @@ class WarmLauncher(LoggingConfigurable):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("socket", type=Path, help="the unix socket to serve")
-    parser.add_argument("--idle-timeout", type=float, default=10.0, help="exit after this long with no server and no child")
+    parser.add_argument("--idle-timeout", type=float, default=2.0, help="exit after this long with no server and no child")
     parser.add_argument("--preload", default=",".join(DEFAULT_PRELOAD), help="comma-separated modules to import first")
     args = parser.parse_args(argv)
     return serve(args.socket, args.idle_timeout, [m for m in args.preload.split(",") if m])
