@@ -144,13 +144,18 @@ async def test_a_launcher_that_cannot_start_falls_back_to_plain_processes_with_a
     assert "clustermgr_lab_no_such_module" in manager.launcher.log_path.read_text()
 
 
+async def scheduler_from_a_launcher(tmp_path) -> tuple[WarmLauncher, LocalBackend, int]:
+    """A local backend outside any server, whose scheduler the launcher of ``tmp_path`` forked."""
+    launcher = WarmLauncher(tmp_path, idle_timeout=1.0)
+    backend = LocalBackend("c1", tmp_path / "c1")
+    backend.launcher = launcher
+    await backend.start_scheduler()
+    return launcher, backend, backend.pids()["scheduler"]
+
+
 async def test_the_launcher_outlives_its_server_is_reused_and_exits_once_idle(tmp_path):
     # Given a launcher started by one "server" that forked a scheduler
-    first = WarmLauncher(tmp_path, idle_timeout=1.0)
-    backend = LocalBackend("c1", tmp_path / "c1")
-    backend.launcher = first
-    await backend.start_scheduler()
-    scheduler = backend.pids()["scheduler"]
+    first, backend, scheduler = await scheduler_from_a_launcher(tmp_path)
     launcher_pid = first.pid
     try:
         # When that server goes away without stopping it
@@ -176,11 +181,7 @@ async def test_the_launcher_outlives_its_server_is_reused_and_exits_once_idle(tm
 
 async def test_exits_are_still_noticed_after_the_launcher_is_gone(tmp_path):
     # Given a scheduler forked by a launcher
-    launcher = WarmLauncher(tmp_path, idle_timeout=1.0)
-    backend = LocalBackend("c1", tmp_path / "c1")
-    backend.launcher = launcher
-    await backend.start_scheduler()
-    scheduler = backend.pids()["scheduler"]
+    launcher, backend, scheduler = await scheduler_from_a_launcher(tmp_path)
     try:
         # When the launcher is killed, and then the scheduler stops
         os.kill(launcher.pid, signal.SIGKILL)
