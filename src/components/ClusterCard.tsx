@@ -237,9 +237,16 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           )}
         {action(
           CommandIDs.shutdown,
-          stopping ? 'Stopping…' : 'Shut down',
+          cluster.status === 'stopped'
+            ? 'Remove' // it shut itself down for being idle; listed until removed
+            : stopping
+              ? 'Stopping…'
+              : 'Shut down',
           `Shut down ${cluster.name}`,
-          { disabled: stopping, className: 'jp-mod-warn cm-ShutdownButton' }
+          {
+            disabled: cluster.status === 'stopping',
+            className: 'jp-mod-warn cm-ShutdownButton'
+          }
         )}
       </div>
     </li>
