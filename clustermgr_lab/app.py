@@ -6,6 +6,7 @@ import asyncio
 
 from jupyter_server.extension.application import ExtensionApp
 
+from .discovery import ClusterDiscovery
 from .handlers import route_table
 from .manager import ClusterManager
 
@@ -15,11 +16,13 @@ class ClusterManagerApp(ExtensionApp):
 
     name = "clustermgr_lab"
     load_other_extensions = True
-    classes = [ClusterManager]
+    classes = [ClusterManager, ClusterDiscovery]
 
     def initialize_settings(self) -> None:
         self.manager = ClusterManager(parent=self.serverapp, base_url=self.serverapp.base_url, log=self.log)
         self.settings["clustermgr_manager"] = self.manager
+        self.discovery = ClusterDiscovery(self.manager, parent=self.serverapp, log=self.log)
+        self.serverapp.io_loop.add_callback(self.discovery.start)
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(route_table())
@@ -33,4 +36,5 @@ class ClusterManagerApp(ExtensionApp):
         if manager is None:  # never started (e.g. its store was locked by another server)
             return
         self.log.info("clustermgr_lab: %s the clusters", "keeping" if manager.on_shutdown == "keep" else "stopping")
+        await self.discovery.stop()
         await manager.close_all()

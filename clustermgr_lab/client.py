@@ -289,6 +289,32 @@ class ClusterManagerClient:
         cluster = self._request("POST", "clusters", body)
         return self.wait(cluster["id"], "running", timeout) if wait else cluster
 
+    def attach(self, address: str, name: str | None = None, *, wait: bool = False, timeout: float = 60.0) -> dict[str, Any]:
+        """List a running cluster started elsewhere (backend ``external``), by its scheduler's address.
+
+        The server reads its workers, cores and memory from the scheduler and proxies its dashboard;
+        it never scales it, and :meth:`delete` only detaches it.
+
+        Parameters
+        ----------
+        address : str
+            The scheduler's address, ``tcp://host:port``.
+        name : str, optional
+            ``Attached host:port`` when None.
+        wait : bool
+            Return only once its scheduler has been reached (``running``).
+        timeout : float
+            Seconds to wait for that.
+
+        Returns
+        -------
+        dict
+            The cluster: ``pending``, or ``running`` with ``wait``.
+        """
+        body = {"attach": address, **({"name": name} if name is not None else {})}
+        cluster = self._request("POST", "clusters", body)
+        return self.wait(cluster["id"], "running", timeout) if wait else cluster
+
     def scale(
         self,
         cluster_id: str,

@@ -26,6 +26,8 @@ from .spec import GPU_RESOURCE, Resolution, ScaleTarget, WorkerGroup, WorkerSpec
 log = logging.getLogger(__name__)
 
 PENDING, RUNNING, SCALING, STOPPING, STOPPED, FAILED = "pending", "running", "scaling", "stopping", "stopped", "failed"
+UNRESPONSIVE = "unresponsive"  # running, but the scheduler does not answer: what it holds is unknown
+SCHEDULER_SILENT = "the scheduler has not answered"
 IDLE_SHUTDOWN_LOG_LINE = "Scheduler closing after being idle"  # distributed's Scheduler.check_idle
 
 
@@ -117,6 +119,8 @@ class ManagedCluster:
 
     @property
     def status(self) -> str:
+        if self.lifecycle == RUNNING and self._link is not None and not self._link.responsive:
+            return UNRESPONSIVE
         if self.lifecycle == RUNNING and (self.pending_workers or any(r.stopping for r in self._workers.values())):
             return SCALING
         return self.lifecycle
@@ -149,6 +153,16 @@ class ManagedCluster:
             "gpus": int(sum((info.get("resources") or {}).get(GPU_RESOURCE, 0) for info in observed)),
         }
 
+    @property
+    def dashboard_address(self) -> str | None:
+        """The dashboard's ``host:port`` while the scheduler is alive; None once it failed or stopped.
+
+        A dead scheduler's port may be taken by another process, which must never see our users' requests.
+        """
+        if self.endpoint is None or self.lifecycle not in (PENDING, RUNNING):
+            return None
+        return self.endpoint.dashboard_address
+
     def to_dict(self, base_url: str = "/") -> dict[str, Any]:
         last = self.events.last_decision
         return {
@@ -159,11 +173,7 @@ class ManagedCluster:
             "status": self.status,
             "error": self.error,
             "scheduler_address": self.endpoint.address if self.endpoint else None,
-            "dashboard_url": (
-                f"{base_url}clustermgr/dashboard/{self.id}/status"
-                if self.endpoint and self.endpoint.dashboard_address and self.lifecycle not in (FAILED, STOPPED)
-                else None
-            ),
+            "dashboard_url": f"{base_url}clustermgr/dashboard/{self.id}/status" if self.dashboard_address else None,
             "spec": self.spec.to_dict(),
             "workers": self.worker_counts(),
             "resources": self.resources(),
@@ -329,7 +339,13 @@ class ManagedCluster:
         try:
             self.endpoint = await scheduler
             if self.lifecycle == PENDING:
-                self._link = SchedulerLink(self.endpoint.address, self._worker_added, self._worker_removed, self._scheduler_lost)
+                self._link = SchedulerLink(
+                    self.endpoint.address,
+                    self._worker_added,
+                    self._worker_removed,
+                    self._scheduler_lost,
+                    on_responsive=self._scheduler_responsive,
+                )
                 await self._link.start()
         except Exception as exc:
             if self.lifecycle == PENDING:
@@ -570,10 +586,29 @@ class ManagedCluster:
             self._wake.set()
         else:
             # Replacing a worker that never got as far as the scheduler would only repeat the crash.
-            self.error = f"worker {name} exited with code {returncode} before it connected; see {self.backend.workdir}"
+            why = self.backend.exit_reason(name)
+            code = f" with code {returncode}" if returncode is not None else ""  # a batch job's is not known
+            self.error = f"worker {name} exited{code} before it connected" + (
+                f": {why}" if why else f"; see {self.backend.workdir}"
+            )
             group = self.spec.group(record.group)
             self.spec = self.spec.with_count(group.name, max(0, group.count - 1))
             self.events.scale(group.name, group.count, group.count - 1, f"not replacing {name}: {self.error}", source="system")
+        self._changed()
+
+    def _scheduler_responsive(self, responsive: bool) -> None:
+        if responsive:
+            self.events.lifecycle("the scheduler answers again")
+            if self.error and self.error.startswith(SCHEDULER_SILENT):
+                self.error = None
+            self._wake.set()  # whatever the plan asked for meanwhile
+        else:
+            seconds = self._link.heartbeat_interval + self._link.heartbeat_timeout
+            self.error = (
+                f"{SCHEDULER_SILENT} for {seconds:g} s (stopped or overloaded?): the workers and resources shown are "
+                "as last seen, and the plan cannot be carried out until it answers"
+            )
+            self.events.lifecycle(self.error)
         self._changed()
 
     def _scheduler_lost(self) -> None:

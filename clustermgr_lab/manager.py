@@ -12,16 +12,21 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from dask.system import CPU_COUNT
+from distributed.system import MEMORY_LIMIT
 from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 from traitlets import Bool, Dict, Enum, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from .adaptive import parse_adapt
+from .adaptive import AdaptSettings, parse_adapt
 from .backends import BACKENDS
+from .backends.external import ExternalBackend, parse_scheduler_address
 from .cluster import FAILED, STOPPED, STOPPING, ManagedCluster
 from .errors import Conflict, InvalidRequest, NotFound
 from .idle import parse_idle_timeout
-from .spec import parse_spec, parse_target
+from .limits import Limits
+from .machine import detect_gpus, total_memory
+from .spec import WorkerSpec, parse_size, parse_spec, parse_target, resolve_target
 from .store import ClusterStore
 from .templates import Template, builtin_templates, parse_template
 
@@ -39,7 +44,16 @@ def _only_fields(body: Any, allowed: set[str], what: str) -> Mapping[str, Any]:
 
 def _parse_name(value: Any) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 80:
-        raise InvalidRequest(f"must be a non-empty string of at most 80 characters, not {value!r}", "name")
+        shown = repr(value) if not isinstance(value, str) or len(value) <= 80 else f"{len(value)} characters"
+        raise InvalidRequest(f"must be a non-empty string of at most 80 characters, not {shown}", "name")
+    # str.isprintable refuses control and format characters (bidi overrides), line breaks and lone surrogates.
+    unprintable = next((c for c in value if not c.isprintable()), None)
+    if unprintable is not None:
+        raise InvalidRequest(
+            "must be printable: no control characters, line breaks, lone surrogates or other unprintable "
+            f"characters (found U+{ord(unprintable):04X})",
+            "name",
+        )
     return value.strip()
 
 
@@ -52,7 +66,37 @@ class ClusterManager(LoggingConfigurable):
         help="Most workers one cluster may have, in all its groups together. Larger plans, "
         "scale targets and adaptive maxima are refused with a 400.",
     )
-    max_clusters = Int(8, config=True, help="Most clusters this server runs at once.")
+    max_clusters = Int(
+        8, config=True, help="Most clusters this server runs at once, those still stopping included."
+    )
+    stream_buffer_limit = Int(
+        4 * 2**20,
+        config=True,
+        help="Most bytes of stream messages the server holds for one WebSocket subscriber that does not read "
+        "them fast enough; past it the subscriber is disconnected (close code 1013) and gets a fresh snapshot "
+        "when it reconnects.",
+    )
+    max_groups = Int(16, config=True, help="Most worker groups one Worker Spec may have.")
+    max_cores = Int(
+        1024,
+        config=True,
+        help="Most cores (threads of all planned workers, all groups together) one cluster may have. "
+        "Larger plans, scale targets and adaptive maxima are refused with a 400.",
+    )
+    max_memory = Unicode(
+        "16 TiB",
+        config=True,
+        help="Most memory (memory limits of all planned workers together) one cluster may have, as a "
+        "size dask.utils.parse_bytes reads. Larger plans, scale targets and adaptive maxima are refused with a 400.",
+    )
+    gpus = Int(
+        None,
+        allow_none=True,
+        config=True,
+        help="GPUs one worker can have: those of this machine for the local backend, of a compute node for "
+        "batch backends. None (default): the NVIDIA GPUs detected on this machine at start (pynvml, "
+        "nvidia-smi or /proc/driver/nvidia). Groups asking a worker for more are refused with a 400.",
+    )
     templates = List(
         Dict(),
         config=True,
@@ -93,6 +137,8 @@ class ClusterManager(LoggingConfigurable):
         self._flush_scheduled = False
         self.seq = 0
         self._templates = self._load_templates()
+        self._gpus = self.gpus if self.gpus is not None else detect_gpus()
+        self._max_memory = parse_size(self.max_memory, "ClusterManager.max_memory")
         self.store = ClusterStore(self.store_path, log=self.log)
         # One thread writes the store, in order; the event loop only hands it snapshots.
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clustermgr-store")
@@ -165,13 +211,28 @@ class ClusterManager(LoggingConfigurable):
     def list_templates(self) -> list[dict[str, Any]]:
         return [t.to_dict() for t in self._templates.values()]
 
+    def limits(self) -> dict[str, Any]:
+        """What editors check a plan against: the per-cluster worker limit and this machine's size."""
+        return {
+            "max_workers": self.max_workers,
+            "max_clusters": self.max_clusters,
+            "machine": {"cores": CPU_COUNT, "memory": MEMORY_LIMIT},
+        }
+
     def events(self, cluster_id: str) -> list[dict[str, Any]]:
         return [e.to_dict() for e in self.get(cluster_id).events]
 
     # -- changing --------------------------------------------------------------------------------
 
     def create(self, body: Any) -> ManagedCluster:
-        """Validate, register and start a cluster in the background; returns it ``pending``."""
+        """Validate, register and start a cluster in the background; returns it ``pending``.
+
+        A body ``{"attach": "tcp://host:port"}`` attaches a cluster started elsewhere instead (:meth:`attach`).
+        """
+        if isinstance(body, Mapping) and "attach" in body:
+            body = _only_fields(body, {"attach", "name"}, "an attached cluster")
+            name = _parse_name(body["name"]) if body.get("name") is not None else None
+            return self.attach(parse_scheduler_address(body["attach"]), name)
         body = _only_fields(body, {"template", "name", "spec", "adapt", "idle_timeout"}, "a new cluster")
         template_name = body.get("template", self.default_template)
         if template_name is None:
@@ -182,21 +243,31 @@ class ClusterManager(LoggingConfigurable):
             )
         template = self._templates[template_name]
         spec = template.spec
+        limits = self.limits_for(template.backend)
         if body.get("spec") is not None:
-            spec = parse_spec(body["spec"], max_workers=self.max_workers)
+            spec = parse_spec(body["spec"], max_workers=self.max_workers, max_groups=self.max_groups)
+            limits.check(spec, "spec.groups", groups_field="spec.groups")
         elif spec.total_workers > self.max_workers:
             raise InvalidRequest(f"template asks for more than {self.max_workers} workers", "template")
+        else:
+            limits.check(spec, "template")
         adapt_data = body["adapt"] if "adapt" in body else template.adapt
         adapt = parse_adapt(adapt_data, spec, max_workers=self.max_workers) if adapt_data is not None else None
+        if adapt is not None:
+            self._check_adapt(spec, adapt, limits)
         idle_timeout = (
             parse_idle_timeout(body["idle_timeout"]) if "idle_timeout" in body else template.idle_timeout
         )
         name = _parse_name(body["name"]) if body.get("name") is not None else None
         if name is not None:
             self._require_unique_name(name)
-        live = [c for c in self._clusters.values() if c.lifecycle not in (STOPPING, STOPPED, FAILED)]
+        # A stopping cluster still has its processes: it counts until they are gone.
+        live = [c for c in self._clusters.values() if c.lifecycle not in (STOPPED, FAILED)]
+        live = [c for c in live if c.backend.can_scale]  # attached clusters run on someone else's resources
         if len(live) >= self.max_clusters:
-            raise Conflict(f"this server already runs {len(live)} clusters, the most it allows")
+            stopping = sum(1 for c in live if c.lifecycle == STOPPING)
+            still = f" ({stopping} of them still stopping)" if stopping else ""
+            raise Conflict(f"this server already runs {len(live)} clusters{still}, the most it allows")
 
         cluster_id = uuid.uuid4().hex[:8]
         workdir = Path(self.workdir) / cluster_id
@@ -214,12 +285,47 @@ class ClusterManager(LoggingConfigurable):
         )
         if adapt is not None:
             cluster.adapt_to(adapt_data)
-        self._clusters[cluster_id] = cluster
+        self._register(cluster)
+        self.log.info("cluster %s (%s) created from template %s", cluster_id, cluster.name, template.name)
+        return cluster
+
+    def attach(self, address: str, name: str | None = None, origin: str = "attached") -> ManagedCluster:
+        """List a cluster started elsewhere (backend ``external``); returns it ``pending`` while its scheduler is reached.
+
+        Its workers are observed, never started or stopped; deleting it detaches.
+        ``origin`` (``"attached"`` or ``"discovered"``) becomes its ``template``.
+        """
+        for other in self._clusters.values():
+            if address in (getattr(other.backend, "address", None), other.endpoint and other.endpoint.address):
+                raise Conflict(f"the scheduler at {address} is listed already, as {other.name!r}", "attach")
+        if name is not None:
+            self._require_unique_name(name)
+        else:
+            name = self.unique_name(f"{origin.capitalize()} {address.removeprefix('tcp://')}")
+        cluster_id = uuid.uuid4().hex[:8]
+        backend = ExternalBackend(cluster_id, Path(self.workdir) / cluster_id, address=address)
+        cluster = ManagedCluster(
+            cluster_id, name, origin, backend, WorkerSpec(()), on_change=self._cluster_changed, max_workers=self.max_workers
+        )
+        self._register(cluster)
+        self.log.info("cluster %s (%s) %s: scheduler %s", cluster_id, name, origin, address)
+        return cluster
+
+    def _register(self, cluster: ManagedCluster) -> None:
+        self._clusters[cluster.id] = cluster
         self._persist(cluster)
         self._emit({"type": "added", "cluster": self.describe(cluster)})
         self._spawn(cluster.start())
-        self.log.info("cluster %s (%s) created from template %s", cluster_id, cluster.name, template.name)
-        return cluster
+
+    def unique_name(self, base: str) -> str:
+        """``base``, or ``base (2)``, ``base (3)``... whichever no cluster has yet."""
+        taken = {c.name for c in self._clusters.values()}
+        n = 2
+        name = base
+        while name in taken:
+            name = f"{base} ({n})"
+            n += 1
+        return name[:80]
 
     def _next_name(self) -> str:
         taken = {c.name for c in self._clusters.values()}
@@ -235,12 +341,27 @@ class ClusterManager(LoggingConfigurable):
         if len(body) != 1:
             raise InvalidRequest("give exactly one of 'scale', 'spec', 'adapt', 'idle_timeout' or 'name'", None)
         (key, value), = body.items()
+        if key != "name" and not cluster.backend.can_scale:
+            raise Conflict(
+                f"cannot change the {key} of cluster {cluster.name!r}: it was started elsewhere and is only "
+                f"attached here ({cluster.backend.name} backend); its workers are started and stopped where it was started",
+                key,
+            )
+        limits = self.limits_for(cluster.backend.name)
         if key == "scale":
-            resolution = cluster.scale(parse_target(value))
+            target = parse_target(value)
+            planned = resolve_target(cluster.spec, target, max_workers=self.max_workers)
+            limits.check(cluster.spec.with_count(planned.group, planned.workers), f"scale.{target.unit}")
+            resolution = cluster.scale(target)
             return {"resolved": resolution.to_dict()}
         if key == "spec":
-            cluster.set_spec(parse_spec(value, max_workers=self.max_workers))
+            spec = parse_spec(value, max_workers=self.max_workers, max_groups=self.max_groups)
+            limits.check(spec, "spec.groups", groups_field="spec.groups")
+            cluster.set_spec(spec)
         elif key == "adapt":
+            if isinstance(value, Mapping) and value.get("enabled", True) is True:
+                settings = parse_adapt(value, cluster.spec, cluster.adapt, max_workers=self.max_workers)
+                self._check_adapt(cluster.spec, settings, limits)
             cluster.adapt_to(value)
         elif key == "idle_timeout":
             cluster.set_idle_timeout(parse_idle_timeout(value))
@@ -250,6 +371,26 @@ class ClusterManager(LoggingConfigurable):
                 self._require_unique_name(name)
             cluster.rename(name)
         return {}
+
+    def limits_for(self, backend: str) -> Limits:
+        """The caps a cluster of ``backend`` is checked against: this server's, and the machine's for local workers."""
+        local = backend == "local"
+        return Limits(
+            max_cores=self.max_cores,
+            max_memory=self._max_memory,
+            gpus_per_worker=self._gpus,
+            max_gpus=self._gpus if local else None,  # local workers share this machine's GPUs
+            memory_per_worker=total_memory() if local else None,
+            where="this machine" if local else "a compute node",
+        )
+
+    @staticmethod
+    def _check_adapt(spec: WorkerSpec, settings: AdaptSettings, limits: Limits) -> None:
+        """Adaptive mode may grow every adaptive group to its maximum: that plan must be within the caps too."""
+        largest = spec
+        for adapt_range in settings.ranges:
+            largest = largest.with_count(adapt_range.group, adapt_range.worker_bounds(spec.group(adapt_range.group))[1])
+        limits.check(largest, "adapt.maximum")
 
     def _require_unique_name(self, name: str) -> None:
         if any(c.name == name for c in self._clusters.values()):
@@ -336,7 +477,12 @@ class ClusterManager(LoggingConfigurable):
     # -- the store -------------------------------------------------------------------------------
 
     def _persist(self, cluster: ManagedCluster) -> None:
-        """Hand a snapshot of the cluster (and its new events) to the store's writer thread."""
+        """Hand a snapshot of the cluster (and its new events) to the store's writer thread.
+
+        Clusters only attached here (started elsewhere) are not stored: they are not ours to re-adopt.
+        """
+        if not cluster.backend.can_scale:
+            return
         written = self._events_written.get(cluster.id, 0)
         events = [e.to_dict() for e in cluster.events.since(written)]
         self._events_written[cluster.id] = cluster.events.appended

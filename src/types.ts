@@ -11,6 +11,7 @@ export type ClusterStatus =
   | 'pending'
   | 'running'
   | 'scaling'
+  | 'unresponsive'
   | 'stopping'
   | 'stopped'
   | 'failed';
@@ -225,6 +226,15 @@ export interface ICreateClusterRequest {
 }
 
 /**
+ * The body of `POST clustermgr/api/clusters` that attaches a running cluster
+ * started elsewhere (backend `external`).
+ */
+export interface IAttachClusterRequest {
+  attach: string;
+  name?: string;
+}
+
+/**
  * The body of `PATCH clustermgr/api/clusters/{id}`: exactly one field.
  */
 export type PatchClusterRequest =
@@ -241,10 +251,21 @@ export interface IClusterList {
 }
 
 /**
+ * What a plan is checked against: the server's worker limit per cluster and
+ * the size of the machine local workers run on (`memory` in bytes).
+ */
+export interface ILimits {
+  max_workers: number;
+  max_clusters: number;
+  machine: { cores: number; memory: number };
+}
+
+/**
  * `GET clustermgr/api/templates`.
  */
 export interface ITemplateList {
   templates: ITemplate[];
+  limits?: ILimits;
 }
 
 /**

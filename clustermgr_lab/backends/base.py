@@ -69,6 +69,8 @@ class Backend(abc.ABC):
     #: True when :meth:`scale_up` may be called while :meth:`start_scheduler` is still waiting
     #: for the scheduler, so that worker and scheduler start-ups overlap.
     workers_before_scheduler: ClassVar[bool] = False
+    #: False for a cluster this server only attached to: scaling, spec edits and adaptive mode are refused.
+    can_scale: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -105,6 +107,10 @@ class Backend(abc.ABC):
     def pids(self) -> dict[str, int]:
         """Process ids of what runs on this machine, by worker name (``"scheduler"`` too)."""
         return {}
+
+    def exit_reason(self, name: str) -> str | None:
+        """Why worker ``name`` ended, in a line (e.g. the error it printed last), when the backend can tell."""
+        return None
 
     def process_records(self) -> dict[str, dict[str, Any]]:
         """What identifies each running process or job, by worker name (``"scheduler"`` too).

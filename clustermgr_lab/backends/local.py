@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 from dataclasses import dataclass
@@ -19,13 +20,14 @@ from .base import Backend, SchedulerEndpoint
 
 PRELOAD = "clustermgr_lab.scheduler_preload"
 SCHEDULER = "scheduler"
+EXCEPTION_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Interrupt)\b")
 
 
-def scheduler_command(scheduler_file: Path, idle_timeout: float | None = None) -> list[str]:
+def scheduler_command(scheduler_file: Path, host: str = "127.0.0.1", idle_timeout: float | None = None) -> list[str]:
     """The ``dask scheduler`` command line; with ``idle_timeout`` (seconds) it shuts itself down when idle."""
     command = [
         sys.executable, "-m", "distributed.cli.dask_scheduler",
-        "--host", "127.0.0.1",
+        "--host", host,
         "--port", "0",
         "--dashboard-address", "127.0.0.1:0",
         "--scheduler-file", str(scheduler_file),
@@ -116,6 +118,7 @@ class LocalBackend(Backend):
     stop_timeout = 10.0
     scheduler_start_timeout = 60.0
     worker_death_timeout = 60.0  # a worker that cannot reach its scheduler this long exits
+    scheduler_host = "127.0.0.1"  # where the scheduler listens (its dashboard stays on 127.0.0.1)
     exit_poll_interval = 0.5
     #: Seconds without tasks and clients after which the scheduler shuts itself down (None: never).
     idle_timeout: float | None = None
@@ -194,6 +197,25 @@ class LocalBackend(Backend):
             return ""
         return "\n".join(text.strip().splitlines()[-lines:])
 
+    def exit_reason(self, name: str) -> str | None:
+        """The exceptions the worker logged last (cause first, ``ModuleNotFoundError: ...; RuntimeError: ...``),
+        else its last line, with the log's path."""
+        log = self.worker_log(name)
+        try:
+            text = log.read_text(errors="replace") if log is not None else ""
+        except OSError:
+            return None
+        lines = [line.strip() for line in text.splitlines()[-200:] if line.strip()]
+        if not lines:
+            return None
+        exceptions = list(dict.fromkeys(line for line in lines if EXCEPTION_LINE.match(line)))
+        why = "; ".join(exceptions) if exceptions else lines[-1]
+        return f"{why[:500]} (log: {log})"
+
+    def worker_log(self, name: str) -> Path | None:
+        """The file worker ``name`` writes its output to."""
+        return self.workdir / f"{name}.log"
+
     @property
     def scheduler_file(self) -> Path:
         return self.workdir / "scheduler.json"
@@ -201,7 +223,7 @@ class LocalBackend(Backend):
     async def start_scheduler(self) -> SchedulerEndpoint:
         scheduler_file = self.scheduler_file
         scheduler_file.unlink(missing_ok=True)
-        process = await self._spawn(SCHEDULER, scheduler_command(scheduler_file, self.idle_timeout))
+        process = await self._spawn(SCHEDULER, scheduler_command(scheduler_file, self.scheduler_host, self.idle_timeout))
         self._scheduler_spawned.set()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.scheduler_start_timeout

@@ -14,6 +14,7 @@ import re
 import shlex
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError
@@ -268,6 +269,11 @@ class SlurmBackend(LocalBackend):
     def job_ids(self) -> dict[str, str]:
         """SLURM job ids by worker name."""
         return dict(self._jobs)
+
+    def worker_log(self, name: str) -> Path | None:
+        """The job's standard error, as dask-jobqueue names it (``<job name>-<job id>.err``); the latest."""
+        logs = sorted(self.workdir.glob(f"{self.job_name(name)}-*.err"), key=lambda p: p.stat().st_mtime)
+        return logs[-1] if logs else None
 
     def process_records(self) -> dict[str, dict[str, Any]]:
         """The scheduler's PID (see LocalBackend), and each worker's job id and job name."""
