@@ -318,14 +318,7 @@ class ManagedCluster:
 
     async def detach(self) -> None:
         """Stop managing, and leave every process running for the next server to re-adopt."""
-        self._stop_adaptive()
-        if self._reconciler is not None:
-            self._reconciler.cancel()
-            await asyncio.gather(self._reconciler, return_exceptions=True)
-            self._reconciler = None
-        if self._link is not None:
-            await self._link.close()
-            self._link = None
+        await self._stop_managing()
         await self.backend.detach()
 
     def _changed(self) -> None:
@@ -378,7 +371,8 @@ class ManagedCluster:
         self._changed()
         await self._teardown()
 
-    async def _teardown(self) -> None:
+    async def _stop_managing(self) -> None:
+        """Stop the adaptive loop, the reconcile loop and the scheduler link (not the processes)."""
         self._stop_adaptive()
         if self._reconciler is not None:
             self._reconciler.cancel()
@@ -387,6 +381,9 @@ class ManagedCluster:
         if self._link is not None:
             await self._link.close()
             self._link = None
+
+    async def _teardown(self) -> None:
+        await self._stop_managing()
         await self.backend.close()
         self._workers.clear()
         self._external.clear()

@@ -145,7 +145,12 @@ class ClusterManager(LoggingConfigurable):
         # One thread writes the store, in order; the event loop only hands it snapshots.
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clustermgr-store")
         self._events_written: dict[str, int] = {}
-        self._stored: list[tuple[ManagedCluster, dict]] = [(self._restore(r), r) for r in self.store.load()]
+        self._stored: list[tuple[ManagedCluster, dict]] = []
+        for record in self.store.load():
+            try:
+                self._stored.append((self._restore(record), record))
+            except Exception:  # one record this server cannot take must not keep it from serving
+                self.log.exception("cluster %s: cannot restore it from the store; left out", record.get("id"))
 
     def warm_up(self) -> None:
         """Start (or connect to) the warm launcher in the background, so the first cluster starts fast."""
@@ -160,15 +165,17 @@ class ClusterManager(LoggingConfigurable):
 
     def _restore(self, record: dict) -> ManagedCluster:
         """A stored cluster, registered as it was stored; :meth:`readopt_all` then re-adopts it."""
-        backend_class = BACKENDS.get(record["backend"])
+        backend_class = {**BACKENDS, ExternalBackend.name: ExternalBackend}.get(record["backend"])
         if backend_class is None:  # a backend this server no longer has: listed as failed
             record = {**record, "status": FAILED, "error": f"unknown backend {record['backend']!r}"}
             backend_class = BACKENDS["local"]
+        # An attached cluster's backend is its scheduler's address; it is re-attached if that scheduler (same id) answers.
+        extra = {"address": record["scheduler_address"]} if issubclass(backend_class, ExternalBackend) else {}
         cluster = ManagedCluster(
             record["id"],
             record["name"],
             record["template"],
-            self._with_launcher(backend_class(record["id"], Path(record["workdir"]))),
+            self._with_launcher(backend_class(record["id"], Path(record["workdir"]), **extra)),
             parse_spec(record["spec"]),
             on_change=self._cluster_changed,
             max_workers=self.max_workers,

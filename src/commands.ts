@@ -192,7 +192,7 @@ export function addCommands(options: {
     caption: 'Stop the scheduler and all workers of the cluster',
     isEnabled: args => {
       const status = target(args)?.status;
-      return !!status && status !== 'stopping' && status !== 'stopped';
+      return !!status && status !== 'stopping'; // a stopped (idle) cluster is removed
     },
     execute: async args => {
       const cluster = target(args);

@@ -149,6 +149,16 @@ async def wait_for(jp_fetch, cluster_id: str, predicate, timeout: float = 60, wh
     raise AssertionError(f"timed out waiting for {what}; last state: {cluster}")
 
 
+async def wait_gone(jp_fetch, cluster_id: str, timeout: float = 15) -> int:
+    """Poll GET /clusters/{id} until it answers 404 (or ``timeout`` passes); return the last status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, _ = await call(jp_fetch, "GET", "clusters", cluster_id)
+        if status == 404 or time.monotonic() > deadline:
+            return status
+        await asyncio.sleep(0.1)
+
+
 def running_with(n: int, group: str | None = None):
     def predicate(cluster):
         if cluster["status"] != "running":

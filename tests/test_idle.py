@@ -1,10 +1,8 @@
 """Given a real server, a cluster's idle timeout comes from its template or the API, and the scheduler enforces it."""
 
-import asyncio
-
 import pytest
 
-from .helpers import alive, call, running_with, wait_for
+from .helpers import alive, call, running_with, wait_for, wait_gone
 
 NO_WORKERS = {"groups": [{"name": "default", "count": 0, "threads": 1, "memory": "256 MiB"}]}
 
@@ -50,9 +48,4 @@ async def test_a_cluster_shuts_down_after_its_idle_timeout_and_says_why(jp_fetch
     status, _ = await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 1}})
     assert status == 409
     await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
-    for _ in range(100):
-        status, _ = await call(jp_fetch, "GET", "clusters", cluster_id)
-        if status == 404:
-            break
-        await asyncio.sleep(0.1)
-    assert status == 404
+    assert await wait_gone(jp_fetch, cluster_id) == 404

@@ -1,8 +1,6 @@
 """Given a real Jupyter server, when clusters are created and deleted, then processes follow."""
 
-import asyncio
-
-from .helpers import alive, call, running_with, tree, wait_for
+from .helpers import alive, call, running_with, tree, wait_for, wait_gone
 
 
 def cluster_pids(jp_serverapp, cluster_id):
@@ -41,13 +39,8 @@ async def test_create_goes_pending_then_running_and_delete_leaves_no_process(jp_
     # When it is deleted
     _, stopping = await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
     assert stopping["status"] == "stopping"
-    for _ in range(150):
-        status, _ = await call(jp_fetch, "GET", "clusters", cluster_id)
-        if status == 404:
-            break
-        await asyncio.sleep(0.1)
     # Then it leaves the list and no process of it is left
-    assert status == 404
+    assert await wait_gone(jp_fetch, cluster_id) == 404
     assert alive(pids) == []
 
 

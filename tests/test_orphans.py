@@ -1,5 +1,7 @@
-"""Given a store recording a cluster whose scheduler is gone, a new manager stops what is left of it, and nothing else."""
+"""Given a store recording a cluster whose scheduler is gone, a new manager stops what is left of it, and nothing else;
+an attached cluster (a scheduler started elsewhere) is attached again, and never stopped."""
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -8,6 +10,7 @@ from pathlib import Path
 import psutil
 
 from clustermgr_lab.manager import ClusterManager
+from clustermgr_lab.scheduler_link import scheduler_identity
 from clustermgr_lab.store import ClusterStore
 
 from .helpers import alive
@@ -61,3 +64,42 @@ async def test_processes_of_a_cluster_that_cannot_be_re_adopted_are_stopped(tmp_
     finally:
         worker.kill()
         bystander.kill()
+
+
+async def test_an_attached_cluster_is_re_attached_and_never_stopped(tmp_path):
+    # Given a store with a cluster attached to a scheduler started elsewhere, which still runs
+    port = free_port()
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        identity = await _identity_when_up(f"tcp://127.0.0.1:{port}")
+        record = stored_cluster("ext123", tmp_path / "ext123", {"_backend": "external"})
+        record.update(scheduler_address=f"tcp://127.0.0.1:{port}", scheduler_id=identity["id"])
+        store = ClusterStore(tmp_path / "clusters.sqlite3")
+        store.save(record, [])
+        store.close()
+        # When a new manager starts on that store
+        manager = ClusterManager(workdir=str(tmp_path), store_path=str(tmp_path / "clusters.sqlite3"))
+        await manager.readopt_all()
+        # Then the cluster is attached again, as it was
+        (cluster,) = manager.list()
+        assert (cluster["backend"], cluster["status"], cluster["scheduler_address"]) == ("external", "running", record["scheduler_address"])
+        # And when that manager stops, the scheduler started elsewhere keeps running
+        await manager.close_all()
+        assert scheduler.poll() is None
+    finally:
+        scheduler.kill()
+        scheduler.wait()
+
+
+async def _identity_when_up(address: str) -> dict:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return await scheduler_identity(address, timeout=2)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)

@@ -216,20 +216,20 @@ def test_a_corrupt_store_is_moved_aside_and_a_second_server_on_a_store_is_refuse
 
 
 def test_idle_timeout_is_enforced_by_the_scheduler_while_no_server_runs(place):
-    # Given a cluster with a 3 s idle timeout, and a client connected to it
+    # Given a cluster of one worker, with a client connected to it
     server = place.server()
     client = server.client()
-    cluster = client.create(name="idle", spec={"groups": [{**SMALL, "count": 1}]}, idle_timeout=3)
+    cluster = client.create(name="idle", spec={"groups": [{**SMALL, "count": 1}]})
     cluster = client.wait(cluster["id"], running_with(1), timeout=120)
-    assert cluster["idle_timeout"] == 3
     processes = place.remember(cluster["id"])
     with Client(cluster["scheduler_address"], timeout="30s"):
-        # When no task runs for longer than that, but the client stays connected
+        # When its idle timeout is set to 3 s, and no task runs for longer than that
+        assert client.set_idle_timeout(cluster["id"], 3)["idle_timeout"] == 3
         time.sleep(5)
-        # Then the cluster keeps running
+        # Then the connected client keeps it running
         assert client.get(cluster["id"])["status"] == "running"
-    # When the client has gone and the server is killed
-    server.stop(signal.SIGKILL)
+        # When the server is killed, and then the client goes
+        server.stop(signal.SIGKILL)
     # Then the scheduler shuts itself down, with no server running
     eventually(lambda: not same_process(processes["scheduler"]), 60, "the idle scheduler to exit")
 

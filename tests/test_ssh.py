@@ -26,7 +26,7 @@ import psutil
 import pytest
 from distributed import Client
 
-from clustermgr_lab.backends.local import PROCESSES_FILE
+from clustermgr_lab.backends.base import SchedulerEndpoint
 from clustermgr_lab.backends.ssh import WORKERS_FILE, SSHBackend
 from clustermgr_lab.errors import BackendError
 from clustermgr_lab.spec import parse_spec
@@ -313,14 +313,15 @@ async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group
         assert await until(lambda: exits == [("default-2", None)], 10, "the lost worker to be reported")
         assert nannies["default-3"].is_running()
 
-        # When the server dies without closing the backend, and a new server reaps its work folder
-        # with none of the connect options configured (a template's options are not known there)
-        (backend.workdir / PROCESSES_FILE).unlink()  # (the scheduler record, which would stop the scheduler)
-        unconfigured = type("Unconfigured", (SSHBackend,), {"connect_options": {}})
-        stopped = await asyncio.to_thread(unconfigured.reap, backend.workdir)
-        # Then the last worker's whole process group is killed over SSH
-        assert stopped == ["default-3"]
-        assert await until(lambda: alive(processes["default-3"]) == [], 10, "the reaped worker's processes to end")
+        # When the server dies without closing the backend, and a new server adopts the worker it
+        # stored, with none of the connect options configured (the work folder records the template's)
+        records = backend.process_records()
+        assert records["default-3"] == {"host": "127.0.0.1", "process_group": os.getpgid(nannies["default-3"].pid)}
+        unconfigured = type("Unconfigured", (SSHBackend,), {"connect_options": {}})("abc123", backend.workdir)
+        adopted = await unconfigured.adopt(SchedulerEndpoint(address, None), {"default-3": records["default-3"]})
+        # Then the worker is not adopted (its SSH channel is gone): its whole process group is killed over SSH
+        assert adopted == set()
+        assert await until(lambda: alive(processes["default-3"]) == [], 10, "the stopped worker's processes to end")
         assert psutil.Process(backend.pids()["scheduler"]).is_running()
     finally:
         await backend.close()

@@ -70,7 +70,8 @@ class ExternalBackend(Backend):
             raise BackendError(f"{self.address} is not a Dask scheduler (it says it is a {identity.get('type')!r})")
         host = parse_host_port(parse_address(self.address)[1])[0]
         dashboard_port = (identity.get("services") or {}).get("dashboard")
-        return SchedulerEndpoint(self.address, unparse_host_port(host, dashboard_port) if dashboard_port else None)
+        dashboard = unparse_host_port(host, dashboard_port) if dashboard_port else None
+        return SchedulerEndpoint(self.address, dashboard, identity.get("id"))  # the id: re-attached after a restart
 
     async def scale_up(self, group: WorkerGroup, names: list[str]) -> None:
         raise Conflict(f"cluster {self.cluster_id} is attached: {NOT_OURS}")

@@ -201,11 +201,11 @@ class LocalBackend(Backend):
                 code = await self._exit_code(tracked)
                 if name in self._stopping:
                     continue  # being stopped by us meanwhile
-                self._forget(name, tracked)
+                self._untrack(name, tracked)
                 if name != SCHEDULER and self.on_worker_exit:
                     self.on_worker_exit(name, code)
 
-    def _forget(self, name: str, tracked: TrackedProcess) -> None:
+    def _untrack(self, name: str, tracked: TrackedProcess) -> None:
         if self._processes.get(name) == tracked:
             del self._processes[name]
             self._gpu_slots.pop(name, None)
@@ -304,7 +304,7 @@ class LocalBackend(Backend):
                     await asyncio.sleep(0.05)
                 if not tracked.running():
                     break
-            self._forget(name, tracked)
+            self._untrack(name, tracked)
         finally:
             self._stopping.discard(name)
 

@@ -17,9 +17,7 @@ import json
 import logging
 import re
 import sys
-import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import dask.config
@@ -27,6 +25,7 @@ from distributed.deploy.ssh import Worker as SSHWorker
 
 from ..errors import BackendError
 from ..spec import WorkerGroup
+from .base import SchedulerEndpoint
 from .local import LocalBackend
 
 log = logging.getLogger(__name__)
@@ -328,30 +327,32 @@ class SSHBackend(LocalBackend):
                 if key not in SECRET_CONNECT_OPTIONS and json.loads(json.dumps(value)) == value:
                     connect[key] = value
         (self.workdir / WORKERS_FILE).write_text(json.dumps({"connect_options": connect, "workers": workers}))
+        self._notify_change()  # and into the cluster store
 
-    @classmethod
-    def reap(cls, workdir: Path) -> list[str]:
-        """Stop the scheduler (as LocalBackend does) and kill the recorded workers' process groups.
+    def process_records(self) -> dict[str, dict[str, Any]]:
+        """The scheduler's PID (see LocalBackend), and each SSH worker's host and remote process group."""
+        records = super().process_records()
+        records.update(
+            {name: {"host": r.host, "process_group": r.process_group} for name, r in self._remote.items() if r.process_group is not None}
+        )
+        return records
 
-        Runs once at server start-up, outside any request; the SSH calls run on an event loop of
-        their own in a thread, since the caller may itself be running inside one. The recorded
-        connect options (those of the cluster's template) win over the class's. A recorded
-        group is killed only while it still runs a dask_spec process.
+    async def adopt(self, endpoint: SchedulerEndpoint, records: dict[str, dict[str, Any]]) -> set[str]:
+        """Adopt the scheduler; kill the recorded SSH workers' process groups (their SSH channels died with
+        the last server, so they cannot be watched): the cluster starts new workers in their place.
+
+        The connect options recorded in the work folder (those of the cluster's template, no secrets)
+        win over the class's. A recorded group is killed only while it still runs a dask_spec process.
         """
-        stopped = super().reap(workdir)
-        try:
-            saved = json.loads((Path(workdir) / WORKERS_FILE).read_text())
-            recorded = {name: (str(host), int(group)) for name, (host, group) in saved["workers"].items()}
-            connect_options = {**cls.connect_options, **saved["connect_options"]}
-        except (OSError, ValueError, TypeError, KeyError):
-            return stopped
-
-        async def kill_all() -> list[bool]:
-            kills = (_kill_remote_group(host, connect_options, group, cls.command_timeout) for host, group in recorded.values())
-            return await asyncio.gather(*kills)
-
-        killed: list[bool] = []
-        thread = threading.Thread(target=lambda: killed.extend(asyncio.run(kill_all())), name="clustermgr-ssh-reap")
-        thread.start()
-        thread.join()
-        return stopped + [name for name, was_killed in zip(recorded, killed) if was_killed]
+        await super().adopt(endpoint, {name: r for name, r in records.items() if "pid" in r})
+        remote = {name: r for name, r in records.items() if "process_group" in r}
+        if remote:
+            connect_options = dict(self.connect_options)
+            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+                connect_options.update(json.loads((self.workdir / WORKERS_FILE).read_text())["connect_options"])
+            killed = await asyncio.gather(
+                *(_kill_remote_group(r["host"], connect_options, int(r["process_group"]), self.command_timeout) for r in remote.values())
+            )
+            stopped = [name for name, was_killed in zip(remote, killed) if was_killed]
+            log.warning("cluster %s: SSH workers are not re-adopted; stopped %s", self.cluster_id, stopped)
+        return set()

@@ -269,6 +269,10 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
             `Event history of ${cluster.name}`,
             { className: 'cm-HistoryButton', live: false }
           )}
+          {/* it shut itself down for being idle: listed, with its history, until removed */}
+          {action(CommandIDs.shutdown, 'Remove', `Shut down ${cluster.name}`, {
+            className: 'jp-mod-warn cm-ShutdownButton'
+          })}
         </div>
       ) : (
       <div className="cm-ClusterCard-actions">

@@ -133,6 +133,32 @@ test('copy, dashboard tab, shut down with confirmation', async ({ page }) => {
   await expect(card).toHaveCount(0);
 });
 
+test('a cluster that shut itself down for being idle is removed from its card', async ({
+  page
+}) => {
+  const idle = fakeCluster('i', {
+    name: 'Idle one',
+    status: 'stopped',
+    dashboard_url: null,
+    idle_timeout: 1800
+  });
+  const server = await fakeServer(page, [idle], route =>
+    route.fulfill({ status: 202, json: { ...idle, status: 'stopping' } })
+  );
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="i"]');
+  await expect(card.locator('.cm-StatusBadge')).toHaveText('stopped');
+  await expect(card.getByRole('button', { name: 'Scale Idle one' })).toHaveCount(0);
+  const remove = card.getByRole('button', { name: 'Shut down Idle one' });
+  await expect(remove).toHaveText('Remove');
+  await remove.click();
+  await page.locator('.jp-Dialog').getByRole('button', { name: 'Shut down' }).click();
+  await expect.poll(() => server.calls.map(c => `${c.method} ${c.path}`)).toEqual([
+    'DELETE /clustermgr/api/clusters/i'
+  ]);
+});
+
 test('context menu and keyboard', async ({ page }) => {
   const server = await fakeServer(page, [adaptive]);
   await page.goto();
