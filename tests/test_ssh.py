@@ -26,8 +26,8 @@ import psutil
 import pytest
 from distributed import Client
 
-from clustermgr_lab.backends.base import SchedulerEndpoint
-from clustermgr_lab.backends.ssh import WORKERS_FILE, SSHBackend
+from clustermgr_lab.backends.local import SCHEDULER
+from clustermgr_lab.backends.ssh import SSHBackend
 from clustermgr_lab.errors import BackendError
 from clustermgr_lab.spec import parse_spec
 
@@ -284,7 +284,8 @@ async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group
     exits = []
     backend = ssh_backend("abc123", tmp_path / "server-1" / "abc123", on_worker_exit=lambda *exit: exits.append(exit))
     group = parse_spec({"groups": [WORKERS]}).groups[0]
-    address = (await backend.start_scheduler()).address
+    endpoint = await backend.start_scheduler()
+    address = endpoint.address
     scheduler_pids = tree(backend.pids()["scheduler"])
     try:
         await backend.scale_up(group, ["default-1", "default-2", "default-3"])
@@ -292,9 +293,12 @@ async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group
         assert sorted(nannies) == ["default-1", "default-2", "default-3"]
         processes = {name: tree(nanny.pid) for name, nanny in nannies.items()}
         assert all(len(pids) >= 2 for pids in processes.values())  # a Nanny and its worker process each
-        # And each is recorded with its host and remote process group
-        recorded = json.loads((backend.workdir / WORKERS_FILE).read_text())
-        assert recorded["workers"] == {name: ["127.0.0.1", os.getpgid(nanny.pid)] for name, nanny in nannies.items()}
+        # And each is recorded (for the store) with its host, remote process group and how to connect
+        records = {name: r for name, r in backend.process_records().items() if name != SCHEDULER}
+        assert {name: (r["host"], r["process_group"]) for name, r in records.items()} == {
+            name: ("127.0.0.1", os.getpgid(nanny.pid)) for name, nanny in nannies.items()
+        }
+        assert all(r["connect_options"] == sshd.connect_options for r in records.values())
         # (the scheduler keeps running throughout: no worker below can be ending because its scheduler went)
 
         # When one is scaled down
@@ -313,15 +317,15 @@ async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group
         assert await until(lambda: exits == [("default-2", None)], 10, "the lost worker to be reported")
         assert nannies["default-3"].is_running()
 
-        # When the server dies without closing the backend, and a new server adopts the worker it
-        # stored, with none of the connect options configured (the work folder records the template's)
+        # When the server dies without closing the backend, and the next one adopts the stored records
+        # with none of the connect options configured (they were the cluster's, not the class's)
         records = backend.process_records()
-        assert records["default-3"] == {"host": "127.0.0.1", "process_group": os.getpgid(nannies["default-3"].pid)}
-        unconfigured = type("Unconfigured", (SSHBackend,), {"connect_options": {}})("abc123", backend.workdir)
-        adopted = await unconfigured.adopt(SchedulerEndpoint(address, None), {"default-3": records["default-3"]})
-        # Then the worker is not adopted (its SSH channel is gone): its whole process group is killed over SSH
+        unconfigured = type("Unconfigured", (SSHBackend,), {"connect_options": {}})
+        successor = unconfigured("abc123", backend.workdir)
+        adopted = await successor.adopt(endpoint, {name: r for name, r in records.items() if name != SCHEDULER})
+        # Then the last worker is not adopted: its whole process group is killed over SSH, while the scheduler runs
         assert adopted == set()
-        assert await until(lambda: alive(processes["default-3"]) == [], 10, "the stopped worker's processes to end")
+        assert await until(lambda: alive(processes["default-3"]) == [], 10, "the left worker's processes to end")
         assert psutil.Process(backend.pids()["scheduler"]).is_running()
     finally:
         await backend.close()

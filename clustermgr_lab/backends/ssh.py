@@ -30,8 +30,7 @@ from .local import LocalBackend
 
 log = logging.getLogger(__name__)
 
-WORKERS_FILE = "ssh-workers.json"
-SECRET_CONNECT_OPTIONS = {"password", "passphrase"}  # never written to the work folder
+SECRET_CONNECT_OPTIONS = {"password", "passphrase"}  # never stored
 PROCESS_GROUP_MARK = "clustermgr-lab remote process group"
 # Runs in the remote Nanny as it starts (distributed runs preload text as a script). No single
 # quote: distributed.deploy.ssh puts the worker's options in single quotes on the remote command line.
@@ -132,9 +131,9 @@ class SSHBackend(LocalBackend):
     Workers go to the host that has the fewest workers of this cluster. A worker that ends on its
     own is reported through ``on_worker_exit`` with its remote exit status; one whose connection
     is lost has its process group killed over a new connection, then is reported. Hosts and process
-    groups are recorded in ``ssh-workers.json`` in the work folder, so that :meth:`reap` can stop
-    the workers of a server that died (and a worker that cannot reach its scheduler for
-    ``worker_death_timeout`` seconds exits by itself).
+    groups are in :meth:`process_records` (stored with the cluster), so that the next server kills
+    the workers a previous one left (:meth:`adopt`); and a worker that cannot reach its scheduler
+    for ``worker_death_timeout`` seconds exits by itself.
     """
 
     name = "ssh"
@@ -206,7 +205,7 @@ class SSHBackend(LocalBackend):
             raise BackendError(f"worker {name} did not start on {host} (remote exit status {status}): {detail}") from exc
         self._remote[name].process_group = _reported_process_group(output)
         self._remote[name].watcher = asyncio.ensure_future(self._watch_remote(name, process))
-        self._record_workers()
+        self._notify_change()
         log.info("cluster %s: worker %s started over SSH on %s", self.cluster_id, name, host)
 
     async def _watch_remote(self, name: str, process: SSHWorker) -> None:
@@ -225,7 +224,7 @@ class SSHBackend(LocalBackend):
         remote = self._remote.get(name)
         if remote is None or remote.process is not process or name in self._stopping:
             return
-        await self._forget(name)
+        await self._close_connection(name)
         if returncode is None and remote.process_group is not None:
             # No exit status: the connection was lost, not the worker; it must not run on untracked.
             killed = await _kill_remote_group(remote.host, self.connect_options, remote.process_group, self.command_timeout)
@@ -249,14 +248,14 @@ class SSHBackend(LocalBackend):
         if proc is not None and (ended or group is not None):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(proc.wait_closed(), self.stop_timeout)
-        await self._forget(name)
+        await self._close_connection(name)
 
-    async def _forget(self, name: str) -> None:
+    async def _close_connection(self, name: str) -> None:
         """Untrack the worker and close its SSH connection (which, alone, does not stop a remote process)."""
         remote = self._remote.pop(name, None)
         if remote is None:
             return
-        self._record_workers()
+        self._notify_change()
         with contextlib.suppress(OSError):
             await remote.process.close()
 
@@ -295,7 +294,7 @@ class SSHBackend(LocalBackend):
                 if await self._signal_group(remote, signal_name):
                     break
                 log.warning("cluster %s: worker %s was still running after kill -%s", self.cluster_id, name, signal_name)
-            await self._forget(name)
+            await self._close_connection(name)
         finally:
             self._stopping.discard(name)
 
@@ -315,44 +314,43 @@ class SSHBackend(LocalBackend):
         """The host of each worker started over SSH, by worker name."""
         return {name: remote.host for name, remote in self._remote.items()}
 
-    # -- what is left behind ---------------------------------------------------------------------------
+    # -- what a restarted server finds ---------------------------------------------------------------
 
-    def _record_workers(self) -> None:
-        """Write where each worker runs, and how to connect there (no secrets, only what JSON can hold)."""
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        workers = {name: [r.host, r.process_group] for name, r in self._remote.items() if r.process_group is not None}
-        connect = {}
+    def _recordable_connect_options(self) -> dict[str, Any]:
+        """The connect options that may be stored: no secrets, only what JSON can hold."""
+        recordable = {}
         for key, value in self.connect_options.items():
             with contextlib.suppress(TypeError, ValueError):
                 if key not in SECRET_CONNECT_OPTIONS and json.loads(json.dumps(value)) == value:
-                    connect[key] = value
-        (self.workdir / WORKERS_FILE).write_text(json.dumps({"connect_options": connect, "workers": workers}))
-        self._notify_change()  # and into the cluster store
+                    recordable[key] = value
+        return recordable
 
     def process_records(self) -> dict[str, dict[str, Any]]:
-        """The scheduler's PID (see LocalBackend), and each SSH worker's host and remote process group."""
+        """The scheduler's PID (see LocalBackend), and each worker's host, process group and connect options."""
         records = super().process_records()
-        records.update(
-            {name: {"host": r.host, "process_group": r.process_group} for name, r in self._remote.items() if r.process_group is not None}
-        )
+        connect = self._recordable_connect_options()
+        for name, remote in self._remote.items():
+            if remote.process_group is not None:
+                records[name] = {"host": remote.host, "process_group": remote.process_group, "connect_options": connect}
         return records
 
     async def adopt(self, endpoint: SchedulerEndpoint, records: dict[str, dict[str, Any]]) -> set[str]:
-        """Adopt the scheduler; kill the recorded SSH workers' process groups (their SSH channels died with
-        the last server, so they cannot be watched): the cluster starts new workers in their place.
+        """Adopt the scheduler process; kill the recorded workers' process groups over SSH instead of adopting them.
 
-        The connect options recorded in the work folder (those of the cluster's template, no secrets)
-        win over the class's. A recorded group is killed only while it still runs a dask_spec process.
+        A worker's SSH channel (how its exit is noticed) does not outlive the server that opened it,
+        so its workers are not taken over: the scale routine starts new ones. The recorded connect
+        options (the cluster's) win over this class's.
         """
-        await super().adopt(endpoint, {name: r for name, r in records.items() if "pid" in r})
-        remote = {name: r for name, r in records.items() if "process_group" in r}
-        if remote:
-            connect_options = dict(self.connect_options)
-            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-                connect_options.update(json.loads((self.workdir / WORKERS_FILE).read_text())["connect_options"])
-            killed = await asyncio.gather(
-                *(_kill_remote_group(r["host"], connect_options, int(r["process_group"]), self.command_timeout) for r in remote.values())
+        await super().adopt(endpoint, {name: record for name, record in records.items() if "pid" in record})
+        kills = [
+            _kill_remote_group(
+                str(record["host"]),
+                {**self.connect_options, **(record.get("connect_options") or {})},
+                int(record["process_group"]),
+                self.command_timeout,
             )
-            stopped = [name for name, was_killed in zip(remote, killed) if was_killed]
-            log.warning("cluster %s: SSH workers are not re-adopted; stopped %s", self.cluster_id, stopped)
+            for record in records.values()
+            if record.get("host") and record.get("process_group") is not None
+        ]
+        await asyncio.gather(*kills)
         return set()
