@@ -17,7 +17,9 @@ export interface IDashboardPlotsProps {
  * dashboard (asked of its scheduler when first opened), each opening as a
  * JupyterLab tab.
  */
-export function DashboardPlots(props: IDashboardPlotsProps): React.ReactElement {
+export function DashboardPlots(
+  props: IDashboardPlotsProps
+): React.ReactElement | null {
   const { cluster, commands } = props;
   const available = !!cluster.dashboard_url;
   const [open, setOpen] = React.useState(false);
@@ -51,6 +53,9 @@ export function DashboardPlots(props: IDashboardPlotsProps): React.ReactElement 
   };
 
   const listId = `cm-plots-${cluster.id}`;
+  if (!available) {
+    return null; // pending, stopped or failed: no dashboard to take plots from
+  }
   return (
     <div className="cm-DashboardPlots">
       <Button
@@ -61,7 +66,6 @@ export function DashboardPlots(props: IDashboardPlotsProps): React.ReactElement 
         aria-expanded={open}
         aria-controls={listId}
         title="The individual plots of the Dask dashboard, each in a tab of its own"
-        disabled={!available}
         onClick={() => void toggle()}
       >
         {open ? 'Plots ▴' : 'Plots ▾'}
