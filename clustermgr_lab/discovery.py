@@ -14,6 +14,7 @@ import ast
 import asyncio
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,8 @@ class ClusterDiscovery(LoggingConfigurable):
     def __init__(self, manager: ClusterManager, **kwargs):
         super().__init__(**kwargs)
         self.manager = manager
-        self.folder = Path(manager.workdir) / "discovery"
+        # One folder per server: kernels of another server on the same workdir announce elsewhere.
+        self.folder = Path(manager.workdir) / "discovery" / f"server-{os.getpid()}"
         self._known: dict[str, str | None] = {}  # announcement file -> cluster id (None: not listed)
         self._mtime: int | None = None
         self._task: asyncio.Task | None = None
@@ -97,6 +99,7 @@ class ClusterDiscovery(LoggingConfigurable):
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        await asyncio.to_thread(shutil.rmtree, self.folder, True)
 
     async def _watch(self) -> None:
         while True:
