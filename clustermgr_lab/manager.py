@@ -22,6 +22,7 @@ from .adaptive import parse_adapt
 from .backends import BACKENDS
 from .cluster import FAILED, STOPPED, STOPPING, ManagedCluster
 from .errors import Conflict, InvalidRequest, NotFound
+from .options import parse_backend_options, resolve_user_options
 from .spec import parse_spec, parse_target
 from .templates import Template, builtin_templates, parse_template
 
@@ -57,7 +58,8 @@ class ClusterManager(LoggingConfigurable):
         Dict(),
         config=True,
         help="Extra cluster templates: dicts with name, description, backend and spec "
-        "(and optionally adapt), offered next to the built-in ones.",
+        "(and optionally adapt, the backend's options, and user_options a user may set in "
+        "New Cluster), offered next to the built-in ones. Checked at start; see docs/hpc.md.",
     )
     include_builtin_templates = Bool(True, config=True, help="Offer the built-in 'local' templates.")
     default_template = Unicode("local", config=True, help="Template used when a request names none.")
@@ -108,7 +110,11 @@ class ClusterManager(LoggingConfigurable):
         configured = (builtin_templates() if self.include_builtin_templates else []) + list(self.templates)
         templates = {}
         for i, data in enumerate(configured):
-            template = parse_template(data, set(BACKENDS), f"templates[{i}]")
+            try:
+                template = parse_template(data, BACKENDS, f"templates[{i}]")
+            except InvalidRequest as exc:  # refuse to start, naming the template and the option
+                name = data.get("name") if isinstance(data, Mapping) else None
+                raise ValueError(f"ClusterManager.templates: template {name!r}: {exc.field}: {exc.message}") from None
             templates[template.name] = template
         if self.default_template not in templates:
             raise ValueError(f"ClusterManager.default_template {self.default_template!r} is not a template")
@@ -138,7 +144,7 @@ class ClusterManager(LoggingConfigurable):
 
     def create(self, body: Any) -> ManagedCluster:
         """Validate, register and start a cluster in the background; returns it ``pending``."""
-        body = _only_fields(body, {"template", "name", "spec", "adapt"}, "a new cluster")
+        body = _only_fields(body, {"template", "name", "spec", "adapt", "options"}, "a new cluster")
         template_name = body.get("template", self.default_template)
         if template_name is None:
             template_name = self.default_template
@@ -154,6 +160,9 @@ class ClusterManager(LoggingConfigurable):
             raise InvalidRequest(f"template asks for more than {self.max_workers} workers", "template")
         adapt_data = body["adapt"] if "adapt" in body else template.adapt
         adapt = parse_adapt(adapt_data, spec, max_workers=self.max_workers) if adapt_data is not None else None
+        declared = BACKENDS[template.backend].template_options
+        user_values = resolve_user_options(body.get("options"), template.user_options, declared)
+        backend_options = {**template.options, **parse_backend_options(user_values, declared, "options")}
         name = _parse_name(body["name"]) if body.get("name") is not None else None
         if name is not None:
             self._require_unique_name(name)
@@ -165,7 +174,7 @@ class ClusterManager(LoggingConfigurable):
         workdir = self.server_workdir / cluster_id
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "cluster.json").write_text(json.dumps({"id": cluster_id, "backend": template.backend}))
-        backend = BACKENDS[template.backend](cluster_id, workdir)
+        backend = BACKENDS[template.backend](cluster_id, workdir, options=backend_options)
         cluster = ManagedCluster(
             cluster_id,
             name or self._next_name(),
@@ -175,6 +184,7 @@ class ClusterManager(LoggingConfigurable):
             on_change=self._cluster_changed,
             max_workers=self.max_workers,
         )
+        cluster.options = user_values
         if adapt is not None:
             cluster.adapt_to(adapt_data)
         self._clusters[cluster_id] = cluster

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import psutil
 
 from .adaptive import parse_adapt
 from .errors import InvalidRequest
+from .options import UserOption, parse_backend_options, parse_user_options
 from .spec import WorkerSpec, parse_spec
 
 
@@ -21,6 +22,8 @@ class Template:
     backend: str
     spec: WorkerSpec
     adapt: Mapping[str, Any] | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)  # the backend's, as the site set them
+    user_options: tuple[UserOption, ...] = ()  # what a user may set at creation
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -29,6 +32,7 @@ class Template:
             "backend": self.backend,
             "spec": self.spec.to_dict(),
             "adapt": dict(self.adapt) if self.adapt else None,
+            "user_options": [o.to_dict() for o in self.user_options],
         }
 
 
@@ -71,8 +75,12 @@ def builtin_templates() -> list[dict[str, Any]]:
     ] + slurm_template()
 
 
-def parse_template(data: Mapping[str, Any], backends: set[str], field_name: str) -> Template:
-    """Validate a template as written in configuration (``ClusterManager.templates``)."""
+def parse_template(data: Mapping[str, Any], backends: Mapping[str, type], field_name: str) -> Template:
+    """Validate a template as written in configuration (``ClusterManager.templates``).
+
+    ``backends`` maps backend names to their classes, whose ``template_options`` say which
+    ``options`` (and ``user_options``) a template of that backend may give.
+    """
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidRequest("every template needs a name", f"{field_name}.name")
@@ -83,10 +91,15 @@ def parse_template(data: Mapping[str, Any], backends: set[str], field_name: str)
     adapt = data.get("adapt")
     if adapt is not None:
         parse_adapt(adapt, spec, field_name=f"{field_name}.adapt")
+    declared = getattr(backends[backend], "template_options", {})
+    options = parse_backend_options(data.get("options"), declared, f"{field_name}.options")
+    user_options = parse_user_options(data.get("user_options"), declared, options, f"{field_name}.user_options")
     return Template(
         name=name,
         description=str(data.get("description", "")),
         backend=backend,
         spec=spec,
         adapt=adapt,
+        options=options,
+        user_options=user_options,
     )

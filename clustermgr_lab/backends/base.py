@@ -5,11 +5,20 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import Any, Callable, ClassVar, Mapping
 
+from ..options import BackendOption
 from ..spec import WorkerGroup
 
 WorkerExited = Callable[[str, "int | None"], None]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Why a requested worker is not running yet, in the backend's words (e.g. SLURM's ``Resources``)."""
+
+    reason: str
+    job_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,9 @@ class Backend(abc.ABC):
         A folder of this cluster's own, for logs and scheduler files.
     on_worker_exit : callable, optional
         Called with ``(name, returncode)`` when a worker process ends on its own.
+    options : mapping, optional
+        The template's options, already checked against :attr:`template_options`; each one
+        sets the attribute of the same name.
 
     Examples
     --------
@@ -61,11 +73,23 @@ class Backend(abc.ABC):
     #: True when :meth:`scale_up` may be called while :meth:`start_scheduler` is still waiting
     #: for the scheduler, so that worker and scheduler start-ups overlap.
     workers_before_scheduler: ClassVar[bool] = False
+    #: The options a template may give this backend (``"options": {...}``), checked at server start.
+    template_options: ClassVar[Mapping[str, BackendOption]] = {}
 
-    def __init__(self, cluster_id: str, workdir: Path, on_worker_exit: WorkerExited | None = None):
+    def __init__(
+        self,
+        cluster_id: str,
+        workdir: Path,
+        on_worker_exit: WorkerExited | None = None,
+        options: Mapping[str, Any] | None = None,
+    ):
         self.cluster_id = cluster_id
         self.workdir = Path(workdir)
         self.on_worker_exit = on_worker_exit
+        #: Called (no arguments) when :meth:`waiting` has changed.
+        self.on_change: Callable[[], None] | None = None
+        for key, value in (options or {}).items():
+            setattr(self, key, value)
 
     @abc.abstractmethod
     async def start_scheduler(self) -> SchedulerEndpoint:
@@ -82,6 +106,14 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Stop every process this backend started, scheduler included."""
+
+    def waiting(self) -> dict[str, Waiting]:
+        """Why requested workers are not running yet, by worker name (those the backend knows about)."""
+        return {}
+
+    def started(self) -> set[str]:
+        """Names of the workers this backend has started (processes or jobs) and not yet stopped."""
+        return set(self.pids())
 
     def pids(self) -> dict[str, int]:
         """Process ids of what runs on this machine, by worker name (``"scheduler"`` too)."""

@@ -20,10 +20,12 @@ SCHEDULER = "scheduler"
 PROCESSES_FILE = "processes.json"
 
 
-def scheduler_command(scheduler_file: Path) -> list[str]:
+def scheduler_command(scheduler_file: Path, host: str = "127.0.0.1", interface: str | None = None) -> list[str]:
+    """The ``dask scheduler`` command line: on ``interface`` when given, else on ``host``; dashboard on loopback."""
+    listen = ["--interface", interface] if interface else ["--host", host]
     return [
         sys.executable, "-m", "distributed.cli.dask_scheduler",
-        "--host", "127.0.0.1",
+        *listen,
         "--port", "0",
         "--dashboard-address", "127.0.0.1:0",
         "--scheduler-file", str(scheduler_file),
@@ -66,6 +68,8 @@ class LocalBackend(Backend):
     stop_timeout = 10.0
     scheduler_start_timeout = 60.0
     worker_death_timeout = 60.0  # a worker that cannot reach its scheduler this long exits
+    scheduler_host = "127.0.0.1"  # where the scheduler listens
+    scheduler_interface: str | None = None  # or: the network interface it listens on (wins over the host)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -121,7 +125,7 @@ class LocalBackend(Backend):
     async def start_scheduler(self) -> SchedulerEndpoint:
         scheduler_file = self.scheduler_file
         scheduler_file.unlink(missing_ok=True)
-        process = await self._spawn(SCHEDULER, scheduler_command(scheduler_file))
+        process = await self._spawn(SCHEDULER, scheduler_command(scheduler_file, self.scheduler_host, self.scheduler_interface))
         self._scheduler_spawned.set()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.scheduler_start_timeout
