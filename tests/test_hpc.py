@@ -38,13 +38,29 @@ SITE = {
     },
     "spec": {"groups": [ONE_CPU]},
 }
+GRID_ENGINE = {"name": "sge", "backend": "sge", "options": {"walltime": "00:10:00"}, "spec": {"groups": [ONE_CPU]}}
 NOWHERE = {"name": "nowhere", "backend": "slurm", "options": {"queue": "nosuchpartition"}, "spec": {"groups": [ONE_CPU]}}
 
 
 @pytest.fixture
 def jp_server_config(jp_server_config):
-    jp_server_config["ClusterManager"]["templates"] = [SITE, NOWHERE]
+    jp_server_config["ClusterManager"]["templates"] = [SITE, NOWHERE, GRID_ENGINE]
     return jp_server_config
+
+
+def grid_engine_unusable() -> str | None:
+    """Why Grid Engine cannot be used here, or None when it can."""
+    try:
+        done = subprocess.run(["qstat", "-f"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"qstat: {exc} (start one with: bash ci/gridengine/start-gridengine.sh)"
+    if done.returncode != 0 or "all.q@" not in done.stdout:
+        return f"no Grid Engine queue all.q (qstat: {done.stderr.strip()}); start one with: bash ci/gridengine/start-gridengine.sh"
+    return None
+
+
+_no_grid_engine = grid_engine_unusable()
+requires_grid_engine = pytest.mark.skipif(_no_grid_engine is not None, reason=f"Grid Engine is not usable here: {_no_grid_engine}")
 
 
 # -- refused at server start ------------------------------------------------------------------------
@@ -288,3 +304,45 @@ async def test_adaptive_on_slurm_grows_under_a_burst_and_cancels_exactly_the_ret
             assert shrink and shrink[-1]["source"] == "adaptive"
     finally:
         await delete_and_wait(jp_fetch, cluster_id)
+
+
+# -- real Grid Engine ---------------------------------------------------------------------------------
+
+
+def grid_engine_jobs(prefix: str) -> dict[str, tuple[str, str]]:
+    """job name -> (job id, state code) of the listed Grid Engine jobs whose name starts with ``prefix``."""
+    out = subprocess.run(["qstat", "-xml", "-u", "*"], capture_output=True, text=True, check=True).stdout
+    listed = SGEBackend.parse_qstat_xml(out)
+    states = {job_id: state for job_id, state in listed.items() if state.name.startswith(prefix)}
+    return {state.name: (job_id, state.pending_reason or "r") for job_id, state in states.items()}
+
+
+@pytest.mark.sge
+@requires_grid_engine
+async def test_workers_are_grid_engine_jobs_that_scale_up_compute_and_go(jp_fetch):
+    # Given a cluster from a Grid Engine template (the same batch engine, with SGEJob and qsub/qdel/qstat)
+    _, cluster = await call(jp_fetch, "POST", "clusters", body={"template": "sge"}, expect=202)
+    cluster_id, prefix = cluster["id"], f"clustermgr-{cluster['id']}-"
+    try:
+        await wait_for(jp_fetch, cluster_id, running_with(0), what="the scheduler")
+        # When it is scaled to one worker
+        await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 1}}, expect=200)
+        # Then one Grid Engine job runs the worker, which computes
+        cluster = await wait_for(jp_fetch, cluster_id, running_with(1), what="the Grid Engine worker", timeout=120)
+        (job_id, state), = grid_engine_jobs(prefix).values()
+        assert state == "r"
+        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+            inside = await client.run(lambda: __import__("os").environ.get("JOB_ID"))
+            assert list(inside.values()) == [job_id]
+            assert await client.submit(sum, [1, 2, 3]) == 6
+        # When it is scaled down to none, Then the job is gone from qstat
+        await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 0}}, expect=200)
+        await wait_for(jp_fetch, cluster_id, running_with(0), what="no worker")
+
+        async def no_jobs():
+            return not grid_engine_jobs(prefix)
+
+        await until(no_jobs, 30, "the job to leave qstat", step=0.2)
+    finally:
+        await delete_and_wait(jp_fetch, cluster_id)
+        assert grid_engine_jobs(prefix) == {}
