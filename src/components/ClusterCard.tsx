@@ -8,6 +8,7 @@ import { ClustersModel } from '../model';
 import { CommandIDs } from '../tokens';
 import { IAdaptRange, ICluster, IEvent } from '../types';
 import { Sparkline } from './Sparkline';
+import { formatOptions } from './UserOptionsFields';
 
 export interface IClusterCardProps {
   cluster: ICluster;
@@ -18,6 +19,24 @@ export interface IClusterCardProps {
    */
   canInsert: boolean;
   onDragStart: (cluster: ICluster, clientX: number, clientY: number) => void;
+}
+
+/**
+ * "2 pending — Resources", or "2 pending — 1 Resources, 1 Priority".
+ */
+export function pendingText(
+  pending: number,
+  reasons: { [reason: string]: number } | undefined
+): string {
+  const entries = Object.entries(reasons ?? {});
+  if (!pending || !entries.length) {
+    return `${pending} pending`;
+  }
+  const why =
+    entries.length === 1
+      ? entries[0][0]
+      : entries.map(([reason, n]) => `${n} ${reason}`).join(', ');
+  return `${pending} pending — ${why}`;
 }
 
 function rangeText(range: IAdaptRange): string {
@@ -130,6 +149,13 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           {cluster.error}
         </div>
       )}
+      {workers.groups
+        .filter(g => g.error && g.error !== cluster.error)
+        .map(g => (
+          <div key={g.name} className="cm-ClusterCard-error" role="alert">
+            {`${g.name}: ${g.error}`}
+          </div>
+        ))}
       <div className="cm-ClusterCard-scheduler">
         <code
           className="cm-ClusterCard-address"
@@ -153,16 +179,20 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
         <dt>Workers</dt>
         <dd
           className="cm-ClusterCard-workers"
-          aria-label={`Workers: ${workers.running} running, ${workers.pending} pending`}
+          aria-label={`Workers: ${workers.running} running, ${pendingText(workers.pending, workers.pending_reasons)}`}
         >
           <span className="cm-ClusterCard-workersRunning">
             {workers.running}
           </span>{' '}
           running,{' '}
-          <span className="cm-ClusterCard-workersPending">
-            {workers.pending}
-          </span>{' '}
-          pending
+          <span
+            className="cm-ClusterCard-workersPending"
+            title={(workers.waiting ?? [])
+              .map(w => `${w.name}: job ${w.job_id ?? '?'} ${w.reason}`)
+              .join('\n')}
+          >
+            {pendingText(workers.pending, workers.pending_reasons)}
+          </span>
         </dd>
         <dt>Resources</dt>
         <dd className="cm-ClusterCard-resources">
@@ -177,6 +207,14 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           <span className="cm-ClusterCard-gpus">{resources.gpus}</span> GPU
           {resources.gpus === 1 ? '' : 's'}
         </dd>
+        {Object.keys(cluster.options ?? {}).length > 0 && (
+          <>
+            <dt>Options</dt>
+            <dd className="cm-ClusterCard-options">
+              {formatOptions(cluster.options)}
+            </dd>
+          </>
+        )}
         <dt>Adaptive</dt>
         <dd className="cm-ClusterCard-adapt" data-adaptive={!!cluster.adapt}>
           {cluster.adapt
