@@ -17,3 +17,18 @@ c.ServerApp.allow_root = True  # CI machines run as root
 c.ServerApp.jpserver_extensions = {"clustermgr_lab": True}
 c.LabApp.news_url = None
 c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
+
+# A batch template with user options, for ui-tests/tests/hpc.spec.ts (real SLURM: `make test` starts it).
+c.ClusterManager.templates = [
+    {
+        "name": "hpc",
+        "description": "SLURM jobs: pick a walltime and a nice value",
+        "backend": "slurm",
+        "options": {"walltime": "00:30:00"},
+        "user_options": {
+            "walltime": {"label": "Walltime", "choices": ["00:20:00", "00:30:00"]},
+            "nice": {"type": "integer", "default": 0, "minimum": 0, "maximum": 100},
+        },
+        "spec": {"groups": [{"name": "default", "count": 4, "threads": 1, "memory": "300 MiB"}]},
+    }
+]
