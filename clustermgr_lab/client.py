@@ -256,6 +256,7 @@ class ClusterManagerClient:
         spec: Mapping[str, Any] | None = None,
         adapt: Mapping[str, Any] | None = None,
         *,
+        options: Mapping[str, Any] | None = None,
         wait: bool = False,
         timeout: float = 120.0,
     ) -> dict[str, Any]:
@@ -271,6 +272,8 @@ class ClusterManagerClient:
             A Worker Spec (``{"groups": [{"count", "threads", "memory", ...}]}``) replacing the template's.
         adapt : dict, optional
             Adaptive settings (``{"minimum", "maximum", "unit"?, "group"?}``) replacing the template's.
+        options : dict, optional
+            Values of the template's user options (``{"walltime": "02:00:00"}``); see ``templates()``.
         wait : bool
             Return only once it is ``running`` (every requested worker connected).
         timeout : float
@@ -281,7 +284,7 @@ class ClusterManagerClient:
         dict
             The cluster: ``pending``, or ``running`` with ``wait``.
         """
-        body = {"template": template, "name": name, "spec": spec, "adapt": adapt}
+        body = {"template": template, "name": name, "spec": spec, "adapt": adapt, "options": options}
         body = {key: value for key, value in body.items() if value is not None}
         cluster = self._request("POST", "clusters", body)
         return self.wait(cluster["id"], "running", timeout) if wait else cluster

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from clustermgr_lab.manager import ClusterManager
 from clustermgr_lab.spec import parse_spec
 
 from .helpers import call, running_with, wait_for
+from .test_client_cli import clustermgr, server  # noqa: F401 - fixtures
 from .test_slurm import requires_slurm, squeue, until
 
 ONE_CPU = {"name": "default", "count": 0, "threads": 1, "memory": "300 MiB"}
@@ -147,6 +149,23 @@ def test_each_batch_system_is_one_job_class_and_its_commands(tmp_path, backend, 
     assert (job.submit_command.split()[0], job.cancel_command.split()[0]) == {
         "sge": ("qsub", "qdel"), "pbs": ("qsub", "qdel"), "lsf": ("bsub", "bkill"), "htcondor": ("condor_submit", "condor_rm"),
     }[backend.name]  # fmt: skip
+
+
+async def test_the_command_line_sets_user_options_and_shows_a_refused_one(clustermgr, server):  # noqa: F811
+    # Given the site template, and the command line pointed at the server
+    auth = ("--url", server[0], "--token", server[1])
+    # When a user option has a value the template does not allow, Then the server's message names it (exit 1)
+    code, out, err = await clustermgr("create", "--template", "hpc", "--option", "walltime=01:00:00", *auth)
+    assert code == 1 and "options.walltime" in err, (out, err)
+    code, _, err = await clustermgr("create", "--template", "hpc", "--option", "walltime", *auth)
+    assert code == 2 and "NAME=VALUE" in err
+    # When the values are allowed, Then the cluster carries them, numbers as numbers
+    options = ("--option", "walltime=00:20:00", "--option", "nice=5")
+    code, out, err = await clustermgr("create", "--template", "hpc", "--name", "cli-options", *options, "--json", *auth)
+    assert code == 0, err
+    assert json.loads(out)["options"] == {"walltime": "00:20:00", "nice": 5}
+    code, _, err = await clustermgr("delete", "cli-options", "--wait", *auth)
+    assert code == 0, err
 
 
 # -- real SLURM --------------------------------------------------------------------------------------
