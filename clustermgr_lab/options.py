@@ -29,32 +29,25 @@ def _where(field_name: str, message: str) -> InvalidRequest:
     return InvalidRequest(message, field_name)
 
 
-def text(value: Any, field_name: str) -> str:
-    """One line of text: nothing that could split a job script or a command line."""
-    if not isinstance(value, str) or not SINGLE_LINE.fullmatch(value):
-        raise _where(field_name, f"must be a non-empty single line of text, not {value!r}")
-    return value
+def matching(pattern: re.Pattern, described: str) -> Parser:
+    """A parser of strings that ``pattern`` matches in full, refusing others as not ``described``."""
+
+    def parse(value: Any, field_name: str) -> str:
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            raise _where(field_name, f"must be {described}, not {value!r}")
+        return value
+
+    return parse
 
 
-def word(value: Any, field_name: str) -> str:
-    """A name such as a partition, account, QOS or interface: no spaces, no shell characters."""
-    if not isinstance(value, str) or not WORD.fullmatch(value):
-        raise _where(field_name, f"must be one word of letters, digits and _.+%@=:/-, not {value!r}")
-    return value
-
-
-def walltime(value: Any, field_name: str) -> str:
-    """A batch time limit such as ``04:00:00``, ``30`` (minutes) or ``1-12:00:00``."""
-    if not isinstance(value, str) or not WALLTIME.fullmatch(value):
-        raise _where(field_name, f"must be a time limit such as '04:00:00', '30' or '1-12:00:00', not {value!r}")
-    return value
-
-
-def host(value: Any, field_name: str) -> str:
-    """A host name or IP address the compute nodes reach."""
-    if not isinstance(value, str) or not HOST.fullmatch(value):
-        raise _where(field_name, f"must be a host name or IP address, not {value!r}")
-    return value
+#: One line of text: nothing that could split a job script or a command line.
+text = matching(SINGLE_LINE, "a non-empty single line of text")
+#: A name such as a partition, account, QOS or interface: no spaces, no shell characters.
+word = matching(WORD, "one word of letters, digits and _.+%@=:/-")
+#: A batch time limit such as ``04:00:00``, ``30`` (minutes) or ``1-12:00:00``.
+walltime = matching(WALLTIME, "a time limit such as '04:00:00', '30' or '1-12:00:00'")
+#: A host name or IP address the compute nodes reach.
+host = matching(HOST, "a host name or IP address")
 
 
 def absolute_path(value: Any, field_name: str) -> str:
