@@ -282,6 +282,27 @@ async def test_a_job_slurm_refuses_sets_the_groups_error_once_without_retrying(j
         refusals = [e for e in events["events"] if e["message"].startswith("not retrying")]
         assert [(e["before"], e["after"], e["source"]) for e in refusals] == [(2, 0, "system")]
         assert await squeue(f"clustermgr-{cluster_id}-") == {}
+
+        # When adaptive mode would grow the group (its minimum is 1), Then it does not, and says why
+        adapt = {"minimum": 1, "maximum": 2, "interval": 0.2}
+        await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"adapt": adapt}, expect=200)
+
+        async def held_back():
+            _, events = await call(jp_fetch, "GET", "clusters", cluster_id, "events")
+            return [e for e in events["events"] if e["message"].startswith("not growing: ") and error in e["message"]]
+
+        await until(held_back, 30, "adaptive mode to hold the group back", step=0.2)
+        await asyncio.sleep(1)
+        _, events = await call(jp_fetch, "GET", "clusters", cluster_id, "events")
+        assert len([e for e in events["events"] if e["message"].startswith("not retrying")]) == 1
+        # When the user scales by hand, Then SLURM is asked once more (and refuses once more)
+        await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 1}}, expect=200)
+
+        async def refused_twice():
+            _, events = await call(jp_fetch, "GET", "clusters", cluster_id, "events")
+            return len([e for e in events["events"] if e["message"].startswith("not retrying")]) == 2
+
+        await until(refused_twice, 30, "the second refusal", step=0.2)
     finally:
         await delete_and_wait(jp_fetch, cluster_id)
 
