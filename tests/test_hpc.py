@@ -33,7 +33,12 @@ SITE = {
     "name": "hpc",
     "description": "SLURM, with what a site sets and what a user may choose",
     "backend": "slurm",
-    "options": {"walltime": "00:30:00", "job_script_prologue": ["export CLUSTERMGR_PROLOGUE=yes"]},
+    "options": {
+        "walltime": "00:30:00",
+        "job_script_prologue": ["export CLUSTERMGR_PROLOGUE=yes"],
+        "scheduler_interface": "lo",  # where compute nodes reach it (here: the one node's loopback)
+        "interface": "lo",
+    },
     "user_options": {
         "walltime": {"label": "Walltime", "choices": ["00:20:00", "00:30:00"]},
         "nice": {"type": "integer", "default": 0, "minimum": 0, "maximum": 100},
@@ -248,6 +253,8 @@ async def test_user_options_are_checked_and_pending_workers_say_why_they_wait(jp
         job_id = next(iter(pending_ids))
         shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True).stdout
         assert "TimeLimit=00:20:00" in shown and "Nice=5" in shown, shown
+        # And the scheduler listens on the template's interface
+        assert cluster["scheduler_address"].startswith("tcp://127.0.0.1:")
         async with Client(cluster["scheduler_address"], asynchronous=True) as client:
             seen = await client.run(lambda: __import__("os").environ.get("CLUSTERMGR_PROLOGUE"))
             assert set(seen.values()) == {"yes"}
