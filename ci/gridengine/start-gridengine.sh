@@ -41,11 +41,20 @@ gridengine-client gridengine/gridenginemaster string localhost
 gridengine-exec gridengine/gridenginemaster string localhost
 SEL
   export DEBIAN_FRONTEND=noninteractive
+  # Keep the packages' postinst from starting the daemons before host_aliases exists.
+  added_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+    added_policy=1
+  fi
+  trap '[ $added_policy = 1 ] && rm -f /usr/sbin/policy-rc.d' EXIT
   install() { apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}"; }
   if ! install > "$STATE/apt.log" 2>&1; then
     apt-get update -q -o DPkg::Lock::Timeout=600 >> "$STATE/apt.log" 2>&1
     install >> "$STATE/apt.log" 2>&1 || { tail -20 "$STATE/apt.log"; die "apt-get install failed"; }
   fi
+  [ $added_policy = 1 ] && rm -f /usr/sbin/policy-rc.d
+  added_policy=0
   log "installed in $((SECONDS - T_START))s"
 fi
 [ -d "$COMMON" ] || die "the package did not create the cell $COMMON; see $STATE/apt.log"
@@ -58,7 +67,9 @@ echo localhost > "$COMMON/act_qmaster"
 
 qmaster_up() { timeout 10 qstat -u '*' > /dev/null 2>&1; }
 if ! qmaster_up; then
-  /etc/init.d/gridengine-master start > "$STATE/master.log" 2>&1 || true
+  # A qmaster that runs but does not answer started before host_aliases: restart it.
+  if pgrep -x sge_qmaster > /dev/null; then /etc/init.d/gridengine-master stop > "$STATE/master.log" 2>&1 || true; fi
+  /etc/init.d/gridengine-master start >> "$STATE/master.log" 2>&1 || true
   for _ in $(seq 100); do qmaster_up && break; sleep 0.2; done
   qmaster_up || { cat "$STATE/master.log" >&2; die "sge_qmaster does not answer"; }
   log "sge_qmaster started"
