@@ -107,11 +107,13 @@ class ClusterManager(LoggingConfigurable):
             shutil.rmtree(server_dir, ignore_errors=True)
 
     def _load_templates(self) -> dict[str, Template]:
-        configured = (builtin_templates() if self.include_builtin_templates else []) + list(self.templates)
+        builtin = builtin_templates() if self.include_builtin_templates else []
+        configured = [(f"builtin_templates[{i}]", t) for i, t in enumerate(builtin)]
+        configured += [(f"templates[{i}]", t) for i, t in enumerate(self.templates)]
         templates = {}
-        for i, data in enumerate(configured):
+        for where, data in configured:
             try:
-                template = parse_template(data, BACKENDS, f"templates[{i}]")
+                template = parse_template(data, BACKENDS, where)
             except InvalidRequest as exc:  # refuse to start, naming the template and the option
                 name = data.get("name") if isinstance(data, Mapping) else None
                 raise ValueError(f"ClusterManager.templates: template {name!r}: {exc.field}: {exc.message}") from None
