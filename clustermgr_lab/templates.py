@@ -11,6 +11,7 @@ import psutil
 
 from .adaptive import parse_adapt
 from .errors import InvalidRequest
+from .idle import parse_idle_timeout
 from .options import UserOption, parse_backend_options, parse_user_options
 from .spec import WorkerSpec, parse_spec
 
@@ -22,6 +23,7 @@ class Template:
     backend: str
     spec: WorkerSpec
     adapt: Mapping[str, Any] | None = None
+    idle_timeout: float | None = None  # seconds with no tasks and no client before the cluster shuts down
     options: Mapping[str, Any] = field(default_factory=dict)  # the backend's, as the site set them
     user_options: tuple[UserOption, ...] = ()  # what a user may set at creation
 
@@ -32,6 +34,7 @@ class Template:
             "backend": self.backend,
             "spec": self.spec.to_dict(),
             "adapt": dict(self.adapt) if self.adapt else None,
+            "idle_timeout": self.idle_timeout,
             "user_options": [o.to_dict() for o in self.user_options],
         }
 
@@ -100,6 +103,7 @@ def parse_template(data: Mapping[str, Any], backends: Mapping[str, type], field_
         backend=backend,
         spec=spec,
         adapt=adapt,
+        idle_timeout=parse_idle_timeout(data.get("idle_timeout"), f"{field_name}.idle_timeout"),
         options=options,
         user_options=user_options,
     )

@@ -2,23 +2,30 @@ import { JupyterFrontEnd } from '@jupyterlab/application';
 import {
   Clipboard,
   Dialog,
-  IFrame,
   InputDialog,
   MainAreaWidget,
   Notification,
   showDialog
 } from '@jupyterlab/apputils';
-import { INotebookTracker } from '@jupyterlab/notebook';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
-import { insertClientCell } from './clientcell';
+import { EventHistory } from './components/EventHistory';
+import { STATUS_PATH } from './dashboard';
 import { showNewClusterDialog } from './components/NewClusterDialog';
 import { showAdaptiveDialog, showScaleDialog, showSpecDialog } from './dialogs';
 import { clusterIcon } from './icons';
 import { ClustersModel } from './model';
-import { notifyError, tryRequest } from './notify';
+import { findDestination, IInsertTargets, insertClientCode } from './insert';
+import { tryRequest } from './notify';
 import { CommandIDs } from './tokens';
+import { plural } from './format';
 import { ICluster } from './types';
+
+/**
+ * The argument context-menu items carry: only they act on the card the menu
+ * was opened on (elsewhere, e.g. in the palette, a command asks).
+ */
+const FROM_CONTEXT_MENU = 'fromContextMenu';
 
 /**
  * User preferences the commands follow (from the settings registry).
@@ -34,19 +41,19 @@ export function addCommands(options: {
   app: JupyterFrontEnd;
   model: ClustersModel;
   sidebarId: string;
-  notebooks: INotebookTracker | null;
+  targets: IInsertTargets;
   preferences: IPreferences;
 }): void {
-  const { app, model, notebooks, preferences } = options;
+  const { app, model, targets, preferences } = options;
   const { commands, shell } = app;
 
   /**
-   * The cluster a command is about: the `clusterId` argument, else the card
-   * a context menu was opened on.
+   * The cluster a command is about: the `clusterId` argument, else (only for
+   * the card's context menu) the card the menu was opened on.
    */
   const target = (args: ReadonlyPartialJSONObject): ICluster | undefined => {
     let id = args['clusterId'];
-    if (typeof id !== 'string' || !id) {
+    if ((typeof id !== 'string' || !id) && args[FROM_CONTEXT_MENU]) {
       id = app.contextMenuHitTest(node => !!node.dataset.clusterId)?.dataset
         .clusterId;
     }
@@ -54,6 +61,9 @@ export function addCommands(options: {
   };
   const reachable = (args: ReadonlyPartialJSONObject) =>
     !!target(args)?.scheduler_address;
+  // A cluster started elsewhere is observed, never scaled.
+  const scalable = (args: ReadonlyPartialJSONObject) =>
+    reachable(args) && target(args)?.backend !== 'external';
 
   commands.addCommand(CommandIDs.newCluster, {
     label: 'New Cluster…',
@@ -69,46 +79,58 @@ export function addCommands(options: {
       return showNewClusterDialog({
         model,
         templates,
-        defaultTemplate: preferences.defaultTemplate,
-        onError: error => notifyError('Could not start a cluster', error)
+        defaultTemplate: preferences.defaultTemplate
       });
     }
   });
 
   commands.addCommand(CommandIDs.showSidebar, {
     label: 'Show Clusters Sidebar',
+    caption: 'Show the Dask clusters sidebar and move the focus into it',
+    // The sidebar moves the focus into itself when activated.
     execute: () => shell.activateById(options.sidebarId)
   });
 
-  if (notebooks) {
-    commands.addCommand(CommandIDs.insertClientCell, {
-      label: args => {
-        const cluster = target(args);
-        return cluster
-          ? `Insert Client Cell for ${cluster.name}`
-          : 'Insert Client Cell for Cluster…';
-      },
-      caption:
-        'Insert a code cell that connects a Dask client to a cluster, below the active cell',
-      isEnabled: () =>
-        !!notebooks.currentWidget &&
-        model.clusters.some(c => !!c.scheduler_address),
-      execute: async args => {
-        const panel = notebooks.currentWidget;
-        if (!panel) {
-          return;
-        }
-        const cluster = target(args) ?? (await chooseCluster(model));
-        if (!cluster?.scheduler_address) {
-          return;
-        }
-        if (shell.currentWidget !== panel) {
-          shell.activateById(panel.id);
-        }
-        insertClientCell(panel, cluster.scheduler_address);
+  commands.addCommand(CommandIDs.insertClientCell, {
+    label: args => {
+      const cluster = target(args);
+      return cluster
+        ? `Insert Client Cell for ${cluster.name}`
+        : 'Insert Client Cell for Cluster…';
+    },
+    caption:
+      'Insert code that connects a Dask client to a cluster: a cell below the ' +
+      'active one in a notebook, the prompt of a console, or the cursor in a file',
+    isEnabled: () =>
+      !!findDestination(shell.currentWidget, targets) &&
+      model.clusters.some(c => !!c.scheduler_address),
+    execute: async args => {
+      const destination = findDestination(shell.currentWidget, targets);
+      if (!destination) {
+        return;
       }
-    });
-  }
+      const cluster = target(args) ?? (await chooseCluster(model));
+      if (!cluster?.scheduler_address) {
+        return;
+      }
+      if (shell.currentWidget !== destination.widget) {
+        shell.activateById(destination.widget.id);
+      }
+      insertClientCode(destination, cluster.scheduler_address);
+    }
+  });
+
+  commands.addCommand(CommandIDs.showEvents, {
+    label: 'Event History',
+    caption: 'Every lifecycle change and scaling decision, with its reason',
+    isEnabled: args => !!target(args),
+    execute: args => {
+      const cluster = target(args);
+      if (cluster) {
+        openEventHistory(app, model, cluster);
+      }
+    }
+  });
 
   commands.addCommand(CommandIDs.openDashboard, {
     label: 'Open Dashboard',
@@ -138,7 +160,7 @@ export function addCommands(options: {
   commands.addCommand(CommandIDs.scale, {
     label: 'Scale…',
     caption: 'Scale a group in workers, cores or memory',
-    isEnabled: reachable,
+    isEnabled: scalable,
     execute: args => {
       const cluster = target(args);
       return cluster ? showScaleDialog(model, cluster) : null;
@@ -148,7 +170,7 @@ export function addCommands(options: {
   commands.addCommand(CommandIDs.adapt, {
     label: 'Adaptive Mode…',
     caption: 'Turn adaptive mode on or off and set its range, per group',
-    isEnabled: reachable,
+    isEnabled: scalable,
     execute: args => {
       const cluster = target(args);
       return cluster ? showAdaptiveDialog(model, cluster) : null;
@@ -158,7 +180,7 @@ export function addCommands(options: {
   commands.addCommand(CommandIDs.editSpec, {
     label: 'Edit Worker Spec…',
     caption: 'Change the worker groups: count, threads, memory, GPUs',
-    isEnabled: reachable,
+    isEnabled: scalable,
     execute: args => {
       const cluster = target(args);
       return cluster ? showSpecDialog(model, cluster) : null;
@@ -177,14 +199,16 @@ export function addCommands(options: {
       if (!cluster) {
         return;
       }
+      const external = cluster.backend === 'external';
       const result = await showDialog({
-        title: `Shut down ${cluster.name}?`,
-        body:
-          `Its scheduler and ${cluster.workers.requested} worker(s) stop, and ` +
-          'clients connected to it lose their data.',
+        title: `${external ? 'Detach' : 'Shut down'} ${cluster.name}?`,
+        body: external
+          ? 'It leaves this list; its scheduler and workers keep running where they were started.'
+          : `Its scheduler and ${plural(cluster.workers.requested, 'worker')} stop, and ` +
+            'clients connected to it lose their data.',
         buttons: [
           Dialog.cancelButton(),
-          Dialog.warnButton({ label: 'Shut down' })
+          Dialog.warnButton({ label: external ? 'Detach' : 'Shut down' })
         ]
       });
       if (result.button.accept) {
@@ -203,23 +227,30 @@ export function addCommands(options: {
     CommandIDs.scale,
     CommandIDs.adapt,
     CommandIDs.editSpec,
+    CommandIDs.showEvents,
     CommandIDs.shutdown
   ].forEach((command, rank) => {
     if (commands.hasCommand(command)) {
-      app.contextMenu.addItem({ command, selector, rank });
+      app.contextMenu.addItem({
+        command,
+        selector,
+        rank,
+        args: { [FROM_CONTEXT_MENU]: true }
+      });
     }
   });
 }
 
+
 /**
- * Ask which cluster, when there is more than one to choose from.
+ * Ask which cluster (even when there is one: the user sees what is inserted).
  */
 async function chooseCluster(
   model: ClustersModel
 ): Promise<ICluster | undefined> {
   const clusters = model.clusters.filter(c => !!c.scheduler_address);
-  if (clusters.length <= 1) {
-    return clusters[0];
+  if (clusters.length === 0) {
+    return undefined;
   }
   const items = clusters.map(c => `${c.name} (${c.scheduler_address})`);
   const result = await InputDialog.getItem({
@@ -234,26 +265,36 @@ async function chooseCluster(
 }
 
 /**
- * Open (or show again) a cluster's Dask dashboard in a main-area tab. It is
- * served by this server's authenticated proxy.
+ * Open (or show again) a cluster's event history in a main-area tab.
  */
-function openDashboard(app: JupyterFrontEnd, cluster: ICluster): void {
-  const id = `clustermgr-dashboard-${cluster.id}`;
+function openEventHistory(
+  app: JupyterFrontEnd,
+  model: ClustersModel,
+  cluster: ICluster
+): void {
+  const id = `clustermgr-events-${cluster.id}`;
   const open = Array.from(app.shell.widgets('main')).find(w => w.id === id);
   if (open) {
     app.shell.activateById(id);
     return;
   }
-  const content = new IFrame({
-    sandbox: ['allow-scripts', 'allow-same-origin', 'allow-forms', 'allow-popups']
-  });
-  // A path on this server (its base URL included).
-  content.url = cluster.dashboard_url!;
+  const content = new EventHistory({ model, clusterId: cluster.id });
   const widget = new MainAreaWidget({ content });
   widget.id = id;
-  widget.title.label = `Dask ${cluster.name}`;
+  widget.title.label = `History ${cluster.name}`;
   widget.title.icon = clusterIcon;
   widget.title.closable = true;
-  widget.addClass('cm-Dashboard');
   app.shell.add(widget, 'main');
+}
+
+/**
+ * Open (or show again) a cluster's Dask dashboard in a main-area tab. It is
+ * served by this server's authenticated proxy.
+ */
+function openDashboard(app: JupyterFrontEnd, cluster: ICluster): void {
+  void app.commands.execute(CommandIDs.openPlot, {
+    clusterId: cluster.id,
+    path: STATUS_PATH,
+    label: 'Dashboard'
+  });
 }

@@ -1,7 +1,7 @@
 /**
  * The dialogs a cluster card opens: scale, adaptive mode, Worker Spec.
- * Each stays open when the server refuses a value and shows its message
- * next to the field; every server error is also a notification.
+ * Each stays open when a value is refused (by the form or by the server) and
+ * shows the message once, next to the field it is about.
  */
 import { Notification } from '@jupyterlab/apputils';
 import * as React from 'react';
@@ -15,25 +15,26 @@ import {
 import { ScaleEditor } from './components/ScaleEditor';
 import { specShowsError, WorkerSpecEditor } from './components/WorkerSpecEditor';
 import { ClustersModel } from './model';
-import { notifyError } from './notify';
 import { asServerError, ClusterManagerError } from './request';
-import { draftFromGroup, formatTotals, IGroupDraft, specRequest } from './spec';
+import {
+  draftFromGroup,
+  formatTotals,
+  IGroupDraft,
+  specIsValid,
+  specRequest
+} from './spec';
 import { ICluster, IResolution, PatchClusterRequest } from './types';
 
 /**
- * PATCH a cluster; notify and rethrow on failure.
+ * PATCH a cluster; the form shows what the server refuses, so there is no
+ * notification on top.
  */
-async function patch(
+function patch(
   model: ClustersModel,
   cluster: ICluster,
   request: PatchClusterRequest
 ) {
-  try {
-    return await model.patchCluster(cluster.id, request);
-  } catch (error) {
-    notifyError(`Could not change ${cluster.name}`, error);
-    throw error;
-  }
+  return model.patchCluster(cluster.id, request);
 }
 
 export async function showScaleDialog(
@@ -43,6 +44,7 @@ export async function showScaleDialog(
   const form = new FormBody<IResolution>(f => (
     <ScaleEditor
       cluster={cluster}
+      limits={model.limits}
       scale={async target =>
         (await patch(model, cluster, { scale: target })).resolved
       }
@@ -70,6 +72,7 @@ export async function showAdaptiveDialog(
   const form = new FormBody<boolean>(f => (
     <AdaptiveEditor
       cluster={cluster}
+      limits={model.limits}
       patch={request => patch(model, cluster, request)}
       register={submit => (f.submitHandler = submit)}
     />
@@ -92,6 +95,10 @@ function SpecForm(props: {
   );
   const [error, setError] = React.useState<ClusterManagerError | null>(null);
   props.form.submitHandler = async () => {
+    if (!specIsValid(groups)) {
+      // The fields already say what is wrong.
+      return null;
+    }
     try {
       return await patch(model, cluster, { spec: specRequest(groups) });
     } catch (e) {
@@ -101,13 +108,22 @@ function SpecForm(props: {
   };
   return (
     <div className="cm-SpecForm">
-      <FormError error={error} shownInline={specShowsError(error, 'spec')} />
+      <FormError
+        error={error}
+        shownInline={specShowsError(error, 'spec')}
+        groupNames={groups.map(g => g.name)}
+      />
       <WorkerSpecEditor
         groups={groups}
-        onChange={setGroups}
+        onChange={next => {
+          setGroups(next);
+          setError(null);
+        }}
         error={error}
         field="spec"
         idPrefix="cm-spec"
+        limits={model.limits}
+        backend={cluster.backend}
       />
       <p className="cm-Form-note">
         The new spec replaces the current one: workers are started or stopped

@@ -30,10 +30,19 @@ export function formatCores(cores: number | null | undefined): string {
 }
 
 /**
- * Format a number of bytes compactly, for previews: `16 GiB`, `1.5 GiB`.
+ * Format a number of bytes compactly, everywhere a size is shown:
+ * `16 GiB`, `1.5 GiB`.
  */
 export function formatSize(bytes: number): string {
   return formatBytes(bytes).replace(/(\.\d*[1-9])0+ |\.0+ /, '$1 ');
+}
+
+/**
+ * A count with its noun, singular or plural: `1 core`, `2 cores`, `1.5 cores`.
+ */
+export function plural(count: number, noun: string, nouns = `${noun}s`): string {
+  const text = Number.isInteger(count) ? String(count) : formatCores(count);
+  return `${text} ${count === 1 ? noun : nouns}`;
 }
 
 const SIZE_UNITS: { [unit: string]: number } = {

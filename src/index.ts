@@ -4,11 +4,15 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
+import { IConsoleTracker } from '@jupyterlab/console';
+import { IEditorTracker } from '@jupyterlab/fileeditor';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { AutoConnector } from './autoconnect';
 import { addCommands, IPreferences } from './commands';
+import { acceptClusterDrops } from './drop';
+import { addDashboardCommands } from './dashboardcommands';
 import { ClustersModel } from './model';
 import { ClusterSidebar } from './sidebar';
 import { CommandIDs, PLUGIN_ID } from './tokens';
@@ -18,7 +22,8 @@ export { ClusterManagerError, requestAPI } from './request';
 export { CommandIDs } from './tokens';
 export * from './types';
 
-const PALETTE_CATEGORY = 'Clusters';
+// "dask" typed in the palette finds the commands.
+const PALETTE_CATEGORY = 'Dask Clusters';
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
@@ -28,15 +33,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
     ILayoutRestorer,
     ICommandPalette,
     INotebookTracker,
-    ISettingRegistry
+    ISettingRegistry,
+    IConsoleTracker,
+    IEditorTracker
   ],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
     notebooks: INotebookTracker | null,
-    settingRegistry: ISettingRegistry | null
+    settingRegistry: ISettingRegistry | null,
+    consoles: IConsoleTracker | null,
+    editors: IEditorTracker | null
   ) => {
+    const targets = { notebooks, consoles, editors };
     const model = new ClustersModel({
       serverSettings: app.serviceManager.serverSettings
     });
@@ -48,19 +58,26 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const sidebar = new ClusterSidebar({
       model,
       commands: app.commands,
-      canInsert: !!notebooks
+      canInsert: !!(notebooks || consoles || editors)
     });
     app.shell.add(sidebar, 'left', { rank: 200 });
     if (restorer) {
       restorer.add(sidebar, sidebar.id);
     }
 
-    addCommands({ app, model, sidebarId: sidebar.id, notebooks, preferences });
+    addCommands({ app, model, sidebarId: sidebar.id, targets, preferences });
+    acceptClusterDrops({
+      model,
+      targets,
+      activate: id => app.shell.activateById(id)
+    });
+    addDashboardCommands({ app, model, restorer });
     model.start();
 
     if (palette) {
       for (const command of [
         CommandIDs.newCluster,
+        CommandIDs.attachCluster,
         CommandIDs.showSidebar,
         CommandIDs.insertClientCell
       ]) {

@@ -14,7 +14,9 @@ import {
   ICluster,
   IClusterChange,
   IClusterList,
+  IAttachClusterRequest,
   ICreateClusterRequest,
+  ILimits,
   ITemplate,
   ITemplateList,
   PatchClusterRequest,
@@ -150,13 +152,24 @@ export class ClustersModel implements IDisposable {
       {},
       this._settings
     );
+    this._limits = data?.limits ?? this._limits;
     return data?.templates ?? [];
   }
 
   /**
-   * Ask the server for a new cluster. Resolves with the pending cluster.
+   * The server's limits, as its templates answer last gave them.
    */
-  async createCluster(request: ICreateClusterRequest = {}): Promise<ICluster> {
+  get limits(): ILimits | null {
+    return this._limits;
+  }
+
+  /**
+   * Ask the server for a new cluster (or to attach one started elsewhere).
+   * Resolves with the pending cluster.
+   */
+  async createCluster(
+    request: ICreateClusterRequest | IAttachClusterRequest = {}
+  ): Promise<ICluster> {
     const cluster = await requestAPI<ICluster>(
       'clusters',
       jsonBody('POST', request),
@@ -450,6 +463,7 @@ export class ClustersModel implements IDisposable {
   }
 
   private _settings: ServerConnection.ISettings;
+  private _limits: ILimits | null = null;
   private _minDelay: number;
   private _maxDelay: number;
   private _clusters = new Map<string, ICluster>();

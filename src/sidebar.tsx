@@ -1,9 +1,17 @@
 import { ReactWidget, UseSignal } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
+import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
 import { startClusterDrag } from './clientcell';
 import { ClusterCard } from './components/ClusterCard';
+import {
+  ClusterFilter,
+  MANY_CLUSTERS,
+  matchesFilter
+} from './components/ClusterFilter';
+import { GoneNotice } from './components/GoneNotice';
+import { GoneTracker } from './gone';
 import { clusterIcon } from './icons';
 import { ClustersModel } from './model';
 import { CommandIDs } from './tokens';
@@ -30,10 +38,41 @@ export class ClusterSidebar extends ReactWidget {
     this.title.label = 'Clusters';
     this.node.setAttribute('role', 'region');
     this.node.setAttribute('aria-label', 'Clusters');
+    this.node.tabIndex = -1;
+    this._gone = new GoneTracker(this._model);
+    this._gone.changed.connect(() => this.update());
   }
 
   get model(): ClustersModel {
     return this._model;
+  }
+
+  dispose(): void {
+    this._gone.dispose();
+    super.dispose();
+  }
+
+  /**
+   * Activating the sidebar (e.g. "Show Clusters Sidebar") moves the focus
+   * into it: the filter box, else the first card, else New Cluster.
+   */
+  protected onActivateRequest(msg: Message): void {
+    super.onActivateRequest(msg);
+    const focusInside = () => {
+      const target =
+        this.node.querySelector<HTMLElement>('.cm-ClusterFilter-input') ??
+        this.node.querySelector<HTMLElement>('.cm-ClusterCard') ??
+        this.node.querySelector<HTMLElement>('.cm-NewClusterButton:enabled');
+      (target ?? this.node).focus();
+    };
+    focusInside();
+    // A sidebar shown for the first time renders a moment later, and the
+    // command palette hands the focus back when it closes: try again then.
+    setTimeout(() => {
+      if (!this.node.contains(document.activeElement) || document.activeElement === this.node) {
+        focusInside();
+      }
+    }, 100);
   }
 
   protected render(): React.ReactElement {
@@ -44,6 +83,7 @@ export class ClusterSidebar extends ReactWidget {
             model={this._model}
             commands={this._commands}
             canInsert={this._canInsert}
+            gone={this._gone}
             onDragStart={(cluster, x, y) =>
               startClusterDrag({ cluster, clientX: x, clientY: y, source: this })
             }
@@ -52,6 +92,8 @@ export class ClusterSidebar extends ReactWidget {
       </UseSignal>
     );
   }
+
+  private _gone: GoneTracker;
 
   private _model: ClustersModel;
   private _commands: CommandRegistry;
@@ -90,16 +132,22 @@ interface IClusterPanelProps {
   model: ClustersModel;
   commands: CommandRegistry;
   canInsert: boolean;
+  gone: GoneTracker;
   onDragStart: (cluster: ICluster, clientX: number, clientY: number) => void;
 }
 
 /**
- * Header (live state, New Cluster), then the cluster cards.
+ * Header (live state, New Cluster), what happened to clusters that went
+ * unannounced, a filter box when there are many clusters, then the cards
+ * (compact when there are many).
  */
 function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
   const { model, commands } = props;
   const missing = model.serverState === 'missing';
-  const clusters = model.clusters;
+  const all = model.clusters;
+  const many = all.length > MANY_CLUSTERS;
+  const [filter, setFilter] = React.useState('');
+  const clusters = many ? all.filter(c => matchesFilter(c, filter)) : all;
   const offline = !missing && model.serverState !== 'unknown' && !model.connected;
   const stateText = missing
     ? 'Server extension missing'
@@ -133,6 +181,16 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
         >
           New Cluster
         </button>
+        <button
+          type="button"
+          className="jp-mod-styled cm-AttachButton"
+          aria-label="Attach a cluster started elsewhere"
+          title={commands.caption(CommandIDs.attachCluster)}
+          disabled={missing}
+          onClick={() => void commands.execute(CommandIDs.attachCluster)}
+        >
+          Attach
+        </button>
       </div>
       {missing && <ServerMissing />}
       {offline && (
@@ -141,15 +199,32 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
           {model.lastError ? ` (${model.lastError.message})` : ''}
         </div>
       )}
+      {props.gone.report && (
+        <GoneNotice
+          report={props.gone.report}
+          onDismiss={() => props.gone.dismiss()}
+        />
+      )}
+      {!missing && many && (
+        <ClusterFilter
+          value={filter}
+          onChange={setFilter}
+          shown={clusters.length}
+          total={all.length}
+        />
+      )}
       {!missing &&
-        (clusters.length === 0 ? (
+        (all.length === 0 ? (
           <p className="cm-ClusterPanel-empty">
             {model.loaded
               ? 'No clusters. Start one with New Cluster.'
               : 'Loading clusters…'}
           </p>
         ) : (
-          <ul className="cm-ClusterList" aria-label="Cluster list">
+          <ul
+            className={`cm-ClusterList${many ? ' cm-mod-compact' : ''}`}
+            aria-label="Cluster list"
+          >
             {clusters.map(cluster => (
               <ClusterCard
                 key={cluster.id}
@@ -157,15 +232,17 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
                 history={model.history(cluster.id)}
                 commands={commands}
                 canInsert={props.canInsert}
+                offline={offline}
+                compact={many}
                 onDragStart={props.onDragStart}
               />
             ))}
           </ul>
         ))}
-      {clusters.length > 0 && (
+      {all.length > 0 && (
         <p className="cm-ClusterPanel-hint">
           Drag a cluster into a notebook, or use its context menu, to insert a
-          Client cell.
+          Client cell (also into a console or a file).
         </p>
       )}
     </div>

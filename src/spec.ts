@@ -3,13 +3,8 @@
  * their requests, and the client-side preview of what a target resolves to
  * (the server resolves the same way: round up to whole workers).
  */
-import {
-  exactSize,
-  formatCores,
-  formatSize,
-  parseCount,
-  parseSize
-} from './format';
+import { exactSize, formatSize, parseCount, plural } from './format';
+import { checkAmount, checkCount, checkSize } from './validate';
 import {
   AdaptUnit,
   IWorkerGroupRequest,
@@ -99,13 +94,44 @@ export interface IPerWorker {
 }
 
 export function perWorkerOfDraft(draft: IGroupDraft): IPerWorker | null {
-  const threads = parseCount(draft.threads);
-  const memory = parseSize(draft.memory);
-  const gpus = parseCount(draft.gpus);
-  if (!threads || !memory || gpus === null) {
+  const threads = checkCount(draft.threads, 'threads', 1).value;
+  const memory = checkSize(draft.memory).value;
+  const gpus = checkCount(draft.gpus, 'GPUs').value;
+  if (threads === null || memory === null || gpus === null) {
     return null;
   }
   return { threads, memory, gpus };
+}
+
+/**
+ * What is wrong with each field of a group as typed, by field.
+ */
+export function groupProblems(
+  draft: IGroupDraft
+): Partial<Record<keyof IGroupDraft, string>> {
+  const problems: Partial<Record<keyof IGroupDraft, string>> = {};
+  if (!draft.name.trim()) {
+    problems.name = 'Enter a group name';
+  }
+  const checks = {
+    count: checkCount(draft.count, 'workers'),
+    threads: checkCount(draft.threads, 'threads', 1),
+    memory: checkSize(draft.memory),
+    gpus: checkCount(draft.gpus, 'GPUs')
+  };
+  for (const [key, check] of Object.entries(checks)) {
+    if (check.error) {
+      problems[key as keyof IGroupDraft] = check.error;
+    }
+  }
+  return problems;
+}
+
+/**
+ * Whether every group of a draft spec reads.
+ */
+export function specIsValid(groups: IGroupDraft[]): boolean {
+  return groups.every(g => Object.keys(groupProblems(g)).length === 0);
 }
 
 /**
@@ -136,7 +162,30 @@ export function totals(perWorker: IPerWorker, workers: number): ITotals {
  * The amount typed for a unit: a count, or a size for memory.
  */
 export function parseAmount(unit: AdaptUnit, text: string): number | null {
-  return unit === 'memory' ? parseSize(text) : parseCount(text);
+  return checkAmount(unit, text).value;
+}
+
+/**
+ * An amount typed in one unit, in another: through the whole workers it
+ * means (`2` workers of 2 threads are `4` cores). Empty when it does not read.
+ */
+export function convertAmount(
+  perWorker: IPerWorker | null,
+  from: AdaptUnit,
+  to: AdaptUnit,
+  text: string
+): string {
+  const amount = parseAmount(from, text);
+  if (amount === null || !perWorker) {
+    return '';
+  }
+  const workers = workersFor(perWorker, from, amount);
+  if (to === 'workers') {
+    return String(workers);
+  }
+  return to === 'cores'
+    ? String(workers * perWorker.threads)
+    : exactSize(workers * perWorker.memory);
 }
 
 /**
@@ -144,12 +193,12 @@ export function parseAmount(unit: AdaptUnit, text: string): number | null {
  */
 export function formatTotals(t: ITotals): string {
   const parts = [
-    `${t.workers} worker${t.workers === 1 ? '' : 's'}`,
-    `${formatCores(t.cores)} core${t.cores === 1 ? '' : 's'}`,
+    plural(t.workers, 'worker'),
+    plural(t.cores, 'core'),
     formatSize(t.memory)
   ];
   if (t.gpus > 0) {
-    parts.push(`${t.gpus} GPU${t.gpus === 1 ? '' : 's'}`);
+    parts.push(plural(t.gpus, 'GPU'));
   }
   return `→ ${parts.join(' · ')}`;
 }
@@ -161,7 +210,7 @@ export function specTotals(groups: IGroupDraft[]): ITotals | null {
   const sum: ITotals = { workers: 0, cores: 0, memory: 0, gpus: 0 };
   for (const group of groups) {
     const perWorker = perWorkerOfDraft(group);
-    const count = parseCount(group.count);
+    const count = checkCount(group.count, 'workers').value;
     if (!perWorker || count === null) {
       return null;
     }

@@ -11,6 +11,10 @@ export namespace CommandIDs {
   export const adapt = 'clustermgr:adapt';
   export const editSpec = 'clustermgr:edit-spec';
   export const shutdown = 'clustermgr:shutdown';
+  export const showEvents = 'clustermgr:show-events';
+  export const openPlot = 'clustermgr:open-plot';
+  export const listPlots = 'clustermgr:list-plots';
+  export const attachCluster = 'clustermgr:attach-cluster';
 }
 
 /**

@@ -11,6 +11,7 @@ export type ClusterStatus =
   | 'pending'
   | 'running'
   | 'scaling'
+  | 'unresponsive'
   | 'stopping'
   | 'stopped'
   | 'failed';
@@ -165,6 +166,10 @@ export interface ICluster {
   adapt: IAdaptState | null;
   /** The template's user options as the cluster was created with them. */
   options: { [name: string]: OptionValue };
+  /**
+   * Seconds with no tasks and no client before the cluster shuts itself down (null: never).
+   */
+  idle_timeout?: number | null;
   last_decision: IEvent | null;
   created: string;
 }
@@ -207,6 +212,7 @@ export interface ITemplate {
   spec: IWorkerSpec;
   adapt: IAdaptRequest | null;
   user_options: IUserOption[];
+  idle_timeout?: number | null;
 }
 
 /**
@@ -259,6 +265,15 @@ export interface ICreateClusterRequest {
 }
 
 /**
+ * The body of `POST clustermgr/api/clusters` that attaches a running cluster
+ * started elsewhere (backend `external`).
+ */
+export interface IAttachClusterRequest {
+  attach: string;
+  name?: string;
+}
+
+/**
  * The body of `PATCH clustermgr/api/clusters/{id}`: exactly one field.
  */
 export type PatchClusterRequest =
@@ -275,10 +290,21 @@ export interface IClusterList {
 }
 
 /**
+ * What a plan is checked against: the server's worker limit per cluster and
+ * the size of the machine local workers run on (`memory` in bytes).
+ */
+export interface ILimits {
+  max_workers: number;
+  max_clusters: number;
+  machine: { cores: number; memory: number };
+}
+
+/**
  * `GET clustermgr/api/templates`.
  */
 export interface ITemplateList {
   templates: ITemplate[];
+  limits?: ILimits;
 }
 
 /**

@@ -123,7 +123,7 @@ def test_every_batch_option_reaches_the_slurm_job_script(tmp_path):
 def test_the_scheduler_listens_where_the_compute_nodes_reach_it():
     # Given a scheduler host or interface from a template, Then the scheduler's command line says so
     assert scheduler_command(Path("s.json"), "10.0.0.1")[3:5] == ["--host", "10.0.0.1"]
-    assert scheduler_command(Path("s.json"), "10.0.0.1", "ib0")[3:5] == ["--interface", "ib0"]
+    assert scheduler_command(Path("s.json"), "10.0.0.1", interface="ib0")[3:5] == ["--interface", "ib0"]
     assert "--dashboard-address" in (command := scheduler_command(Path("s.json"), "10.0.0.1"))
     assert command[command.index("--dashboard-address") + 1] == "127.0.0.1:0"  # only through the proxy
 

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import json
 import logging
 import shlex
 import signal
-import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
@@ -25,13 +23,10 @@ from typing import Any, ClassVar
 from .. import options as opt
 from ..errors import BackendError
 from ..spec import WorkerGroup
-from .base import Waiting
+from .base import SchedulerEndpoint, Waiting
 from .local import SCHEDULER, LocalBackend
 
 log = logging.getLogger(__name__)
-
-JOBS_FILE = "batch-jobs.json"
-
 
 async def run_command(*command: str, timeout: float = 60) -> tuple[int, str, str]:
     """Run a queueing-system command without blocking the event loop; returns (returncode, stdout, stderr)."""
@@ -102,7 +97,9 @@ class BatchBackend(LocalBackend):
     Jobs that end on their own (walltime, node failure, cancelled from outside) are noticed by a
     status poll every ``poll_interval`` seconds while this cluster has jobs, and reported through
     ``on_worker_exit(name, None)``. The same poll keeps why queued jobs wait (:meth:`waiting`).
-    Job ids are kept in the work folder so that :meth:`reap` can cancel the jobs of a server that died.
+    Job ids and names are stored with the cluster (:meth:`process_records`), so that a restarted
+    server re-adopts the jobs that still run (:meth:`adopt`), or cancels them with the rest of a
+    cluster it cannot re-adopt.
     """
 
     workers_before_scheduler = False  # a job script needs the scheduler's address
@@ -198,7 +195,7 @@ class BatchBackend(LocalBackend):
             raise SubmitRefused(f"{command[0]} gave no job id for worker {name}: {(err or out).strip()}") from None
         self._jobs[name] = job_id
         self._waiting[name] = Waiting("submitted", job_id)
-        self._record_jobs()
+        self._notify_change()
         log.info("cluster %s: worker %s is job %s", self.cluster_id, name, job_id)
 
     async def scale_up(self, group: WorkerGroup, names: list[str]) -> None:
@@ -257,7 +254,7 @@ class BatchBackend(LocalBackend):
                 if name in self._stopping or name not in self._jobs:
                     continue  # being cancelled by us meanwhile
                 job_id = self._jobs.pop(name)
-                self._record_jobs()
+                self._notify_change()
                 log.warning("cluster %s: job %s of worker %s ended on its own", self.cluster_id, job_id, name)
                 if self.on_worker_exit:
                     self.on_worker_exit(name, None)
@@ -292,18 +289,26 @@ class BatchBackend(LocalBackend):
             for name in names:
                 self._jobs.pop(name, None)
                 self._waiting.pop(name, None)
-            self._record_jobs()
+            self._notify_change()
         finally:
             self._stopping.difference_update(names)
 
     async def close(self) -> None:
+        await self._stop_polling()
+        await self.scale_down(list(self._jobs))
+        await self._stop(SCHEDULER)
+        await super().detach()
+        self.address = None
+
+    async def _stop_polling(self) -> None:
         if self._poller is not None:
             self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
             self._poller = None
-        await self.scale_down(list(self._jobs))
-        await self._stop(SCHEDULER)
-        self.address = None
+
+    async def detach(self) -> None:
+        await self._stop_polling()
+        await super().detach()
 
     # -- what is left behind ---------------------------------------------------------------------------
 
@@ -311,46 +316,39 @@ class BatchBackend(LocalBackend):
         """Job ids by worker name."""
         return dict(self._jobs)
 
-    def _record_jobs(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        (self.workdir / JOBS_FILE).write_text(json.dumps({n: [j, self.job_name(n)] for n, j in self._jobs.items()}))
+    def worker_log(self, name: str) -> Path | None:
+        """The latest file the job of worker ``name`` wrote its output to, named after the job."""
+        logs = sorted(self.workdir.glob(f"{self.job_name(name)}*"), key=lambda p: p.stat().st_mtime)
+        logs = [p for p in logs if not p.name.endswith(".job.sh")]
+        return logs[-1] if logs else None
 
-    @classmethod
-    def recorded_jobs(cls, workdir: Path) -> dict[str, tuple[str, str]]:
-        """job id -> (worker name, job name) as a dead server recorded them."""
-        try:
-            saved = json.loads((Path(workdir) / JOBS_FILE).read_text())
-            return {str(job_id): (name, job_name) for name, (job_id, job_name) in saved.items()}
-        except (OSError, ValueError, TypeError):
-            return {}
+    def process_records(self) -> dict[str, dict[str, Any]]:
+        """The scheduler's PID (see LocalBackend), and each worker's job id and job name."""
+        records = super().process_records()
+        records.update({name: {"job_id": job_id, "job_name": self.job_name(name)} for name, job_id in self._jobs.items()})
+        return records
 
-    @classmethod
-    def listed_names(cls, job_ids: list[str]) -> dict[str, str]:
-        """job id -> job name of the listed ones of ``job_ids`` (a synchronous status call, for :meth:`reap`)."""
-        return {}
+    async def adopt(self, endpoint: SchedulerEndpoint, records: dict[str, dict[str, Any]]) -> set[str]:
+        """Adopt the scheduler process, and the recorded jobs that the system lists, under their recorded name, as active.
 
-    @classmethod
-    def reap(cls, workdir: Path) -> list[str]:
-        """Stop the scheduler (as LocalBackend does) and cancel the recorded jobs that still carry their name.
-
-        Runs once at server start-up, outside any request, so it calls the status and cancel commands
-        synchronously. Only jobs listed under the recorded job name are cancelled: the system may have
-        given a recorded id to another job since (e.g. after a restart).
+        A recorded id that the system has since given to another job (e.g. after a restart) is
+        left alone: the job name must match too.
         """
-        stopped = super().reap(workdir)
-        recorded = cls.recorded_jobs(workdir)
-        if not recorded:
-            return stopped
-        try:
-            listed = cls.listed_names(list(recorded))
-            ours = [job_id for job_id, job_name in listed.items() if recorded.get(job_id, (None, None))[1] == job_name]
-            if ours:
-                cancel = shlex.split(cls.job_class().cancel_command)
-                subprocess.run([*cancel, *ours], capture_output=True, timeout=30, check=True)
-        except (OSError, subprocess.SubprocessError) as exc:
-            log.warning("could not cancel the jobs recorded in %s: %s", workdir, exc)
-            return stopped
-        return stopped + [recorded[job_id][0] for job_id in ours]
+        scheduler = {n: r for n, r in records.items() if "pid" in r}
+        await super().adopt(endpoint, scheduler)
+        jobs = {n: str(r["job_id"]) for n, r in records.items() if r.get("job_id") and r.get("job_name") == self.job_name(n)}
+        if jobs:
+            self._jobs.update(jobs)
+            active = await self._active(list(jobs))
+            if active is None:
+                log.warning("cluster %s: the job status did not answer; keeping the recorded jobs %s", self.cluster_id, jobs)
+                active = dict.fromkeys(jobs)
+            for name in set(jobs) - set(active):
+                del self._jobs[name]
+            self._notify_change()
+            if self._jobs:
+                self._poller = asyncio.ensure_future(self._poll())
+        return set(self._jobs)
 
 
 class SGEBackend(BatchBackend):
@@ -395,11 +393,6 @@ class SGEBackend(BatchBackend):
             return None
         listed = self.parse_qstat_xml(out)
         return {job_id: state for job_id, state in listed.items() if job_id in job_ids}
-
-    @classmethod
-    def listed_names(cls, job_ids: list[str]) -> dict[str, str]:
-        done = subprocess.run(["qstat", "-xml", "-u", "*"], capture_output=True, text=True, timeout=30)
-        return {i: s.name for i, s in cls.parse_qstat_xml(done.stdout).items() if i in job_ids} if done.returncode == 0 else {}
 
 
 class PBSBackend(BatchBackend):

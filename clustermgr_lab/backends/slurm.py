@@ -6,14 +6,12 @@ settings apply to whatever is not set here), with ``squeue`` for job states and 
 
 from __future__ import annotations
 
-import subprocess
+from pathlib import Path
 from typing import Any
 
 from .. import options as opt
 from ..spec import WorkerGroup
-from .batch import BATCH_OPTIONS, JOBS_FILE, BatchBackend, JobState, jobqueue_class, run_command
-
-__all__ = ["JOBS_FILE", "SlurmBackend"]
+from .batch import BATCH_OPTIONS, BatchBackend, JobState, jobqueue_class, run_command
 
 # squeue's default listing holds only these; anything else (or no line at all) means the job ended.
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "RESIZING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}
@@ -70,8 +68,7 @@ class SlurmBackend(BatchBackend):
             return {} if "Invalid job id" in err else None  # only the first: every id is unknown
         return self.parse_squeue(out)
 
-    @classmethod
-    def listed_names(cls, job_ids: list[str]) -> dict[str, str]:
-        squeue = ["squeue", "-h", "-o", "%i|%j|%T|%r", "-j", ",".join(job_ids)]
-        listed = subprocess.run(squeue, capture_output=True, text=True, timeout=30).stdout
-        return {job_id: state.name for job_id, state in cls.parse_squeue(listed).items()}
+    def worker_log(self, name: str) -> Path | None:
+        """The job's standard error, as dask-jobqueue names it (``<job name>-<job id>.err``); the latest."""
+        logs = sorted(self.workdir.glob(f"{self.job_name(name)}-*.err"), key=lambda p: p.stat().st_mtime)
+        return logs[-1] if logs else None

@@ -1,16 +1,27 @@
 import * as React from 'react';
 
 import { exactSize, formatCores, formatSize } from '../format';
+import { addTotals, limitWarnings, otherGroupsTotals } from '../limits';
 import { asServerError, ClusterManagerError } from '../request';
-import { IPerWorker, parseAmount, totals, workersFor } from '../spec';
+import {
+  convertAmount,
+  IPerWorker,
+  ITotals,
+  parseAmount,
+  totals,
+  workersFor
+} from '../spec';
 import {
   AdaptUnit,
   IAdaptRange,
   IAdaptRequest,
   ICluster,
+  ILimits,
   PatchClusterRequest
 } from '../types';
+import { checkAmount } from '../validate';
 import { FieldError, fieldMessage, FormError, invalidProps } from './FormDialog';
+import { Preview } from './Preview';
 import { UNITS } from './ScaleEditor';
 
 /**
@@ -70,16 +81,43 @@ export function adaptRequest(draft: IAdaptDraft, group?: string): IAdaptRequest 
 }
 
 /**
- * "0–4 workers · 0–8 cores · 0–16 GiB" for a range of a group.
+ * What is wrong with a range as typed, per end; `null` when it reads.
  */
-function rangePreview(draft: IAdaptDraft, perWorker: IPerWorker | null): string {
+export function rangeProblems(draft: IAdaptDraft): {
+  minimum: string | null;
+  maximum: string | null;
+} {
+  const min = checkAmount(draft.unit, draft.minimum);
+  const max = checkAmount(draft.unit, draft.maximum);
+  let maximum = max.error;
+  if (!maximum && min.value !== null && max.value !== null && max.value < min.value) {
+    maximum = 'Must be at least the minimum';
+  }
+  return { minimum: min.error, maximum };
+}
+
+/**
+ * The workers each end of a range means, when both read.
+ */
+function rangeTotals(
+  draft: IAdaptDraft,
+  perWorker: IPerWorker | null
+): [ITotals, ITotals] | null {
   const min = parseAmount(draft.unit, draft.minimum);
   const max = parseAmount(draft.unit, draft.maximum);
   if (!perWorker || min === null || max === null) {
-    return '';
+    return null;
   }
-  const lo = totals(perWorker, workersFor(perWorker, draft.unit, min));
-  const hi = totals(perWorker, workersFor(perWorker, draft.unit, max));
+  return [
+    totals(perWorker, workersFor(perWorker, draft.unit, min)),
+    totals(perWorker, workersFor(perWorker, draft.unit, max))
+  ];
+}
+
+/**
+ * "→ 0–4 workers · 0–8 cores · 0–16 GiB" for a range of a group.
+ */
+function rangePreview([lo, hi]: [ITotals, ITotals]): string {
   return (
     `→ ${lo.workers}–${hi.workers} workers · ` +
     `${formatCores(lo.cores)}–${formatCores(hi.cores)} cores · ` +
@@ -101,10 +139,18 @@ export interface IAdaptRangeFieldsProps {
    */
   field: string;
   idPrefix: string;
+  /**
+   * For the preview's warnings: the server's limits, what the other groups
+   * add up to, and the backend (machine limits apply to local workers).
+   */
+  limits?: ILimits | null;
+  others?: ITotals;
+  backend?: string;
 }
 
 /**
  * On/off, unit, minimum and maximum of adaptive mode for one group.
+ * Switching the unit converts both ends.
  */
 export function AdaptRangeFields(
   props: IAdaptRangeFieldsProps
@@ -112,9 +158,30 @@ export function AdaptRangeFields(
   const { draft, error, field, idPrefix, label } = props;
   const set = (change: Partial<IAdaptDraft>) =>
     props.onChange({ ...draft, ...change });
-  const minMessage = fieldMessage(error, `${field}.minimum`);
-  const maxMessage = fieldMessage(error, `${field}.maximum`);
+  const problems = rangeProblems(draft);
+  const minMessage =
+    problems.minimum ?? fieldMessage(error, `${field}.minimum`);
+  const maxMessage =
+    problems.maximum ?? fieldMessage(error, `${field}.maximum`);
   const unitMessage = fieldMessage(error, `${field}.unit`);
+  const range = rangeTotals(draft, props.perWorker);
+  const others = props.others ?? { workers: 0, cores: 0, memory: 0, gpus: 0 };
+  const warnings = range
+    ? limitWarnings(
+        addTotals(others, range[1]),
+        props.limits ?? null,
+        props.backend ?? ''
+      )
+    : [];
+  const switchUnit = (unit: AdaptUnit) => {
+    const convert = (text: string) =>
+      convertAmount(props.perWorker, draft.unit, unit, text);
+    set({
+      unit,
+      minimum: convert(draft.minimum),
+      maximum: convert(draft.maximum)
+    });
+  };
   return (
     <fieldset className="cm-AdaptRange" data-group={label}>
       <legend>
@@ -154,7 +221,7 @@ export function AdaptRangeFields(
               <select
                 className="jp-mod-styled cm-AdaptRange-unit"
                 value={draft.unit}
-                onChange={e => set({ unit: e.target.value as AdaptUnit })}
+                onChange={e => switchUnit(e.target.value as AdaptUnit)}
                 {...invalidProps(`${idPrefix}-unit-error`, unitMessage)}
               >
                 {UNITS.map(u => (
@@ -168,9 +235,13 @@ export function AdaptRangeFields(
           <FieldError id={`${idPrefix}-min-error`} message={minMessage} />
           <FieldError id={`${idPrefix}-max-error`} message={maxMessage} />
           <FieldError id={`${idPrefix}-unit-error`} message={unitMessage} />
-          <div className="cm-Preview cm-AdaptRange-preview" aria-live="polite">
-            {rangePreview(draft, props.perWorker)}
-          </div>
+          {!minMessage && !maxMessage && (
+            <Preview
+              className="cm-AdaptRange-preview"
+              text={range ? rangePreview(range) : ''}
+              warnings={warnings}
+            />
+          )}
         </>
       )}
     </fieldset>
@@ -179,6 +250,10 @@ export function AdaptRangeFields(
 
 export interface IAdaptiveEditorProps {
   cluster: ICluster;
+  /**
+   * The server's limits, for the previews' warnings (if known).
+   */
+  limits: ILimits | null;
   /**
    * Send one change; throws the server's error.
    */
@@ -216,6 +291,14 @@ export function AdaptiveEditor(props: IAdaptiveEditorProps): React.ReactElement 
       g => JSON.stringify(drafts[g.name]) !== JSON.stringify(initial[g.name])
     );
     const turnOn = changed.filter(g => drafts[g.name].on);
+    const unreadable = turnOn.some(g => {
+      const problems = rangeProblems(drafts[g.name]);
+      return problems.minimum || problems.maximum;
+    });
+    if (unreadable) {
+      // The fields already say what is wrong.
+      return null;
+    }
     const turnOff = changed.filter(g => !drafts[g.name].on);
     const requests: Array<[string, PatchClusterRequest]> = [];
     for (const g of turnOn) {
@@ -246,14 +329,24 @@ export function AdaptiveEditor(props: IAdaptiveEditorProps): React.ReactElement 
 
   return (
     <div className="cm-AdaptiveEditor">
-      <FormError error={error} shownInline={inline} />
+      <FormError
+        error={error}
+        shownInline={inline}
+        groupNames={groups.map(g => g.name)}
+      />
       {groups.map((g, i) => (
         <AdaptRangeFields
           key={g.name}
           label={g.name}
           draft={drafts[g.name]}
-          onChange={d => setDrafts({ ...drafts, [g.name]: d })}
+          onChange={d => {
+            setDrafts({ ...drafts, [g.name]: d });
+            setError(null);
+          }}
           perWorker={g}
+          limits={props.limits}
+          others={otherGroupsTotals(groups, g.name)}
+          backend={cluster.backend}
           error={errorGroup === g.name ? error : null}
           field="adapt"
           idPrefix={`cm-adapt-${i}`}

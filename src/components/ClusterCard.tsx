@@ -3,10 +3,18 @@ import { Button, copyIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { DRAG_THRESHOLD } from '../clientcell';
-import { formatBytes, formatCores, formatSize, formatTime } from '../format';
+import { formatSize, formatTime, plural } from '../format';
 import { ClustersModel } from '../model';
 import { CommandIDs } from '../tokens';
 import { IAdaptRange, ICluster, IEvent } from '../types';
+import {
+  blockedByClientData,
+  GroupCounts,
+  SchedulerAddress,
+  ShrinkHint
+} from './CardParts';
+import { DashboardPlots } from './DashboardPlots';
+import { ExternalBadge, isExternal } from './ExternalBadge';
 import { Sparkline } from './Sparkline';
 import { formatOptions } from './UserOptionsFields';
 
@@ -18,6 +26,14 @@ export interface IClusterCardProps {
    * Whether a Client cell can be inserted (a notebook is open).
    */
   canInsert: boolean;
+  /**
+   * Whether the server is out of reach: actions that need it are disabled.
+   */
+  offline?: boolean;
+  /**
+   * Many clusters: a shorter card without the chart.
+   */
+  compact?: boolean;
   onDragStart: (cluster: ICluster, clientX: number, clientY: number) => void;
 }
 
@@ -40,11 +56,10 @@ export function pendingText(
 }
 
 function rangeText(range: IAdaptRange): string {
-  const amount = (v: number) =>
-    range.unit === 'memory' ? formatSize(v) : String(v);
-  const unit = range.unit === 'memory' ? '' : ` ${range.unit}`;
-  const span = `${amount(range.minimum)}–${amount(range.maximum)}`;
-  return `${range.group} ${span}${unit}`;
+  if (range.unit === 'memory') {
+    return `${range.group} ${formatSize(range.minimum)}–${formatSize(range.maximum)}`;
+  }
+  return `${range.group} ${range.minimum}–${range.maximum} ${range.unit}`;
 }
 
 /**
@@ -55,7 +70,7 @@ function decisionChange(event: IEvent): string {
     return '';
   }
   const group = event.group ? ` (${event.group})` : '';
-  return `${event.before} → ${event.after} workers${group}`;
+  return `${event.before} → ${plural(event.after, 'worker')}${group}`;
 }
 
 /**
@@ -68,16 +83,28 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
   const { cluster, commands } = props;
   const { workers, resources } = cluster;
   const reachable = !!cluster.scheduler_address;
-  const stopping = cluster.status === 'stopping' || cluster.status === 'stopped';
+  const stopped = cluster.status === 'stopped';
+  const stopping = cluster.status === 'stopping' || stopped;
+  const offline = !!props.offline;
+  const external = isExternal(cluster); // observed, never scaled or stopped
   const run = (id: string) =>
     void commands.execute(id, { clusterId: cluster.id });
   const decision = cluster.last_decision;
 
-  const onPointerDown = (event: React.PointerEvent<HTMLLIElement>) => {
-    if (event.button !== 0 || !reachable) {
-      return;
+  const startsDrag = (event: React.MouseEvent<HTMLLIElement>) =>
+    event.button === 0 &&
+    reachable &&
+    !(event.target as HTMLElement).closest('button, a, input, select');
+  // Pressing on the card starts no text selection (which a drag across the
+  // page would extend), but still focuses the card.
+  const onMouseDown = (event: React.MouseEvent<HTMLLIElement>) => {
+    if (startsDrag(event)) {
+      event.preventDefault();
+      event.currentTarget.focus();
     }
-    if ((event.target as HTMLElement).closest('button, a, input, select')) {
+  };
+  const onPointerDown = (event: React.PointerEvent<HTMLLIElement>) => {
+    if (!startsDrag(event)) {
       return;
     }
     const startX = event.clientX;
@@ -88,6 +115,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
         Math.abs(e.clientY - startY) >= DRAG_THRESHOLD
       ) {
         cleanup();
+        window.getSelection()?.removeAllRanges();
         props.onDragStart(cluster, e.clientX, e.clientY);
       }
     };
@@ -101,19 +129,36 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
     document.addEventListener('pointercancel', cleanup, true);
   };
 
+  // The card's context menu holds every action; compact cards open it here.
+  const openContextMenu = (event: React.MouseEvent<HTMLButtonElement>) => {
+    const box = event.currentTarget.getBoundingClientRect();
+    event.currentTarget.dispatchEvent(
+      new MouseEvent('contextmenu', {
+        bubbles: true,
+        cancelable: true,
+        clientX: box.left,
+        clientY: box.bottom
+      })
+    );
+  };
+
   const action = (
     id: string,
     text: string,
     label: string,
-    options: { disabled?: boolean; className?: string } = {}
+    options: { disabled?: boolean; className?: string; live?: boolean } = {}
   ) => (
     <Button
       minimal
       small
       className={`cm-CardAction ${options.className ?? ''}`}
       aria-label={label}
-      title={commands.caption(id) || label}
-      disabled={options.disabled}
+      title={
+        options.live !== false && offline
+          ? 'Offline: waiting for the server'
+          : commands.caption(id) || label
+      }
+      disabled={options.disabled || (options.live !== false && offline)}
       onClick={() => run(id)}
     >
       {text}
@@ -122,7 +167,9 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
 
   return (
     <li
-      className={`cm-ClusterCard${reachable ? ' cm-mod-draggable' : ''}`}
+      className={`cm-ClusterCard${reachable ? ' cm-mod-draggable' : ''}${
+        props.compact ? ' cm-mod-compact' : ''
+      }`}
       data-cluster-id={cluster.id}
       data-status={cluster.status}
       tabIndex={0}
@@ -133,10 +180,16 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           : undefined
       }
       onPointerDown={onPointerDown}
+      onMouseDown={onMouseDown}
     >
       <div className="cm-ClusterCard-header">
-        <span className="cm-ClusterCard-name">{cluster.name}</span>
-        <span className="cm-ClusterCard-template">{cluster.template}</span>
+        <span className="cm-ClusterCard-name" title={cluster.name}>
+          {cluster.name}
+        </span>
+        <span className="cm-ClusterCard-template" title={cluster.template}>
+          {cluster.template}
+        </span>
+        <ExternalBadge cluster={cluster} />
         <span
           className={`cm-StatusBadge cm-StatusBadge-${cluster.status}`}
           aria-label={`Status: ${cluster.status}`}
@@ -157,12 +210,10 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           </div>
         ))}
       <div className="cm-ClusterCard-scheduler">
-        <code
-          className="cm-ClusterCard-address"
-          aria-label={`Scheduler address of ${cluster.name}`}
-        >
-          {cluster.scheduler_address ?? 'no scheduler yet'}
-        </code>
+        <SchedulerAddress
+          address={cluster.scheduler_address}
+          clusterName={cluster.name}
+        />
         {reachable && (
           <button
             type="button"
@@ -194,18 +245,20 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
             {pendingText(workers.pending, workers.pending_reasons)}
           </span>
         </dd>
+        <GroupCounts groups={workers.groups ?? []} />
         <dt>Resources</dt>
         <dd className="cm-ClusterCard-resources">
           <span className="cm-ClusterCard-cores">
-            {formatCores(resources.cores)}
-          </span>{' '}
-          cores ·{' '}
-          <span className="cm-ClusterCard-memory">
-            {formatBytes(resources.memory)}
+            {plural(resources.cores, 'core')}
           </span>{' '}
           ·{' '}
-          <span className="cm-ClusterCard-gpus">{resources.gpus}</span> GPU
-          {resources.gpus === 1 ? '' : 's'}
+          <span className="cm-ClusterCard-memory">
+            {formatSize(resources.memory)}
+          </span>{' '}
+          ·{' '}
+          <span className="cm-ClusterCard-gpus">
+            {plural(resources.gpus, 'GPU')}
+          </span>
         </dd>
         {Object.keys(cluster.options ?? {}).length > 0 && (
           <>
@@ -237,12 +290,25 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           </span>
         </div>
       )}
-      <div className="cm-ClusterCard-chart">
-        <span className="cm-ClusterCard-chartLabel" aria-hidden="true">
-          Workers
-        </span>
-        <Sparkline points={props.history} />
-      </div>
+      {blockedByClientData(decision) && <ShrinkHint />}
+      {!props.compact && (
+        <div className="cm-ClusterCard-chart">
+          <span className="cm-ClusterCard-chartLabel" aria-hidden="true">
+            Workers
+          </span>
+          <Sparkline points={props.history} />
+        </div>
+      )}
+      {stopped ? (
+        <div className="cm-ClusterCard-actions">
+          {action(
+            CommandIDs.showEvents,
+            'History',
+            `Event history of ${cluster.name}`,
+            { className: 'cm-HistoryButton', live: false }
+          )}
+        </div>
+      ) : (
       <div className="cm-ClusterCard-actions">
         {action(
           CommandIDs.openDashboard,
@@ -251,35 +317,62 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           { disabled: !cluster.dashboard_url, className: 'cm-DashboardButton' }
         )}
         {action(CommandIDs.scale, 'Scale', `Scale ${cluster.name}`, {
-          disabled: !reachable || stopping,
+          disabled: !reachable || stopping || external,
           className: 'cm-ScaleButton'
         })}
         {action(
           CommandIDs.adapt,
           'Adaptive',
           `Adaptive mode of ${cluster.name}`,
-          { disabled: !reachable || stopping, className: 'cm-AdaptButton' }
+          {
+            disabled: !reachable || stopping || external,
+            className: 'cm-AdaptButton'
+          }
         )}
         {action(
           CommandIDs.editSpec,
           'Spec',
           `Edit the Worker Spec of ${cluster.name}`,
-          { disabled: !reachable || stopping, className: 'cm-SpecButton' }
+          {
+            disabled: !reachable || stopping || external,
+            className: 'cm-SpecButton'
+          }
         )}
         {props.canInsert &&
           action(
             CommandIDs.insertClientCell,
             'Insert client',
             `Insert client code for ${cluster.name}`,
-            { disabled: !reachable, className: 'cm-InsertButton' }
+            { disabled: !reachable, className: 'cm-InsertButton', live: false }
           )}
         {action(
+          CommandIDs.showEvents,
+          'History',
+          `Event history of ${cluster.name}`,
+          { className: 'cm-HistoryButton' }
+        )}
+        {props.compact && (
+          <Button
+            minimal
+            small
+            className="cm-CardAction cm-MoreButton"
+            aria-label={`More actions for ${cluster.name}`}
+            aria-haspopup="menu"
+            title="All actions (also: right-click the card, or Shift+F10)"
+            onClick={openContextMenu}
+          >
+            More…
+          </Button>
+        )}
+        {action(
           CommandIDs.shutdown,
-          stopping ? 'Stopping…' : 'Shut down',
+          stopping ? 'Stopping…' : external ? 'Detach' : 'Shut down',
           `Shut down ${cluster.name}`,
           { disabled: stopping, className: 'jp-mod-warn cm-ShutdownButton' }
         )}
       </div>
+      )}
+      <DashboardPlots cluster={cluster} commands={commands} />
     </li>
   );
 }

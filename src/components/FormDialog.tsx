@@ -2,6 +2,7 @@ import { Dialog, ReactWidget } from '@jupyterlab/apputils';
 import * as React from 'react';
 
 import { ClusterManagerError } from '../request';
+import { fieldLabel, stripField } from '../validate';
 
 /**
  * The body of a form dialog. Its React content registers a submit handler
@@ -126,10 +127,7 @@ export function fieldMessage(
     return null;
   }
   // Next to the field, the field's name in front of the message is redundant.
-  const prefix = `${field}: `;
-  return error.message.startsWith(prefix)
-    ? error.message.slice(prefix.length)
-    : error.message;
+  return stripField(error.message, field);
 }
 
 /**
@@ -163,20 +161,26 @@ export function invalidProps(
 
 /**
  * A form-level error: shown when the server's message is not about one of
- * the form's fields.
+ * the form's fields; the field it names is given in the form's words.
  */
 export function FormError(props: {
   error: ClusterManagerError | null;
   shownInline: boolean;
+  /**
+   * The form's group names, to name `spec.groups[i]` fields.
+   */
+  groupNames?: string[];
 }): React.ReactElement | null {
   if (!props.error || props.shownInline) {
     return null;
   }
   const { error } = props;
+  const message = stripField(error.message, error.field);
   return (
     <div className="cm-FormError" role="alert">
-      {error.message}
-      {error.field ? ` (${error.field})` : ''}
+      {error.field
+        ? `${fieldLabel(error.field, props.groupNames)}: ${message}`
+        : message}
     </div>
   );
 }

@@ -6,7 +6,9 @@ import {
   draftFromGroup,
   formatTotals,
   IGroupDraft,
+  ITotals,
   perWorkerOfDraft,
+  specIsValid,
   specRequest,
   specTotals
 } from '../spec';
@@ -15,7 +17,8 @@ import {
   adaptDraft,
   AdaptRangeFields,
   adaptRequest,
-  IAdaptDraft
+  IAdaptDraft,
+  rangeProblems
 } from './AdaptiveEditor';
 import {
   FieldError,
@@ -53,12 +56,21 @@ export function templateSummary(template: ITemplate): string {
   return parts.join(' · ');
 }
 
+/**
+ * What the groups other than `except` add up to, if they all read.
+ */
+function otherDraftTotals(
+  groups: IGroupDraft[],
+  except: IGroupDraft | undefined
+): ITotals | undefined {
+  return specTotals(groups.filter(g => g !== except)) ?? undefined;
+}
+
 interface INewClusterFormProps {
   model: ClustersModel;
   templates: ITemplate[];
   initialTemplate: string;
   form: FormBody<ICluster>;
-  onError: (error: ClusterManagerError) => void;
 }
 
 /**
@@ -73,9 +85,13 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
   const [groups, setGroups] = React.useState<IGroupDraft[]>(
     template ? template.spec.groups.map(draftFromGroup) : []
   );
-  const [adapt, setAdapt] = React.useState<IAdaptDraft>(
+  const [adapt, setAdaptDraft] = React.useState<IAdaptDraft>(
     adaptDraft(template?.adapt)
   );
+  const setAdapt = (next: IAdaptDraft) => {
+    setAdaptDraft(next);
+    setError(null);
+  };
   const [adaptGroup, setAdaptGroup] = React.useState(
     template?.adapt?.group ?? template?.spec.groups[0]?.name ?? ''
   );
@@ -89,12 +105,20 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
     setOptionDrafts(userOptionDrafts(next.user_options ?? []));
     setTemplateName(next.name);
     setGroups(next.spec.groups.map(draftFromGroup));
-    setAdapt(adaptDraft(next.adapt));
+    setAdaptDraft(adaptDraft(next.adapt));
     setAdaptGroup(next.adapt?.group ?? next.spec.groups[0]?.name ?? '');
     setError(null);
   };
 
   props.form.submitHandler = async () => {
+    const adaptProblems = rangeProblems(adapt);
+    if (
+      !specIsValid(groups) ||
+      (adapt.on && (adaptProblems.minimum || adaptProblems.maximum))
+    ) {
+      // The fields already say what is wrong.
+      return null;
+    }
     const groupNames = groups.map(g => g.name.trim());
     const group = groupNames.includes(adaptGroup) ? adaptGroup : groupNames[0];
     try {
@@ -112,7 +136,6 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
     } catch (e) {
       const serverError = asServerError(e);
       setError(serverError);
-      props.onError(serverError);
       return null;
     }
   };
@@ -133,7 +156,11 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
 
   return (
     <div className="cm-NewCluster">
-      <FormError error={error} shownInline={shownInline} />
+      <FormError
+        error={error}
+        shownInline={shownInline}
+        groupNames={groups.map(g => g.name)}
+      />
       <div
         className="cm-TemplateList"
         role="radiogroup"
@@ -172,7 +199,10 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
           className="jp-mod-styled cm-NewCluster-name"
           value={name}
           placeholder="Cluster N"
-          onChange={e => setName(e.target.value)}
+          onChange={e => {
+            setName(e.target.value);
+            setError(null);
+          }}
           {...invalidProps('cm-new-name-error', nameMessage)}
         />
       </label>
@@ -186,10 +216,15 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
       <h3 className="cm-Form-heading">Worker Spec</h3>
       <WorkerSpecEditor
         groups={groups}
-        onChange={setGroups}
+        onChange={next => {
+          setGroups(next);
+          setError(null);
+        }}
         error={error}
         field="spec"
         idPrefix="cm-new"
+        limits={props.model.limits}
+        backend={template?.backend}
       />
       {groups.length > 1 && adapt.on && (
         <label className="cm-Field">
@@ -215,6 +250,9 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
         error={adaptInline ? error : null}
         field="adapt"
         idPrefix="cm-new-adapt"
+        limits={props.model.limits}
+        others={otherDraftTotals(groups, adaptDraftGroup)}
+        backend={template?.backend}
       />
     </div>
   );
@@ -228,7 +266,6 @@ export function showNewClusterDialog(options: {
   model: ClustersModel;
   templates: ITemplate[];
   defaultTemplate: string;
-  onError: (error: ClusterManagerError) => void;
 }): Promise<ICluster | null> {
   const { templates } = options;
   const initial = templates.some(t => t.name === options.defaultTemplate)
@@ -240,7 +277,6 @@ export function showNewClusterDialog(options: {
       templates={templates}
       initialTemplate={initial}
       form={f}
-      onError={options.onError}
     />
   ));
   return showFormDialog({ title: 'New Cluster', form, acceptLabel: 'Create' });

@@ -1,9 +1,12 @@
 import * as React from 'react';
 
+import { addTotals, limitWarnings, otherGroupsTotals } from '../limits';
 import { asServerError, ClusterManagerError } from '../request';
-import { formatTotals, parseAmount, totals, workersFor } from '../spec';
-import { AdaptUnit, ICluster, IResolution, Target } from '../types';
+import { convertAmount, formatTotals, totals, workersFor } from '../spec';
+import { AdaptUnit, ICluster, ILimits, IResolution, Target } from '../types';
+import { checkAmount } from '../validate';
 import { FieldError, fieldMessage, FormError, invalidProps } from './FormDialog';
+import { Preview } from './Preview';
 
 export const UNITS: ReadonlyArray<{ value: AdaptUnit; label: string }> = [
   { value: 'workers', label: 'workers' },
@@ -13,6 +16,10 @@ export const UNITS: ReadonlyArray<{ value: AdaptUnit; label: string }> = [
 
 export interface IScaleEditorProps {
   cluster: ICluster;
+  /**
+   * The server's limits, for the preview's warnings (if known).
+   */
+  limits: ILimits | null;
   /**
    * Send the target; resolves with what the server resolved it to, throws
    * the server's error.
@@ -26,10 +33,12 @@ export interface IScaleEditorProps {
 
 /**
  * Scale one group in workers, cores or memory, with a live preview of the
- * whole workers it resolves to: "→ 4 workers · 8 cores · 16 GiB".
+ * whole workers it resolves to: "→ 4 workers · 8 cores · 16 GiB". Switching
+ * the unit converts the amount; a value that does not read says why (and is
+ * not sent); the preview warns above the server's and the machine's limits.
  */
 export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
-  const { cluster } = props;
+  const { cluster, limits } = props;
   const [error, setError] = React.useState<ClusterManagerError | null>(null);
   const groups = cluster.spec.groups;
   const [groupName, setGroupName] = React.useState(groups[0]?.name ?? '');
@@ -37,17 +46,27 @@ export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
   const group = groups.find(g => g.name === groupName) ?? groups[0];
   const [amount, setAmount] = React.useState(String(group?.count ?? 0));
 
-  const parsed = parseAmount(unit, amount);
-  const preview =
-    group && parsed !== null
-      ? formatTotals(totals(group, workersFor(group, unit, parsed)))
-      : '';
+  const checked = checkAmount(unit, amount);
+  const planned =
+    group && checked.value !== null
+      ? totals(group, workersFor(group, unit, checked.value))
+      : null;
+  const warnings = planned
+    ? limitWarnings(
+        addTotals(otherGroupsTotals(groups, group?.name), planned),
+        limits,
+        cluster.backend
+      )
+    : [];
   const adaptive = cluster.adapt?.groups.some(g => g.group === group?.name);
 
   props.register(async () => {
-    // Sizes go as typed (the server reads them); counts as numbers when
-    // they parse, else as typed so that the server explains.
-    const value = unit === 'memory' ? amount.trim() : parsed ?? amount.trim();
+    if (checked.error) {
+      // The preview already says what is wrong.
+      return null;
+    }
+    // Sizes go as typed (the server reads them); counts as numbers.
+    const value = unit === 'memory' ? amount.trim() : checked.value;
     const target = { [unit]: value, group: group?.name } as Target;
     try {
       return (await props.scale(target)) ?? null;
@@ -58,24 +77,35 @@ export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
   });
 
   const amountField = `scale.${unit}`;
-  const amountMessage = fieldMessage(error, amountField);
+  const serverMessage = fieldMessage(error, amountField);
   const groupMessage = fieldMessage(error, 'scale.group');
+  const amountMessage = checked.error ?? serverMessage;
+  const edit = (change: () => void) => {
+    change();
+    setError(null);
+  };
 
   return (
     <div className="cm-ScaleEditor">
-      <FormError error={error} shownInline={!!(amountMessage || groupMessage)} />
+      <FormError
+        error={error}
+        shownInline={!!(serverMessage || groupMessage)}
+        groupNames={groups.map(g => g.name)}
+      />
       {groups.length > 1 && (
         <label className="cm-Field">
           <span className="cm-Field-label">Group</span>
           <select
             className="jp-mod-styled cm-ScaleEditor-group"
             value={group?.name}
-            onChange={e => {
-              setGroupName(e.target.value);
-              const g = groups.find(x => x.name === e.target.value);
-              setUnit('workers');
-              setAmount(String(g?.count ?? 0));
-            }}
+            onChange={e =>
+              edit(() => {
+                setGroupName(e.target.value);
+                const g = groups.find(x => x.name === e.target.value);
+                setUnit('workers');
+                setAmount(String(g?.count ?? 0));
+              })
+            }
             {...invalidProps('cm-scale-group-error', groupMessage)}
           >
             {groups.map(g => (
@@ -96,7 +126,7 @@ export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
             id="cm-scale-amount"
             className="jp-mod-styled cm-ScaleEditor-amount"
             value={amount}
-            onChange={e => setAmount(e.target.value)}
+            onChange={e => edit(() => setAmount(e.target.value))}
             placeholder={unit === 'memory' ? 'e.g. 16 GiB' : 'e.g. 4'}
             {...invalidProps('cm-scale-amount-error', amountMessage)}
           />
@@ -104,7 +134,13 @@ export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
             className="jp-mod-styled cm-ScaleEditor-unit"
             aria-label="Unit"
             value={unit}
-            onChange={e => setUnit(e.target.value as AdaptUnit)}
+            onChange={e =>
+              edit(() => {
+                const next = e.target.value as AdaptUnit;
+                setAmount(convertAmount(group ?? null, unit, next, amount));
+                setUnit(next);
+              })
+            }
           >
             {UNITS.map(u => (
               <option key={u.value} value={u.value}>
@@ -113,10 +149,17 @@ export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
             ))}
           </select>
         </div>
-        <FieldError id="cm-scale-amount-error" message={amountMessage} />
-        <div className="cm-Preview cm-ScaleEditor-preview" aria-live="polite">
-          {preview}
-        </div>
+        {serverMessage && !checked.error ? (
+          <FieldError id="cm-scale-amount-error" message={serverMessage} />
+        ) : (
+          <Preview
+            id="cm-scale-amount-error"
+            className="cm-ScaleEditor-preview"
+            text={planned ? formatTotals(planned) : ''}
+            error={checked.error}
+            warnings={warnings}
+          />
+        )}
       </div>
       {adaptive && (
         <p className="cm-Form-note">

@@ -1,17 +1,21 @@
 import { addIcon, closeIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { parseCount } from '../format';
+import { limitWarnings } from '../limits';
 import { ClusterManagerError } from '../request';
 import {
   formatTotals,
+  groupProblems,
   IGroupDraft,
   newGroupDraft,
   perWorkerOfDraft,
   specTotals,
   totals
 } from '../spec';
+import { ILimits } from '../types';
+import { checkCount, fieldLabel, stripField } from '../validate';
 import { FieldError, fieldMessage, invalidProps } from './FormDialog';
+import { Preview } from './Preview';
 
 /**
  * The columns of the table, with the request field each one fills.
@@ -40,6 +44,12 @@ export interface IWorkerSpecEditorProps {
    */
   field: string;
   idPrefix: string;
+  /**
+   * For the total's warnings: the server's limits and the backend (machine
+   * limits apply to local workers).
+   */
+  limits?: ILimits | null;
+  backend?: string;
 }
 
 /**
@@ -76,9 +86,13 @@ export function WorkerSpecEditor(
   groups.forEach((_, i) =>
     COLUMNS.forEach(c => inputFields.add(`${field}.groups[${i}].${c.key}`))
   );
+  // Named in the form's words: "Resource foo of group gpu: …".
   const otherError =
     specShowsError(error, field) && !inputFields.has(error!.field!)
-      ? error!.message
+      ? `${fieldLabel(error!.field!, groups.map(g => g.name))}: ${stripField(
+          error!.message,
+          error!.field
+        )}`
       : null;
 
   return (
@@ -98,22 +112,23 @@ export function WorkerSpecEditor(
         </thead>
         <tbody>
           {groups.map((group, i) => {
+            const problems = groupProblems(group);
+            const messageOf = (key: keyof IGroupDraft) =>
+              problems[key] ??
+              fieldMessage(error, `${field}.groups[${i}].${key}`);
             const messages = COLUMNS.map(c => ({
               key: c.key,
               id: `${idPrefix}-g${i}-${c.key}-error`,
-              message: fieldMessage(error, `${field}.groups[${i}].${c.key}`)
+              message: messageOf(c.key)
             })).filter(m => m.message);
             const perWorker = perWorkerOfDraft(group);
-            const count = parseCount(group.count);
+            const count = checkCount(group.count, 'workers').value;
             return (
               <React.Fragment key={i}>
                 <tr className="cm-SpecEditor-group">
                   {COLUMNS.map(c => {
                     const id = `${idPrefix}-g${i}-${c.key}-error`;
-                    const message = fieldMessage(
-                      error,
-                      `${field}.groups[${i}].${c.key}`
-                    );
+                    const message = messageOf(c.key);
                     return (
                       <td key={c.key}>
                         <input
@@ -172,9 +187,13 @@ export function WorkerSpecEditor(
           <addIcon.react tag="span" className="cm-ButtonIcon" />
           Add group
         </button>
-        <span className="cm-Preview cm-SpecEditor-total" aria-live="polite">
-          {all && groups.length > 1 ? `Total ${formatTotals(all)}` : ''}
-        </span>
+        <Preview
+          className="cm-SpecEditor-total"
+          text={all && groups.length > 1 ? `Total ${formatTotals(all)}` : ''}
+          warnings={
+            all ? limitWarnings(all, props.limits ?? null, props.backend ?? '') : []
+          }
+        />
       </div>
     </div>
   );

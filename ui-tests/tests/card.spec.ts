@@ -11,6 +11,7 @@ import {
   errorToasts,
   fakeCluster,
   fakeServer,
+  fromPalette,
   GiB,
   openSidebar,
   TEMPLATES
@@ -59,9 +60,9 @@ test('shows status, workers, resources and adaptive state; follows changes', asy
   await expect(card.locator('.cm-StatusBadge')).toHaveText('scaling');
   await expect(card.locator('.cm-ClusterCard-address')).toHaveText('tcp://127.0.0.1:1');
   await expect(card.locator('.cm-ClusterCard-workers')).toHaveText('2 running, 1 pending');
-  await expect(card.locator('.cm-ClusterCard-cores')).toHaveText('2');
-  await expect(card.locator('.cm-ClusterCard-memory')).toHaveText('4.00 GiB');
-  await expect(card.locator('.cm-ClusterCard-gpus')).toHaveText('0');
+  await expect(card.locator('.cm-ClusterCard-cores')).toHaveText('2 cores');
+  await expect(card.locator('.cm-ClusterCard-memory')).toHaveText('4 GiB');
+  await expect(card.locator('.cm-ClusterCard-gpus')).toHaveText('0 GPUs');
   await expect(card.locator('.cm-ClusterCard-adapt')).toHaveText('on · default 0–4 workers');
   await expect(card.locator('.cm-ClusterCard-decisionChange')).toHaveText('2 → 3 workers (default)');
   await expect(card.locator('.cm-ClusterCard-decisionReason')).toHaveText(
@@ -147,6 +148,7 @@ test('context menu and keyboard', async ({ page }) => {
     'Scale…',
     'Adaptive Mode…',
     'Edit Worker Spec…',
+    'Event History',
     'Shut Down…'
   ]);
   await page.keyboard.press('Escape');
@@ -166,24 +168,25 @@ test('Insert Client cell for cluster… from the palette', async ({ page }) => {
   const other = fakeCluster('b', { name: 'Other', scheduler_address: 'tcp://127.0.0.1:2' });
   await fakeServer(page, [adaptive, other]);
   await page.goto();
-  await openSidebar(page);
+  const sidebar = await openSidebar(page);
   await page.notebook.createNew('palette.ipynb');
+  // A card's context menu names its cluster; the palette entry still asks.
+  await sidebar
+    .locator('.cm-ClusterCard[data-cluster-id="a"]')
+    .click({ button: 'right', position: { x: 20, y: 10 } });
+  await expect(page.locator('.lm-Menu .lm-Menu-itemLabel').first()).toHaveText(
+    'Insert Client Cell for Adaptive one'
+  );
+  await page.keyboard.press('Escape');
 
-  // The modal palette closes when the new notebook takes the focus: retry.
-  const palette = page.locator('#command-palette');
-  await expect(async () => {
-    if (!(await palette.locator('input').isVisible())) {
-      await page.evaluate(() =>
-        (window as any).jupyterapp.commands.execute('apputils:activate-command-palette')
-      );
-    }
-    await palette.locator('input').fill('Insert Client Cell for Cluster', { timeout: 2000 });
-    await palette
-      .locator('.lm-CommandPalette-item', { hasText: 'Insert Client Cell for Cluster…' })
-      .click({ timeout: 2000 });
-  }).toPass({ timeout: 30000 });
+  // The modal palette closes when the new notebook takes the focus: retried.
+  await fromPalette(page, 'Insert Client Cell for Cluster', 'Insert Client Cell for Cluster…');
   const chooser = page.locator('.jp-Dialog');
   await expect(chooser.locator('.jp-Dialog-header')).toHaveText('Insert Client cell for cluster');
+  await expect(chooser.locator('select option')).toHaveText([
+    'Adaptive one (tcp://127.0.0.1:1)',
+    'Other (tcp://127.0.0.1:2)'
+  ]);
   await chooser.locator('select').selectOption('Other (tcp://127.0.0.1:2)');
   await chooser.getByRole('button', { name: 'OK' }).click();
   await expect

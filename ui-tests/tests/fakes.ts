@@ -95,6 +95,15 @@ export const TEMPLATE_LIST = [
   }
 ];
 
+/**
+ * The limits the fake templates answer carries.
+ */
+export const LIMITS = {
+  max_workers: 8,
+  max_clusters: 8,
+  machine: { cores: 16, memory: 64 * GiB }
+};
+
 export interface IFakeServer {
   sockets: WebSocketRoute[];
   /** Requests other than GET of the list/templates: [method, path, body]. */
@@ -139,7 +148,7 @@ export async function fakeServer(
     ws.send(JSON.stringify({ type: 'snapshot', seq, clusters }));
   });
   await page.route(TEMPLATES, route =>
-    route.fulfill({ json: { templates: TEMPLATE_LIST } })
+    route.fulfill({ json: { templates: TEMPLATE_LIST, limits: LIMITS } })
   );
   const handle = async (route: Route) => {
     const request = route.request();
@@ -172,4 +181,28 @@ export async function openSidebar(page: IJupyterLabPageFixture): Promise<Locator
  */
 export function errorToasts(page: IJupyterLabPageFixture): Locator {
   return page.locator('.jp-Notification-Toast-error .jp-toast-message');
+}
+
+/**
+ * Run a command from the palette: type `query`, click the item `label`.
+ * The modal palette may close when focus moves: retry.
+ */
+export async function fromPalette(
+  page: IJupyterLabPageFixture,
+  query: string,
+  label: string
+): Promise<void> {
+  const palette = page.locator('#command-palette');
+  await expect(async () => {
+    if (!(await palette.locator('input').isVisible())) {
+      await page.evaluate(() =>
+        (window as any).jupyterapp.commands.execute('apputils:activate-command-palette')
+      );
+    }
+    await palette.locator('input').fill(query, { timeout: 2000 });
+    await palette
+      .locator('.lm-CommandPalette-item', { hasText: label })
+      .first()
+      .click({ timeout: 2000 });
+  }).toPass({ timeout: 30000 });
 }

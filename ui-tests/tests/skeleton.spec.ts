@@ -51,7 +51,7 @@ test.describe('clustermgr-lab skeleton', () => {
       '0'
     );
     await expect(card.locator('.cm-ClusterCard-memory')).toHaveText(
-      /^\d+\.\d\d [KMGT]iB$/
+      /^\d+(\.\d+)? [KMGT]iB$/
     );
     const address = (
       await card.locator('.cm-ClusterCard-address').innerText()

@@ -1,0 +1,97 @@
+/**
+ * Parts of a cluster card: the scheduler address (whose port is never cut
+ * off), per-group worker counts, and how to release data that keeps adaptive
+ * mode from shrinking.
+ */
+import * as React from 'react';
+
+import { plural } from '../format';
+import { IEvent, IWorkerGroupCounts } from '../types';
+
+/**
+ * The address with its port kept whole: only the host part is shortened
+ * with "…" when the card is narrow; the full address is in the tooltip.
+ */
+export function SchedulerAddress(props: {
+  address: string | null;
+  clusterName: string;
+}): React.ReactElement {
+  const { address } = props;
+  const match = address ? /^(.*?)(:\d+)$/.exec(address) : null;
+  return (
+    <code
+      className="cm-ClusterCard-address"
+      aria-label={`Scheduler address of ${props.clusterName}`}
+      title={address ?? undefined}
+    >
+      {match ? (
+        <>
+          <span className="cm-ClusterCard-addressHost">{match[1]}</span>
+          <span className="cm-ClusterCard-addressPort">{match[2]}</span>
+        </>
+      ) : (
+        <span className="cm-ClusterCard-addressHost">
+          {address ?? 'no scheduler yet'}
+        </span>
+      )}
+    </code>
+  );
+}
+
+/**
+ * "cpu 2/2 · gpu 0/1 (1 pending)": running of requested workers per group,
+ * when there is more than one group.
+ */
+export function GroupCounts(props: {
+  groups: ReadonlyArray<IWorkerGroupCounts>;
+}): React.ReactElement | null {
+  if (props.groups.length < 2) {
+    return null;
+  }
+  return (
+    <>
+      <dt>Groups</dt>
+      <dd className="cm-ClusterCard-groups">
+        {props.groups.map((g, i) => (
+          <React.Fragment key={g.name}>
+            {i > 0 && ' · '}
+            <span
+              className="cm-ClusterCard-group"
+              data-group={g.name}
+              title={`${g.name}: ${g.running} running of ${plural(g.requested, 'worker')} requested, ${g.pending} pending`}
+            >
+              {`${g.name} ${g.running}/${g.requested}`}
+              {g.pending > 0 ? ` (${g.pending} pending)` : ''}
+            </span>
+          </React.Fragment>
+        ))}
+      </dd>
+    </>
+  );
+}
+
+/**
+ * Whether a decision says that data a client holds keeps workers alive.
+ */
+export function blockedByClientData(decision: IEvent | null): boolean {
+  return (
+    !!decision &&
+    decision.kind === 'note' &&
+    /cannot shrink/i.test(decision.message) &&
+    /client/i.test(decision.message)
+  );
+}
+
+/**
+ * How to let adaptive mode shrink when a client's data holds workers.
+ */
+export function ShrinkHint(): React.ReactElement {
+  return (
+    <div className="cm-ShrinkHint" role="note">
+      To let it shrink, release the data in the notebook that holds it:{' '}
+      <code>del</code> the futures or persisted collections you no longer need,
+      or call <code>client.cancel(futures)</code>; published datasets stay
+      until <code>client.unpublish_dataset(name)</code>.
+    </div>
+  );
+}

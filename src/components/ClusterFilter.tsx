@@ -1,0 +1,57 @@
+import * as React from 'react';
+
+import { ICluster } from '../types';
+
+/**
+ * Above this many clusters the sidebar offers a filter box and compact cards.
+ */
+export const MANY_CLUSTERS = 4;
+
+/**
+ * Whether a cluster matches the filter text (name, template, backend,
+ * status or scheduler address; case-insensitive, every word).
+ */
+export function matchesFilter(cluster: ICluster, text: string): boolean {
+  const haystack = [
+    cluster.name,
+    cluster.template,
+    cluster.backend,
+    cluster.status,
+    cluster.scheduler_address ?? ''
+  ]
+    .join(' ')
+    .toLowerCase();
+  return text
+    .toLowerCase()
+    .split(/\s+/)
+    .filter(Boolean)
+    .every(word => haystack.includes(word));
+}
+
+/**
+ * The filter box, with how many clusters it shows.
+ */
+export function ClusterFilter(props: {
+  value: string;
+  onChange: (value: string) => void;
+  shown: number;
+  total: number;
+}): React.ReactElement {
+  return (
+    <div className="cm-ClusterFilter">
+      <input
+        type="search"
+        className="jp-mod-styled cm-ClusterFilter-input"
+        aria-label="Filter clusters"
+        placeholder="Filter by name, template, status…"
+        value={props.value}
+        onChange={e => props.onChange(e.target.value)}
+      />
+      {props.value && (
+        <span className="cm-ClusterFilter-count" role="status">
+          {props.shown} of {props.total}
+        </span>
+      )}
+    </div>
+  );
+}

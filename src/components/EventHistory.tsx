@@ -1,0 +1,134 @@
+import { ReactWidget } from '@jupyterlab/ui-components';
+import * as React from 'react';
+
+import { formatTime } from '../format';
+import { ClustersModel } from '../model';
+import { asServerError, requestAPI } from '../request';
+import { IEvent } from '../types';
+
+/**
+ * "2 → 3" for a scaling event.
+ */
+function change(event: IEvent): string {
+  return event.before === null || event.after === null
+    ? ''
+    : `${event.before} → ${event.after}`;
+}
+
+/**
+ * The event history of one cluster (`GET clusters/{id}/events`): every
+ * lifecycle change and scaling decision with its reason, newest first.
+ * It reloads when the cluster changes.
+ */
+export class EventHistory extends ReactWidget {
+  constructor(options: { model: ClustersModel; clusterId: string }) {
+    super();
+    this._model = options.model;
+    this._clusterId = options.clusterId;
+    this.addClass('cm-EventHistory');
+    this._model.changed.connect(this._onChange, this);
+    void this.load();
+  }
+
+  /**
+   * Fetch the events again.
+   */
+  async load(): Promise<void> {
+    if (this._loading) {
+      this._again = true;
+      return;
+    }
+    this._loading = true;
+    try {
+      const data = await requestAPI<{ events: IEvent[] }>(
+        `clusters/${encodeURIComponent(this._clusterId)}/events`,
+        {},
+        this._model.serverSettings
+      );
+      this._events = data?.events ?? [];
+      this._error = null;
+    } catch (error) {
+      const serverError = asServerError(error);
+      this._error =
+        serverError.status === 404
+          ? 'This cluster is gone; its history went with it.'
+          : serverError.message;
+    } finally {
+      this._loading = false;
+    }
+    this.update();
+    if (this._again) {
+      this._again = false;
+      void this.load();
+    }
+  }
+
+  dispose(): void {
+    this._model.changed.disconnect(this._onChange, this);
+    super.dispose();
+  }
+
+  protected render(): React.ReactElement {
+    const cluster = this._model.get(this._clusterId);
+    const events = [...(this._events ?? [])].reverse();
+    return (
+      <div className="cm-EventHistory-body">
+        <div className="cm-EventHistory-header">
+          <h2>Event history of {cluster?.name ?? this._clusterId}</h2>
+          <button
+            type="button"
+            className="jp-mod-styled cm-EventHistory-refresh"
+            onClick={() => void this.load()}
+          >
+            Refresh
+          </button>
+        </div>
+        {this._error && (
+          <p className="cm-EventHistory-error" role="status">
+            {this._error}
+          </p>
+        )}
+        {this._events === null && !this._error && <p>Loading…</p>}
+        {this._events !== null && (
+          <table className="cm-EventHistory-table">
+            <thead>
+              <tr>
+                <th scope="col">Time</th>
+                <th scope="col">Kind</th>
+                <th scope="col">Group</th>
+                <th scope="col">Workers</th>
+                <th scope="col">What and why</th>
+                <th scope="col">By</th>
+              </tr>
+            </thead>
+            <tbody>
+              {events.map((e, i) => (
+                <tr key={`${e.time}-${i}`} data-kind={e.kind}>
+                  <td title={e.time}>{formatTime(e.time)}</td>
+                  <td>{e.kind}</td>
+                  <td>{e.group ?? ''}</td>
+                  <td>{change(e)}</td>
+                  <td className="cm-EventHistory-message">{e.message}</td>
+                  <td>{e.source ?? ''}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </div>
+    );
+  }
+
+  private _onChange(_: ClustersModel, change: ClustersModel.IChange): void {
+    if (change.id === this._clusterId || change.type === 'snapshot') {
+      void this.load();
+    }
+  }
+
+  private _model: ClustersModel;
+  private _clusterId: string;
+  private _events: IEvent[] | null = null;
+  private _error: string | null = null;
+  private _loading = false;
+  private _again = false;
+}

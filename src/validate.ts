@@ -1,0 +1,145 @@
+/**
+ * What the editors check before anything is sent: counts and sizes as typed,
+ * each with a message that says what is wrong and how to put it right; and
+ * request field paths (`spec.groups[0].count`) in the words the form uses.
+ */
+import { parseSize } from './format';
+
+/**
+ * A value as typed: its number, or why there is none.
+ */
+export type Checked =
+  | { value: number; error: null }
+  | { value: null; error: string };
+
+const ok = (value: number): Checked => ({ value, error: null });
+const bad = (error: string): Checked => ({ value: null, error });
+
+const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i;
+
+/**
+ * A whole number of `noun` (plural), at least `minimum`.
+ */
+export function checkCount(text: string, noun: string, minimum = 0): Checked {
+  const trimmed = text.trim();
+  if (!trimmed) {
+    return bad(`Enter a number of ${noun}`);
+  }
+  if (!NUMBER.test(trimmed)) {
+    return bad(`“${trimmed}” is not a number of ${noun}`);
+  }
+  const value = Number(trimmed);
+  if (value < 0) {
+    return bad(`Cannot be negative: enter ${minimum} or more ${noun}`);
+  }
+  if (!Number.isInteger(value)) {
+    return bad(`Enter a whole number of ${noun}, not ${trimmed}`);
+  }
+  if (value < minimum) {
+    return bad(`Enter at least ${minimum}`);
+  }
+  return ok(value);
+}
+
+/**
+ * A size with its unit (`4 GiB`, `512MB`). A bare number is refused rather
+ * than read as bytes: `4` is far more likely to mean 4 GiB than 4 bytes.
+ */
+export function checkSize(text: string, options: { allowZero?: boolean } = {}): Checked {
+  const trimmed = text.trim();
+  if (!trimmed) {
+    return bad('Enter a size, e.g. 4 GiB');
+  }
+  if (trimmed.startsWith('-')) {
+    return bad('Cannot be negative: enter a size such as 4 GiB');
+  }
+  if (NUMBER.test(trimmed)) {
+    const value = Number(trimmed);
+    if (value === 0 && options.allowZero) {
+      return ok(0);
+    }
+    return bad(
+      `${trimmed} what? Add a unit: ${trimmed} GiB, ${trimmed} MiB, ${trimmed} TB…`
+    );
+  }
+  const bytes = parseSize(trimmed);
+  if (bytes === null) {
+    return bad(`“${trimmed}” is not a size; use e.g. 512 MiB, 4 GiB or 1 TB`);
+  }
+  if (bytes === 0 && !options.allowZero) {
+    return bad('Must be more than 0, e.g. 4 GiB');
+  }
+  return ok(bytes);
+}
+
+/**
+ * The amount typed for a unit: a count of workers or cores, or a size.
+ */
+export function checkAmount(
+  unit: 'workers' | 'cores' | 'memory',
+  text: string
+): Checked {
+  return unit === 'memory'
+    ? checkSize(text, { allowZero: true })
+    : checkCount(text, unit);
+}
+
+const GROUP_KEYS: { [key: string]: string } = {
+  name: 'Name',
+  count: 'Workers',
+  threads: 'Threads',
+  memory: 'Memory',
+  gpus: 'GPUs',
+  resources: 'Resources'
+};
+
+const FIELDS: { [field: string]: string } = {
+  name: 'Name',
+  template: 'Template',
+  spec: 'Worker Spec',
+  'spec.groups': 'Worker groups',
+  scale: 'Scale',
+  'scale.workers': 'Scale to',
+  'scale.cores': 'Scale to',
+  'scale.memory': 'Scale to',
+  'scale.group': 'Group',
+  adapt: 'Adaptive mode',
+  'adapt.minimum': 'Adaptive minimum',
+  'adapt.maximum': 'Adaptive maximum',
+  'adapt.unit': 'Adaptive unit',
+  'adapt.group': 'Adaptive group'
+};
+
+/**
+ * A request field in the form's words: `spec.groups[0].count` is
+ * "Workers of group default" (the group's name when known, else its number).
+ */
+export function fieldLabel(field: string, groupNames: string[] = []): string {
+  const group = /^spec\.groups\[(\d+)\](?:\.(\w+))?(?:\.(.+))?$/.exec(field);
+  if (group) {
+    const index = Number(group[1]);
+    const name = groupNames[index] || String(index + 1);
+    if (!group[2]) {
+      return `Group ${name}`;
+    }
+    const key = GROUP_KEYS[group[2]] ?? group[2];
+    return group[3]
+      ? `Resource ${group[3]} of group ${name}`
+      : `${key} of group ${name}`;
+  }
+  if (FIELDS[field]) {
+    return FIELDS[field];
+  }
+  const last = field.split('.').pop() ?? field;
+  return last.charAt(0).toUpperCase() + last.slice(1).replace(/_/g, ' ');
+}
+
+/**
+ * A server message without the field path the server puts in front of it.
+ */
+export function stripField(message: string, field: string | null): string {
+  if (field && message.startsWith(`${field}: `)) {
+    return message.slice(field.length + 2);
+  }
+  return message;
+}
