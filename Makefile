@@ -24,6 +24,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Single-node SLURM for tests/test_slurm.py: started before pytest, stopped after (pass or fail).
 SLURM_START := $(SUDO) bash ci/slurm/start-slurm.sh
 SLURM_STOP := $(SUDO) bash ci/slurm/stop-slurm.sh
+# Single-node Grid Engine for the `sge` backend's test (tests/test_hpc.py): ~15-30 s the first time.
+GRIDENGINE_START := $(SUDO) bash ci/gridengine/start-gridengine.sh
 
 export PATH := $(VENV)/bin:$(PATH)
 export VIRTUAL_ENV := $(VENV)
@@ -88,7 +90,7 @@ sshd:
 	$(SUDO) bash ci/sshd/install-openssh-server.sh
 
 define run_pytest
-	trap '$(SLURM_STOP)' EXIT; $(SLURM_START); "$(VENV_PY)" -m pytest
+	trap '$(SLURM_STOP)' EXIT; $(SLURM_START); $(GRIDENGINE_START); "$(VENV_PY)" -m pytest
 endef
 
 pytest: sshd install

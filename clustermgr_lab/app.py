@@ -20,7 +20,11 @@ class ClusterManagerApp(ExtensionApp):
     classes = [ClusterManager, ClusterDiscovery, WarmLauncher]
 
     def initialize_settings(self) -> None:
-        self.manager = ClusterManager(parent=self.serverapp, base_url=self.serverapp.base_url, log=self.log)
+        try:
+            self.manager = ClusterManager(parent=self.serverapp, base_url=self.serverapp.base_url, log=self.log)
+        except ValueError as exc:  # a misconfigured template: say which, and do not load the extension
+            self.log.error("clustermgr_lab is not loaded: %s", exc)
+            raise
         self.settings["clustermgr_manager"] = self.manager
         self.discovery = ClusterDiscovery(self.manager, parent=self.serverapp, log=self.log)
         self.serverapp.io_loop.add_callback(self.discovery.start)

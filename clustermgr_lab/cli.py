@@ -149,9 +149,23 @@ def target(args: argparse.Namespace) -> dict[str, Any]:
     return {unit: getattr(args, unit) for unit in ("workers", "cores", "memory") if getattr(args, unit) is not None}
 
 
+def option_value(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE``: the value as JSON when it is a number or true/false, else as text."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, not {text!r}")
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return name, value
+    return name, parsed if isinstance(parsed, (bool, int, float)) else value
+
+
 def cmd_create(client: ClusterManagerClient, args: argparse.Namespace) -> None:
     """`clustermgr create`: a new cluster, sized by --workers/--cores/--memory if given."""
-    cluster = client.create(template=args.template, name=args.name, idle_timeout=args.idle_timeout)
+    cluster = client.create(
+        template=args.template, name=args.name, idle_timeout=args.idle_timeout, options=dict(args.option) or None
+    )
     size = target(args)
     if size:
         # The server resolves the size against the template's worker shape; a refused size
@@ -274,6 +288,10 @@ def build_parser() -> argparse.ArgumentParser:
     create = command("create", cmd_create, "create a cluster from a template")
     create.add_argument("--template", help="the template (default: the server's default)")
     create.add_argument("--name", help="the cluster's name (default: Cluster N)")
+    create.add_argument(
+        "--option", action="append", default=[], type=option_value, metavar="NAME=VALUE",
+        help="a user option of the template (repeatable), e.g. --option walltime=02:00:00 --option nice=5",
+    )  # fmt: skip
     add_size_options(create, required=False)
     create.add_argument(
         "--idle-timeout", type=float, metavar="SECONDS",

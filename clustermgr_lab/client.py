@@ -257,6 +257,7 @@ class ClusterManagerClient:
         adapt: Mapping[str, Any] | None = None,
         *,
         idle_timeout: float | None = None,
+        options: Mapping[str, Any] | None = None,
         wait: bool = False,
         timeout: float = 120.0,
     ) -> dict[str, Any]:
@@ -274,6 +275,8 @@ class ClusterManagerClient:
             Adaptive settings (``{"minimum", "maximum", "unit"?, "group"?}``) replacing the template's.
         idle_timeout : float, optional
             Seconds with no tasks and no client after which the cluster shuts itself down (the template's when None).
+        options : dict, optional
+            Values of the template's user options (``{"walltime": "02:00:00"}``); see ``templates()``.
         wait : bool
             Return only once it is ``running`` (every requested worker connected).
         timeout : float
@@ -285,6 +288,7 @@ class ClusterManagerClient:
             The cluster: ``pending``, or ``running`` with ``wait``.
         """
         body = {"template": template, "name": name, "spec": spec, "adapt": adapt, "idle_timeout": idle_timeout}
+        body["options"] = options
         body = {key: value for key, value in body.items() if value is not None}
         cluster = self._request("POST", "clusters", body)
         return self.wait(cluster["id"], "running", timeout) if wait else cluster

@@ -110,6 +110,8 @@ class ManagedCluster:
         self._wake = asyncio.Event()
         self._reconciler: asyncio.Task | None = None
         self._held_notes: dict[str, str] = {}
+        self.options: dict[str, Any] = {}  # the template's user options, as set at creation
+        self.group_errors: dict[str, str] = {}  # why a group stopped growing (e.g. the batch system refused its jobs)
         self.idle_timeout = idle_timeout
         self.backend.idle_timeout = idle_timeout
         self.backend.on_worker_exit = self._worker_exited
@@ -136,14 +138,33 @@ class ManagedCluster:
         return [r.info for r in self._workers.values() if r.address] + list(self._external.values())
 
     def worker_counts(self) -> dict[str, Any]:
-        def counts(records: list[WorkerRecord]) -> dict[str, int]:
-            running = sum(1 for r in records if r.address)
-            return {"requested": len(records), "running": running, "pending": len(records) - running}
+        waiting = self.backend.waiting()
 
-        groups = [{"name": g.name, **counts(self._live(g.name))} for g in self.spec.groups]
+        def counts(records: list[WorkerRecord]) -> dict[str, Any]:
+            running = sum(1 for r in records if r.address)
+            reasons: dict[str, int] = {}
+            for record in records:
+                if record.address is None:
+                    reason = waiting[record.name].reason if record.name in waiting else "starting"
+                    reasons[reason] = reasons.get(reason, 0) + 1
+            return {"requested": len(records), "running": running, "pending": len(records) - running, "pending_reasons": reasons}
+
+        groups = [
+            {"name": g.name, **counts(self._live(g.name)), "error": self.group_errors.get(g.name)} for g in self.spec.groups
+        ]
         total = counts(self._live())
         total["running"] += len(self._external)
-        return {**total, "stopping": sum(1 for r in self._workers.values() if r.stopping), "groups": groups}
+        pending_jobs = [
+            {"name": r.name, "group": r.group, "reason": waiting[r.name].reason, "job_id": waiting[r.name].job_id}
+            for r in self._live()
+            if r.address is None and r.name in waiting
+        ]
+        return {
+            **total,
+            "stopping": sum(1 for r in self._workers.values() if r.stopping),
+            "groups": groups,
+            "waiting": pending_jobs,
+        }
 
     def resources(self) -> dict[str, int]:
         observed = self._observed()
@@ -178,6 +199,7 @@ class ManagedCluster:
             "workers": self.worker_counts(),
             "resources": self.resources(),
             "adapt": self.adapt.to_dict() if self.adapt else None,
+            "options": dict(self.options),
             "idle_timeout": self.idle_timeout,
             "last_decision": last.to_dict() if last else None,
             "created": self.created.isoformat(),
@@ -208,6 +230,7 @@ class ManagedCluster:
             "spec": self.spec.to_dict(),
             "adapt": self.adapt.to_dict() if self.adapt else None,
             "idle_timeout": self.idle_timeout,
+            "options": dict(self.options),
             "scheduler_address": self.endpoint.address if self.endpoint else None,
             "scheduler_id": self.endpoint.scheduler_id if self.endpoint else None,
             "dashboard_address": self.endpoint.dashboard_address if self.endpoint else None,
@@ -222,6 +245,7 @@ class ManagedCluster:
         # Until re-adopted, a cluster that was running is pending: nothing has been checked yet.
         self.lifecycle = record["status"] if record["status"] in (FAILED, STOPPED, STOPPING) else PENDING
         self.error = record.get("error")
+        self.options = dict(record.get("options") or {})
         self.created = datetime.datetime.fromisoformat(record["created"])
         if record.get("scheduler_address"):
             self.endpoint = SchedulerEndpoint(
@@ -425,6 +449,7 @@ class ManagedCluster:
             names = {g.name for g in spec.groups}
             self._keep_adapt_ranges(lambda r: r.group in names)
         before = {g.name: g.count for g in self.spec.groups}
+        self.group_errors.clear()
         self.spec = spec
         for group in spec.groups:
             if before.get(group.name) != group.count:
@@ -468,6 +493,7 @@ class ManagedCluster:
         before = self.spec.group(group).count
         if source == "manual":
             self.error = None  # a new request from a person starts from a clean slate
+            self.group_errors.pop(group, None)
         self.spec = self.spec.with_count(group, count)
         self._plan_source[group] = source
         self.events.scale(group, before, count, reason, source=source)
@@ -515,17 +541,31 @@ class ManagedCluster:
                 self._changed()
                 try:
                     await self.backend.scale_up(group, names)
-                except Exception:
-                    for name in names:  # what did not start must not count as requested
-                        if name not in self.backend.pids():
-                            self._workers.pop(name, None)
-                    raise
+                except Exception as exc:
+                    self._launch_failed(group, names, exc)
             elif missing < 0:
                 await self._shrink(group.name, live, -missing)
         current = {g.name: shape_of(g) for g in self.spec.groups}
         outdated = [r for r in self._live() if current.get(r.group) != r.shape]
         if outdated:
             await self._retire_and_stop(outdated, group=None, force=True)
+
+    def _launch_failed(self, group: WorkerGroup, names: list[str], exc: Exception) -> None:
+        """Workers the backend could not start: the plan drops to what did start, and the group says why.
+
+        Not retried (a refused job would be refused again): a manual scale or a spec edit tries again.
+        """
+        started = self.backend.started()
+        failed = [name for name in names if name not in started]
+        for name in failed:  # what did not start must not count as requested
+            self._workers.pop(name, None)
+        message = exc.message if isinstance(exc, ClusterManagerError) else str(exc)
+        log.error("cluster %s group %s: %d worker(s) not started: %s", self.id, group.name, len(failed), message)
+        self.error = self.group_errors[group.name] = message
+        current = self.spec.group(group.name).count
+        after = max(0, current - len(failed))
+        self.spec = self.spec.with_count(group.name, after)
+        self.events.scale(group.name, current, after, f"not retrying: {message}", source="system")
 
     async def _shrink(self, group: str, live: list[WorkerRecord], n: int) -> None:
         never_connected = [r for r in live if r.address is None][:n]
@@ -675,6 +715,9 @@ class ManagedCluster:
             members = {g.name: [r.name for r in self._live(g.name)] for g in self.spec.groups}
             proposals, notes = self._policy.propose(self.spec, load, members)
             for proposal in proposals:
+                if proposal.after > proposal.before and proposal.group in self.group_errors:
+                    notes.append((proposal.group, f"not growing: {self.group_errors[proposal.group]}"))
+                    continue
                 self._set_plan(proposal.group, proposal.after, proposal.reason, source="adaptive")
             for group, note in notes:
                 if self._held_notes.get(group) != note:

@@ -27,6 +27,7 @@ from .errors import Conflict, InvalidRequest, NotFound
 from .idle import parse_idle_timeout
 from .limits import Limits
 from .machine import detect_gpus, total_memory
+from .options import parse_backend_options, resolve_user_options
 from .spec import WorkerSpec, parse_size, parse_spec, parse_target, resolve_target
 from .store import ClusterStore
 from .templates import Template, builtin_templates, parse_template
@@ -102,7 +103,8 @@ class ClusterManager(LoggingConfigurable):
         Dict(),
         config=True,
         help="Extra cluster templates: dicts with name, description, backend and spec "
-        "(and optionally adapt), offered next to the built-in ones.",
+        "(and optionally adapt, the backend's options, and user_options a user may set in "
+        "New Cluster), offered next to the built-in ones. Checked at start; see docs/hpc.md.",
     )
     include_builtin_templates = Bool(True, config=True, help="Offer the built-in 'local' templates.")
     default_template = Unicode("local", config=True, help="Template used when a request names none.")
@@ -163,6 +165,17 @@ class ClusterManager(LoggingConfigurable):
             backend.launcher = self.launcher
         return backend
 
+    def _stored_backend_options(self, record: dict) -> dict[str, Any]:
+        """The backend options of a stored cluster: its template's as configured now, with its user options."""
+        template = self._templates.get(record["template"])
+        if template is None or template.backend != record["backend"]:
+            return {}
+        declared = BACKENDS[template.backend].template_options
+        try:
+            return {**template.options, **parse_backend_options(record.get("options") or {}, declared, "options")}
+        except InvalidRequest:  # the site has changed that option since: the template's own value
+            return dict(template.options)
+
     def _restore(self, record: dict) -> ManagedCluster:
         """A stored cluster, registered as it was stored; :meth:`readopt_all` then re-adopts it."""
         backend_class = {**BACKENDS, ExternalBackend.name: ExternalBackend}.get(record["backend"])
@@ -175,7 +188,9 @@ class ClusterManager(LoggingConfigurable):
             record["id"],
             record["name"],
             record["template"],
-            self._with_launcher(backend_class(record["id"], Path(record["workdir"]), **extra)),
+            self._with_launcher(
+                backend_class(record["id"], Path(record["workdir"]), options=self._stored_backend_options(record), **extra)
+            ),
             parse_spec(record["spec"]),
             on_change=self._cluster_changed,
             max_workers=self.max_workers,
@@ -205,10 +220,16 @@ class ClusterManager(LoggingConfigurable):
         await asyncio.gather(*(readopt(c, r) for c, r in stored))
 
     def _load_templates(self) -> dict[str, Template]:
-        configured = (builtin_templates() if self.include_builtin_templates else []) + list(self.templates)
+        builtin = builtin_templates() if self.include_builtin_templates else []
+        configured = [(f"builtin_templates[{i}]", t) for i, t in enumerate(builtin)]
+        configured += [(f"templates[{i}]", t) for i, t in enumerate(self.templates)]
         templates = {}
-        for i, data in enumerate(configured):
-            template = parse_template(data, set(BACKENDS), f"templates[{i}]")
+        for where, data in configured:
+            try:
+                template = parse_template(data, BACKENDS, where)
+            except InvalidRequest as exc:  # refuse to start, naming the template and the option
+                name = data.get("name") if isinstance(data, Mapping) else None
+                raise ValueError(f"ClusterManager.templates: template {name!r}: {exc.field}: {exc.message}") from None
             templates[template.name] = template
         if self.default_template not in templates:
             raise ValueError(f"ClusterManager.default_template {self.default_template!r} is not a template")
@@ -253,7 +274,7 @@ class ClusterManager(LoggingConfigurable):
             body = _only_fields(body, {"attach", "name"}, "an attached cluster")
             name = _parse_name(body["name"]) if body.get("name") is not None else None
             return self.attach(parse_scheduler_address(body["attach"]), name)
-        body = _only_fields(body, {"template", "name", "spec", "adapt", "idle_timeout"}, "a new cluster")
+        body = _only_fields(body, {"template", "name", "spec", "adapt", "idle_timeout", "options"}, "a new cluster")
         template_name = body.get("template", self.default_template)
         if template_name is None:
             template_name = self.default_template
@@ -278,6 +299,9 @@ class ClusterManager(LoggingConfigurable):
         idle_timeout = (
             parse_idle_timeout(body["idle_timeout"]) if "idle_timeout" in body else template.idle_timeout
         )
+        declared = BACKENDS[template.backend].template_options
+        user_values = resolve_user_options(body.get("options"), template.user_options, declared)
+        backend_options = {**template.options, **parse_backend_options(user_values, declared, "options")}
         name = _parse_name(body["name"]) if body.get("name") is not None else None
         if name is not None:
             self._require_unique_name(name)
@@ -292,7 +316,7 @@ class ClusterManager(LoggingConfigurable):
         cluster_id = uuid.uuid4().hex[:8]
         workdir = Path(self.workdir) / cluster_id
         workdir.mkdir(parents=True, exist_ok=True)
-        backend = self._with_launcher(BACKENDS[template.backend](cluster_id, workdir))
+        backend = self._with_launcher(BACKENDS[template.backend](cluster_id, workdir, options=backend_options))
         cluster = ManagedCluster(
             cluster_id,
             name or self._next_name(),
@@ -303,6 +327,7 @@ class ClusterManager(LoggingConfigurable):
             max_workers=self.max_workers,
             idle_timeout=idle_timeout,
         )
+        cluster.options = user_values
         if adapt is not None:
             cluster.adapt_to(adapt_data)
         self._register(cluster)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import psutil
@@ -12,6 +12,7 @@ import psutil
 from .adaptive import parse_adapt
 from .errors import InvalidRequest
 from .idle import parse_idle_timeout
+from .options import UserOption, parse_backend_options, parse_user_options
 from .spec import WorkerSpec, parse_spec
 
 
@@ -23,6 +24,8 @@ class Template:
     spec: WorkerSpec
     adapt: Mapping[str, Any] | None = None
     idle_timeout: float | None = None  # seconds with no tasks and no client before the cluster shuts down
+    options: Mapping[str, Any] = field(default_factory=dict)  # the backend's, as the site set them
+    user_options: tuple[UserOption, ...] = ()  # what a user may set at creation
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -32,6 +35,7 @@ class Template:
             "spec": self.spec.to_dict(),
             "adapt": dict(self.adapt) if self.adapt else None,
             "idle_timeout": self.idle_timeout,
+            "user_options": [o.to_dict() for o in self.user_options],
         }
 
 
@@ -74,8 +78,12 @@ def builtin_templates() -> list[dict[str, Any]]:
     ] + slurm_template()
 
 
-def parse_template(data: Mapping[str, Any], backends: set[str], field_name: str) -> Template:
-    """Validate a template as written in configuration (``ClusterManager.templates``)."""
+def parse_template(data: Mapping[str, Any], backends: Mapping[str, type], field_name: str) -> Template:
+    """Validate a template as written in configuration (``ClusterManager.templates``).
+
+    ``backends`` maps backend names to their classes, whose ``template_options`` say which
+    ``options`` (and ``user_options``) a template of that backend may give.
+    """
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidRequest("every template needs a name", f"{field_name}.name")
@@ -86,6 +94,9 @@ def parse_template(data: Mapping[str, Any], backends: set[str], field_name: str)
     adapt = data.get("adapt")
     if adapt is not None:
         parse_adapt(adapt, spec, field_name=f"{field_name}.adapt")
+    declared = getattr(backends[backend], "template_options", {})
+    options = parse_backend_options(data.get("options"), declared, f"{field_name}.options")
+    user_options = parse_user_options(data.get("user_options"), declared, options, f"{field_name}.user_options")
     return Template(
         name=name,
         description=str(data.get("description", "")),
@@ -93,4 +104,6 @@ def parse_template(data: Mapping[str, Any], backends: set[str], field_name: str)
         spec=spec,
         adapt=adapt,
         idle_timeout=parse_idle_timeout(data.get("idle_timeout"), f"{field_name}.idle_timeout"),
+        options=options,
+        user_options=user_options,
     )

@@ -44,6 +44,20 @@ export interface IWorkerGroupCounts {
   requested: number;
   running: number;
   pending: number;
+  /** Why pending workers wait: `{reason: count}` (e.g. SLURM's `Resources`). */
+  pending_reasons: { [reason: string]: number };
+  /** Why the group stopped growing (e.g. the batch system refused its jobs). */
+  error: string | null;
+}
+
+/**
+ * A pending worker the backend knows a reason for.
+ */
+export interface IWaitingWorker {
+  name: string;
+  group: string;
+  reason: string;
+  job_id: string | null;
 }
 
 /**
@@ -53,6 +67,8 @@ export interface IWorkerCounts {
   requested: number;
   running: number;
   pending: number;
+  pending_reasons: { [reason: string]: number };
+  waiting: IWaitingWorker[];
   stopping: number;
   groups: IWorkerGroupCounts[];
 }
@@ -148,6 +164,8 @@ export interface ICluster {
   workers: IWorkerCounts;
   resources: IResources;
   adapt: IAdaptState | null;
+  /** The template's user options as the cluster was created with them. */
+  options: { [name: string]: OptionValue };
   /**
    * Seconds with no tasks and no client before the cluster shuts itself down (null: never).
    */
@@ -166,6 +184,25 @@ export type Target = (
 ) & { group?: string };
 
 /**
+ * The value of a template option.
+ */
+export type OptionValue = string | number | boolean;
+
+/**
+ * An option of a template's backend that a user may set at creation.
+ */
+export interface IUserOption {
+  name: string;
+  type: 'string' | 'integer' | 'number' | 'boolean';
+  default: OptionValue;
+  label: string;
+  description: string;
+  choices: OptionValue[] | null;
+  minimum: number | null;
+  maximum: number | null;
+}
+
+/**
  * A cluster template offered by the server.
  */
 export interface ITemplate {
@@ -174,6 +211,7 @@ export interface ITemplate {
   backend: string;
   spec: IWorkerSpec;
   adapt: IAdaptRequest | null;
+  user_options: IUserOption[];
   idle_timeout?: number | null;
 }
 
@@ -223,6 +261,7 @@ export interface ICreateClusterRequest {
   name?: string;
   spec?: IWorkerSpecRequest;
   adapt?: IAdaptRequest | null;
+  options?: { [name: string]: OptionValue };
 }
 
 /**

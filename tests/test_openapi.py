@@ -23,11 +23,12 @@ CLUSTER = {
     "dashboard_url": "/clustermgr/dashboard/3f9c2a1b/status",
     "spec": {"groups": [{"name": "default", "count": 2, "threads": 1, "memory": 1073741824, "gpus": 0, "resources": {}}]},
     "workers": {
-        "requested": 2, "running": 2, "pending": 0, "stopping": 0,
-        "groups": [{"name": "default", "requested": 2, "running": 2, "pending": 0}],
+        "requested": 2, "running": 2, "pending": 0, "pending_reasons": {}, "waiting": [], "stopping": 0,
+        "groups": [{"name": "default", "requested": 2, "running": 2, "pending": 0, "pending_reasons": {}, "error": None}],
     },
     "resources": {"cores": 2, "memory": 2147483648, "gpus": 0},
     "adapt": None,
+    "options": {},
     "idle_timeout": 1800,
     "last_decision": {
         "time": "2026-11-29T18:30:00.123456+00:00", "kind": "scale", "message": "manual scale",

@@ -276,8 +276,8 @@ def test_importing_dask_jobqueue_keeps_the_servers_sigint_handler():
         "import signal\n"
         "def mine(*_): pass\n"
         "signal.signal(signal.SIGINT, mine)\n"
-        "from clustermgr_lab.backends.slurm import _slurm_job_class\n"
-        "_slurm_job_class()\n"  # When dask-jobqueue is imported (it sets SIGINT to sys.exit at import)
+        "from clustermgr_lab.backends.slurm import SlurmBackend\n"
+        "SlurmBackend.job_class()\n"  # When dask-jobqueue is imported (it sets SIGINT to sys.exit at import)
         "assert signal.getsignal(signal.SIGINT) is mine, signal.getsignal(signal.SIGINT)\n"
     )
     # Then the handler is still that process's own

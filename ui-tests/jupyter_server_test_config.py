@@ -21,3 +21,18 @@ c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
 # Each UI test server has a store of its own, and stops its clusters when it stops (tests leave nothing running).
 c.ClusterManager.store_path = os.path.join(tempfile.mkdtemp(prefix="clustermgr-ui-"), "clusters.sqlite3")
 c.ClusterManager.on_shutdown = "stop"
+
+# A batch template with user options, for ui-tests/tests/hpc.spec.ts (real SLURM: `make test` starts it).
+c.ClusterManager.templates = [
+    {
+        "name": "hpc",
+        "description": "SLURM jobs: pick a walltime and a nice value",
+        "backend": "slurm",
+        "options": {"walltime": "00:30:00"},
+        "user_options": {
+            "walltime": {"label": "Walltime", "choices": ["00:20:00", "00:30:00"]},
+            "nice": {"type": "integer", "default": 0, "minimum": 0, "maximum": 100},
+        },
+        "spec": {"groups": [{"name": "default", "count": 4, "threads": 1, "memory": "300 MiB"}]},
+    }
+]

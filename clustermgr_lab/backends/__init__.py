@@ -1,11 +1,17 @@
 """Backends: *how* scheduler and worker processes are started and stopped, never *when*."""
 
-from .base import Backend, SchedulerEndpoint
+from .base import Backend, SchedulerEndpoint, Waiting
+from .batch import BatchBackend, HTCondorBackend, LSFBackend, PBSBackend, SGEBackend
 from .local import LocalBackend
 from .slurm import SlurmBackend
 from .ssh import SSHBackend
 
-BACKENDS: dict[str, type[Backend]] = {LocalBackend.name: LocalBackend, SlurmBackend.name: SlurmBackend}
-BACKENDS[SSHBackend.name] = SSHBackend
+BACKENDS: dict[str, type[Backend]] = {
+    cls.name: cls
+    for cls in (LocalBackend, SlurmBackend, SGEBackend, PBSBackend, LSFBackend, HTCondorBackend, SSHBackend)
+}
 
-__all__ = ["BACKENDS", "Backend", "LocalBackend", "SchedulerEndpoint", "SlurmBackend", "SSHBackend"]
+__all__ = [
+    "BACKENDS", "Backend", "BatchBackend", "HTCondorBackend", "LSFBackend", "LocalBackend", "PBSBackend",
+    "SGEBackend", "SSHBackend", "SchedulerEndpoint", "SlurmBackend", "Waiting",
+]  # fmt: skip

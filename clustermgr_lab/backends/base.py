@@ -5,11 +5,20 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Mapping
 
+from ..options import BackendOption
 from ..spec import WorkerGroup
 
 WorkerExited = Callable[[str, "int | None"], None]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Why a requested worker is not running yet, in the backend's words (e.g. SLURM's ``Resources``)."""
+
+    reason: str
+    job_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,11 @@ class Backend(abc.ABC):
         Called with ``(name, returncode)`` when a worker process ends on its own.
     on_change : callable, optional
         Called after a process or job was started or stopped, so that the manager stores the
-        new :meth:`process_records` before anything else can happen to the server.
+        new :meth:`process_records` before anything else can happen to the server; and when
+        :meth:`waiting` has changed.
+    options : mapping, optional
+        The template's options, already checked against :attr:`template_options`; each one
+        sets the attribute of the same name.
 
     Examples
     --------
@@ -71,6 +84,8 @@ class Backend(abc.ABC):
     workers_before_scheduler: ClassVar[bool] = False
     #: False for a cluster this server only attached to: scaling, spec edits and adaptive mode are refused.
     can_scale: ClassVar[bool] = True
+    #: The options a template may give this backend (``"options": {...}``), checked at server start.
+    template_options: ClassVar[Mapping[str, BackendOption]] = {}
 
     def __init__(
         self,
@@ -78,11 +93,14 @@ class Backend(abc.ABC):
         workdir: Path,
         on_worker_exit: WorkerExited | None = None,
         on_change: Callable[[], None] | None = None,
+        options: Mapping[str, Any] | None = None,
     ):
         self.cluster_id = cluster_id
         self.workdir = Path(workdir)
         self.on_worker_exit = on_worker_exit
         self.on_change = on_change
+        for key, value in (options or {}).items():
+            setattr(self, key, value)
 
     def _notify_change(self) -> None:
         if self.on_change is not None:
@@ -103,6 +121,14 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Stop every process this backend started, scheduler included."""
+
+    def waiting(self) -> dict[str, Waiting]:
+        """Why requested workers are not running yet, by worker name (those the backend knows about)."""
+        return {}
+
+    def started(self) -> set[str]:
+        """Names of the workers this backend has started (processes or jobs) and not yet stopped."""
+        return set(self.pids())
 
     def pids(self) -> dict[str, int]:
         """Process ids of what runs on this machine, by worker name (``"scheduler"`` too)."""

@@ -28,11 +28,17 @@ PROCESS_DEFAULTS = {"DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s"}
 EXCEPTION_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Interrupt)\b")
 
 
-def scheduler_command(scheduler_file: Path, host: str = "127.0.0.1", idle_timeout: float | None = None) -> list[str]:
-    """The ``dask scheduler`` command line; with ``idle_timeout`` (seconds) it shuts itself down when idle."""
+def scheduler_command(
+    scheduler_file: Path, host: str = "127.0.0.1", idle_timeout: float | None = None, interface: str | None = None
+) -> list[str]:
+    """The ``dask scheduler`` command line, on ``interface`` when given, else on ``host`` (dashboard on loopback).
+
+    With ``idle_timeout`` (seconds) it shuts itself down when idle.
+    """
+    listen = ["--interface", interface] if interface else ["--host", host]
     command = [
         sys.executable, "-m", "distributed.cli.dask_scheduler",
-        "--host", host,
+        *listen,
         "--port", "0",
         "--dashboard-address", "127.0.0.1:0",
         "--scheduler-file", str(scheduler_file),
@@ -126,6 +132,7 @@ class LocalBackend(Backend):
     scheduler_start_timeout = 60.0
     worker_death_timeout = 60.0  # a worker that cannot reach its scheduler this long exits
     scheduler_host = "127.0.0.1"  # where the scheduler listens (its dashboard stays on 127.0.0.1)
+    scheduler_interface: str | None = None  # or: the network interface it listens on (wins over the host)
     exit_poll_interval = 0.5
     #: Seconds without tasks and clients after which the scheduler shuts itself down (None: never).
     idle_timeout: float | None = None
@@ -247,7 +254,8 @@ class LocalBackend(Backend):
     async def start_scheduler(self) -> SchedulerEndpoint:
         scheduler_file = self.scheduler_file
         scheduler_file.unlink(missing_ok=True)
-        process = await self._spawn(SCHEDULER, scheduler_command(scheduler_file, self.scheduler_host, self.idle_timeout))
+        command = scheduler_command(scheduler_file, self.scheduler_host, self.idle_timeout, self.scheduler_interface)
+        process = await self._spawn(SCHEDULER, command)
         self._scheduler_spawned.set()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.scheduler_start_timeout

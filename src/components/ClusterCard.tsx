@@ -16,6 +16,7 @@ import {
 import { DashboardPlots } from './DashboardPlots';
 import { ExternalBadge, isExternal } from './ExternalBadge';
 import { Sparkline } from './Sparkline';
+import { formatOptions } from './UserOptionsFields';
 
 export interface IClusterCardProps {
   cluster: ICluster;
@@ -34,6 +35,24 @@ export interface IClusterCardProps {
    */
   compact?: boolean;
   onDragStart: (cluster: ICluster, clientX: number, clientY: number) => void;
+}
+
+/**
+ * "2 pending — Resources", or "2 pending — 1 Resources, 1 Priority".
+ */
+export function pendingText(
+  pending: number,
+  reasons: { [reason: string]: number } | undefined
+): string {
+  const entries = Object.entries(reasons ?? {});
+  if (!pending || !entries.length) {
+    return `${pending} pending`;
+  }
+  const why =
+    entries.length === 1
+      ? entries[0][0]
+      : entries.map(([reason, n]) => `${n} ${reason}`).join(', ');
+  return `${pending} pending — ${why}`;
 }
 
 function rangeText(range: IAdaptRange): string {
@@ -183,6 +202,13 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           {cluster.error}
         </div>
       )}
+      {workers.groups
+        .filter(g => g.error && g.error !== cluster.error)
+        .map(g => (
+          <div key={g.name} className="cm-ClusterCard-error" role="alert">
+            {`${g.name}: ${g.error}`}
+          </div>
+        ))}
       <div className="cm-ClusterCard-scheduler">
         <SchedulerAddress
           address={cluster.scheduler_address}
@@ -204,16 +230,20 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
         <dt>Workers</dt>
         <dd
           className="cm-ClusterCard-workers"
-          aria-label={`Workers: ${workers.running} running, ${workers.pending} pending`}
+          aria-label={`Workers: ${workers.running} running, ${pendingText(workers.pending, workers.pending_reasons)}`}
         >
           <span className="cm-ClusterCard-workersRunning">
             {workers.running}
           </span>{' '}
           running,{' '}
-          <span className="cm-ClusterCard-workersPending">
-            {workers.pending}
-          </span>{' '}
-          pending
+          <span
+            className="cm-ClusterCard-workersPending"
+            title={(workers.waiting ?? [])
+              .map(w => `${w.name}: job ${w.job_id ?? '?'} ${w.reason}`)
+              .join('\n')}
+          >
+            {pendingText(workers.pending, workers.pending_reasons)}
+          </span>
         </dd>
         <GroupCounts groups={workers.groups ?? []} />
         <dt>Resources</dt>
@@ -230,6 +260,14 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
             {plural(resources.gpus, 'GPU')}
           </span>
         </dd>
+        {Object.keys(cluster.options ?? {}).length > 0 && (
+          <>
+            <dt>Options</dt>
+            <dd className="cm-ClusterCard-options">
+              {formatOptions(cluster.options)}
+            </dd>
+          </>
+        )}
         <dt>Adaptive</dt>
         <dd className="cm-ClusterCard-adapt" data-adaptive={!!cluster.adapt}>
           {cluster.adapt

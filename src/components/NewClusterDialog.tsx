@@ -28,6 +28,12 @@ import {
   invalidProps,
   showFormDialog
 } from './FormDialog';
+import {
+  UserOptionDrafts,
+  userOptionDrafts,
+  UserOptionsFields,
+  userOptionsRequest
+} from './UserOptionsFields';
 import { specShowsError, WorkerSpecEditor } from './WorkerSpecEditor';
 
 /**
@@ -43,6 +49,9 @@ export function templateSummary(template: ITemplate): string {
   const adapt = adaptDraft(template.adapt);
   if (template.adapt) {
     parts.push(`adaptive ${adapt.minimum}–${adapt.maximum} ${adapt.unit}`);
+  }
+  if (template.user_options?.length) {
+    parts.push(`options: ${template.user_options.map(o => o.name).join(', ')}`);
   }
   return parts.join(' · ');
 }
@@ -86,9 +95,14 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
   const [adaptGroup, setAdaptGroup] = React.useState(
     template?.adapt?.group ?? template?.spec.groups[0]?.name ?? ''
   );
+  const [optionDrafts, setOptionDrafts] = React.useState<UserOptionDrafts>(
+    userOptionDrafts(template?.user_options ?? [])
+  );
   const [error, setError] = React.useState<ClusterManagerError | null>(null);
+  const userOptions = template?.user_options ?? [];
 
   const choose = (next: ITemplate) => {
+    setOptionDrafts(userOptionDrafts(next.user_options ?? []));
     setTemplateName(next.name);
     setGroups(next.spec.groups.map(draftFromGroup));
     setAdaptDraft(adaptDraft(next.adapt));
@@ -114,7 +128,10 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
         spec: specRequest(groups),
         adapt: adapt.on
           ? adaptRequest(adapt, groups.length > 1 ? group : undefined)
-          : null
+          : null,
+        ...(userOptions.length
+          ? { options: userOptionsRequest(userOptions, optionDrafts) }
+          : {})
       });
     } catch (e) {
       const serverError = asServerError(e);
@@ -126,8 +143,12 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
   const nameMessage = fieldMessage(error, 'name');
   const templateMessage = fieldMessage(error, 'template');
   const adaptInline = !!error?.field?.startsWith('adapt') && adapt.on;
+  const optionInline = userOptions.some(
+    o => error?.field === `options.${o.name}`
+  );
   const shownInline =
     !!(nameMessage || templateMessage) ||
+    optionInline ||
     specShowsError(error, 'spec') ||
     adaptInline;
   const adaptDraftGroup =
@@ -186,6 +207,12 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
         />
       </label>
       <FieldError id="cm-new-name-error" message={nameMessage} />
+      <UserOptionsFields
+        options={userOptions}
+        drafts={optionDrafts}
+        onChange={setOptionDrafts}
+        error={error}
+      />
       <h3 className="cm-Form-heading">Worker Spec</h3>
       <WorkerSpecEditor
         groups={groups}

@@ -44,11 +44,16 @@ export function fakeCluster(
       requested: 1,
       running: 1,
       pending: 0,
+      pending_reasons: {},
+      waiting: [],
       stopping: 0,
-      groups: [{ name: 'default', requested: 1, running: 1, pending: 0 }]
+      groups: [
+        { name: 'default', requested: 1, running: 1, pending: 0, pending_reasons: {}, error: null }
+      ]
     },
     resources: { cores: 1, memory: GiB, gpus: 0 },
     adapt: null,
+    options: {},
     last_decision: null,
     created: '2026-01-01T00:00:00+00:00',
     ...overrides
@@ -65,7 +70,8 @@ export const TEMPLATE_LIST = [
         { name: 'default', count: 2, threads: 1, memory: 2 * GiB, gpus: 0, resources: {} }
       ]
     },
-    adapt: null
+    adapt: null,
+    user_options: []
   },
   {
     name: 'local-adaptive',
@@ -76,14 +82,16 @@ export const TEMPLATE_LIST = [
         { name: 'default', count: 0, threads: 1, memory: 2 * GiB, gpus: 0, resources: {} }
       ]
     },
-    adapt: { minimum: 0, maximum: 4, unit: 'workers' }
+    adapt: { minimum: 0, maximum: 4, unit: 'workers' },
+    user_options: []
   },
   {
     name: 'gpu',
     description: 'CPU workers and a GPU worker',
     backend: 'local',
     spec: CPU_AND_GPU_SPEC,
-    adapt: null
+    adapt: null,
+    user_options: []
   }
 ];
 
