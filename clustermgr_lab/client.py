@@ -513,7 +513,10 @@ class ClusterManagerClient:
     def _receive(connection: websocket.WebSocket, timeout: float | None) -> dict[str, Any]:
         connection.settimeout(timeout)
         try:
-            return json.loads(connection.recv())
+            text = connection.recv()
+            if not text:  # a close frame: the server stopped, or let go of a reader that fell too far behind
+                raise websocket.WebSocketConnectionClosedException("closed by the server; reconnect for a fresh snapshot")
+            return json.loads(text)
         except websocket.WebSocketTimeoutException:
             raise WaitTimeout(f"no message on the stream within {timeout:g} s") from None
         except (OSError, websocket.WebSocketConnectionClosedException) as exc:

@@ -307,7 +307,13 @@ class ManagedCluster:
                 await self._fail(reason)
             return
         try:
-            self._link = SchedulerLink(self.endpoint.address, self._worker_added, self._worker_removed, self._scheduler_lost)
+            self._link = SchedulerLink(
+                self.endpoint.address,
+                self._worker_added,
+                self._worker_removed,
+                self._scheduler_lost,
+                on_responsive=self._scheduler_responsive,
+            )
             await self._link.start()
         except Exception as exc:
             await self._fail(f"could not reconnect to the scheduler at {self.endpoint.address}: {exc}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from typing import Any, ClassVar
 
 from distributed.comm import parse_address, parse_host_port, unparse_host_port
@@ -61,7 +63,8 @@ class ExternalBackend(Backend):
         """Reach the scheduler and read where its dashboard is (on the scheduler's host, and nowhere else)."""
         scheduler = rpc(self.address, timeout=self.connect_timeout)
         try:
-            identity = await scheduler.identity()
+            # rpc's timeout bounds the connection only: a stopped scheduler accepts it and never answers
+            identity = await asyncio.wait_for(scheduler.identity(), self.connect_timeout)
         except Exception as exc:
             raise BackendError(f"cannot reach the scheduler at {self.address}: {exc}") from None
         finally:
