@@ -120,6 +120,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
     );
   };
 
+  // `live` actions need the server (the default): disabled while offline.
   const action = (
     id: string,
     text: string,
