@@ -26,7 +26,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export VIRTUAL_ENV := $(VENV)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help venv install build lab test pytest ui-test chromium clean
+.PHONY: help venv install build lab test pytest ui-test chromium sshd clean
 
 help:
 	@echo "make lab     - install into .venv and start JupyterLab (127.0.0.1:$(LAB_PORT))"
@@ -79,11 +79,15 @@ chromium:
 	fi
 	@"$(CHROMIUM)" --version 2>/dev/null | grep -v "unexpected operator" || true
 
+# Debian's openssh-server for tests/test_ssh.py, which starts and stops a private sshd of its own.
+sshd:
+	$(SUDO) bash ci/sshd/install-openssh-server.sh
+
 define run_pytest
 	trap '$(SLURM_STOP)' EXIT; $(SLURM_START); "$(VENV_PY)" -m pytest
 endef
 
-pytest: install
+pytest: sshd install
 	$(run_pytest)
 
 # The UI tests start their own JupyterLab on 127.0.0.1:$(LAB_PORT) (CI=1: never
@@ -96,7 +100,7 @@ endef
 ui-test: chromium install
 	$(run_ui_tests)
 
-test: chromium install
+test: chromium sshd install
 	$(run_pytest)
 	$(run_ui_tests)
 

@@ -28,5 +28,12 @@ def shipped_config() -> dict:
 def jp_server_config(jp_server_config, tmp_path):
     config = shipped_config()
     config["ServerApp"]["allow_unauthenticated_access"] = False
-    config["ClusterManager"] = {"workdir": str(tmp_path / "clustermgr"), "max_workers": 12}
+    # GPUs declared as a site would (there are none here): the GPU groups of the tests advertise them to Dask
+    config["ClusterManager"] = {
+        "workdir": str(tmp_path / "clustermgr"),
+        "store_path": str(tmp_path / "clustermgr-store" / "clusters.sqlite3"),
+        "on_shutdown": "stop",  # each test's server leaves nothing running (tests/test_restart.py keeps them)
+        "max_workers": 12,
+        "gpus": 4,
+    }
     return config

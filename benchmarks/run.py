@@ -143,7 +143,7 @@ class Server:
             json.dumps(
                 {
                     "ServerApp": {"jpserver_extensions": {"clustermgr_lab": True, "jupyter_server_proxy": False}},
-                    "ClusterManager": {"workdir": str(self.tmp / "clustermgr")},
+                    "ClusterManager": {"workdir": str(self.tmp / "clustermgr"), "on_shutdown": "stop"},
                 }
             )
         )

@@ -2,26 +2,39 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from jupyter_server.extension.application import ExtensionApp
 
+from .discovery import ClusterDiscovery
 from .handlers import route_table
 from .manager import ClusterManager
 
 
 class ClusterManagerApp(ExtensionApp):
-    """Registers the API routes and stops every cluster when the server stops."""
+    """Registers the API routes, re-adopts stored clusters at start, and keeps (or stops) them at a clean stop."""
 
     name = "clustermgr_lab"
     load_other_extensions = True
-    classes = [ClusterManager]
+    classes = [ClusterManager, ClusterDiscovery]
 
     def initialize_settings(self) -> None:
         self.manager = ClusterManager(parent=self.serverapp, base_url=self.serverapp.base_url, log=self.log)
         self.settings["clustermgr_manager"] = self.manager
+        self.discovery = ClusterDiscovery(self.manager, parent=self.serverapp, log=self.log)
+        self.serverapp.io_loop.add_callback(self.discovery.start)
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(route_table())
 
+    async def _start_jupyter_server_extension(self, serverapp) -> None:
+        if hasattr(self, "manager"):  # else it did not load (e.g. its store is locked by another server)
+            self._readopt = asyncio.ensure_future(self.manager.readopt_all())
+
     async def stop_extension(self) -> None:
-        self.log.info("clustermgr_lab: stopping all clusters")
-        await self.manager.close_all()
+        manager = getattr(self, "manager", None)
+        if manager is None:  # never started (e.g. its store was locked by another server)
+            return
+        self.log.info("clustermgr_lab: %s the clusters", "keeping" if manager.on_shutdown == "keep" else "stopping")
+        await self.discovery.stop()
+        await manager.close_all()

@@ -76,8 +76,9 @@ def label(cluster: Mapping[str, Any]) -> str:
 def cluster_summary(cluster: Mapping[str, Any]) -> str:
     """One line: status, workers connected of requested, and what they add up to."""
     workers, resources = cluster["workers"], cluster["resources"]
+    count = f"{workers['running']} external" if cluster["backend"] == "external" else f"{workers['running']}/{workers['requested']}"
     line = (
-        f"{label(cluster)} {cluster['status']}: {workers['running']}/{workers['requested']} workers, "
+        f"{label(cluster)} {cluster['status']}: {count} workers, "
         f"{resources['cores']} cores, {format_bytes(resources['memory'])}"
     )
     if resources["gpus"]:
@@ -150,7 +151,7 @@ def target(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_create(client: ClusterManagerClient, args: argparse.Namespace) -> None:
     """`clustermgr create`: a new cluster, sized by --workers/--cores/--memory if given."""
-    cluster = client.create(template=args.template, name=args.name)
+    cluster = client.create(template=args.template, name=args.name, idle_timeout=args.idle_timeout)
     size = target(args)
     if size:
         # The server resolves the size against the template's worker shape; a refused size
@@ -163,6 +164,12 @@ def cmd_create(client: ClusterManagerClient, args: argparse.Namespace) -> None:
     if args.wait:
         cluster = client.wait(cluster["id"], "running", args.timeout)
     emit(args, cluster, lambda: f"created {cluster_summary(cluster)}")
+
+
+def cmd_attach(client: ClusterManagerClient, args: argparse.Namespace) -> None:
+    """`clustermgr attach ADDRESS`: list a cluster started elsewhere; it is observed, never scaled."""
+    cluster = client.attach(args.address, args.name, wait=args.wait, timeout=args.timeout)
+    emit(args, cluster, lambda: f"attached {cluster_summary(cluster)}")
 
 
 def cmd_scale(client: ClusterManagerClient, args: argparse.Namespace) -> None:
@@ -196,7 +203,8 @@ def cmd_adapt(client: ClusterManagerClient, args: argparse.Namespace) -> None:
 def cmd_delete(client: ClusterManagerClient, args: argparse.Namespace) -> None:
     """`clustermgr delete CLUSTER`: stop it."""
     cluster = client.delete(client.find(args.cluster)["id"], wait=args.wait, timeout=args.timeout)
-    emit(args, cluster, lambda: f"{label(cluster)}: {'stopped and removed' if args.wait else 'stopping'}")
+    done = "detached" if cluster["backend"] == "external" else "stopped and removed" if args.wait else "stopping"
+    emit(args, cluster, lambda: f"{label(cluster)}: {done}")
 
 
 def describe_message(message: Mapping[str, Any]) -> str:
@@ -267,8 +275,18 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--template", help="the template (default: the server's default)")
     create.add_argument("--name", help="the cluster's name (default: Cluster N)")
     add_size_options(create, required=False)
+    create.add_argument(
+        "--idle-timeout", type=float, metavar="SECONDS",
+        help="shut down after this long with no tasks and no client (default: the template's)",
+    )  # fmt: skip
     create.add_argument("--wait", action="store_true", help="return once every worker has connected")
     create.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default: 120)")
+
+    attach = command("attach", cmd_attach, "list a running cluster started elsewhere (never scaled; delete detaches it)")
+    attach.add_argument("address", help="its scheduler's address, tcp://host:port")
+    attach.add_argument("--name", help="the name to list it under (default: Attached host:port)")
+    attach.add_argument("--wait", action="store_true", help="return once its scheduler has been reached")
+    attach.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (default: 60)")
 
     scale = command("scale", cmd_scale, "scale a cluster to a number of workers, cores or bytes")
     scale.add_argument("cluster", help="id or name")
@@ -284,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     adapt.add_argument("--wait-count", type=positive_int, help="intervals a lower target must hold before shrinking")
     adapt.add_argument("--off", action="store_true", help="turn adaptive mode off (for --group only, if given)")
 
-    delete = command("delete", cmd_delete, "stop a cluster")
+    delete = command("delete", cmd_delete, "stop a cluster (detach an attached one)")
     delete.add_argument("cluster", help="id or name")
     delete.add_argument("--wait", action="store_true", help="return once its processes are gone")
     delete.add_argument("--timeout", type=float, default=120.0, help="seconds --wait waits (default: 120)")

@@ -256,6 +256,7 @@ class ClusterManagerClient:
         spec: Mapping[str, Any] | None = None,
         adapt: Mapping[str, Any] | None = None,
         *,
+        idle_timeout: float | None = None,
         wait: bool = False,
         timeout: float = 120.0,
     ) -> dict[str, Any]:
@@ -271,6 +272,8 @@ class ClusterManagerClient:
             A Worker Spec (``{"groups": [{"count", "threads", "memory", ...}]}``) replacing the template's.
         adapt : dict, optional
             Adaptive settings (``{"minimum", "maximum", "unit"?, "group"?}``) replacing the template's.
+        idle_timeout : float, optional
+            Seconds with no tasks and no client after which the cluster shuts itself down (the template's when None).
         wait : bool
             Return only once it is ``running`` (every requested worker connected).
         timeout : float
@@ -281,8 +284,34 @@ class ClusterManagerClient:
         dict
             The cluster: ``pending``, or ``running`` with ``wait``.
         """
-        body = {"template": template, "name": name, "spec": spec, "adapt": adapt}
+        body = {"template": template, "name": name, "spec": spec, "adapt": adapt, "idle_timeout": idle_timeout}
         body = {key: value for key, value in body.items() if value is not None}
+        cluster = self._request("POST", "clusters", body)
+        return self.wait(cluster["id"], "running", timeout) if wait else cluster
+
+    def attach(self, address: str, name: str | None = None, *, wait: bool = False, timeout: float = 60.0) -> dict[str, Any]:
+        """List a running cluster started elsewhere (backend ``external``), by its scheduler's address.
+
+        The server reads its workers, cores and memory from the scheduler and proxies its dashboard;
+        it never scales it, and :meth:`delete` only detaches it.
+
+        Parameters
+        ----------
+        address : str
+            The scheduler's address, ``tcp://host:port``.
+        name : str, optional
+            ``Attached host:port`` when None.
+        wait : bool
+            Return only once its scheduler has been reached (``running``).
+        timeout : float
+            Seconds to wait for that.
+
+        Returns
+        -------
+        dict
+            The cluster: ``pending``, or ``running`` with ``wait``.
+        """
+        body = {"attach": address, **({"name": name} if name is not None else {})}
         cluster = self._request("POST", "clusters", body)
         return self.wait(cluster["id"], "running", timeout) if wait else cluster
 
@@ -346,6 +375,10 @@ class ClusterManagerClient:
     def set_spec(self, cluster_id: str, spec: Mapping[str, Any]) -> dict[str, Any]:
         """Replace the Worker Spec; workers whose group changed shape are replaced."""
         return self._request("PATCH", self._path(cluster_id), {"spec": spec})
+
+    def set_idle_timeout(self, cluster_id: str, seconds: float | None) -> dict[str, Any]:
+        """Shut the cluster down after ``seconds`` with no tasks and no client (None: never)."""
+        return self._request("PATCH", self._path(cluster_id), {"idle_timeout": seconds})
 
     def rename(self, cluster_id: str, name: str) -> dict[str, Any]:
         """Give the cluster a new name."""

@@ -9,6 +9,7 @@ and adaptive mode all change the plan and wake it.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import itertools
 import logging
 from dataclasses import dataclass, field, replace
@@ -16,18 +17,32 @@ from typing import Any, Callable, Mapping
 
 from .adaptive import AdaptivePolicy, AdaptRange, AdaptSettings, Load, parse_adapt, parse_adapt_off
 from .backends.base import Backend, SchedulerEndpoint
+from .backends.local import SCHEDULER as SCHEDULER_PROCESS
 from .errors import ClusterManagerError, Conflict
-from .events import EventLog, utcnow
-from .scheduler_link import SchedulerLink
+from .events import Event, EventLog, utcnow
+from .scheduler_link import SchedulerLink, scheduler_identity
 from .spec import GPU_RESOURCE, Resolution, ScaleTarget, WorkerGroup, WorkerSpec, resolve_target
 
 log = logging.getLogger(__name__)
 
 PENDING, RUNNING, SCALING, STOPPING, STOPPED, FAILED = "pending", "running", "scaling", "stopping", "stopped", "failed"
+UNRESPONSIVE = "unresponsive"  # running, but the scheduler does not answer: what it holds is unknown
+SCHEDULER_SILENT = "the scheduler has not answered"
+IDLE_SHUTDOWN_LOG_LINE = "Scheduler closing after being idle"  # distributed's Scheduler.check_idle
 
 
 def shape_of(group: WorkerGroup) -> tuple:
     return (group.threads, group.memory, tuple(sorted(group.worker_resources.items())))
+
+
+def _shape_to_json(shape: tuple) -> list:
+    threads, memory, resources = shape
+    return [threads, memory, [list(item) for item in resources]]
+
+
+def _shape_from_json(data: list) -> tuple:
+    threads, memory, resources = data
+    return (threads, memory, tuple(tuple(item) for item in resources))
 
 
 @dataclass
@@ -57,6 +72,8 @@ class ManagedCluster:
         Called with the cluster after every observable change (for the push stream).
     max_workers : int
         The per-cluster limit that every plan is checked against.
+    idle_timeout : float, optional
+        Seconds with no tasks and no client after which the scheduler shuts itself down.
     """
 
     def __init__(
@@ -68,6 +85,7 @@ class ManagedCluster:
         spec: WorkerSpec,
         on_change: Callable[["ManagedCluster"], None],
         max_workers: int,
+        idle_timeout: float | None = None,
     ):
         self.id = cluster_id
         self.name = name
@@ -92,12 +110,17 @@ class ManagedCluster:
         self._wake = asyncio.Event()
         self._reconciler: asyncio.Task | None = None
         self._held_notes: dict[str, str] = {}
+        self.idle_timeout = idle_timeout
+        self.backend.idle_timeout = idle_timeout
         self.backend.on_worker_exit = self._worker_exited
+        self.backend.on_change = self._changed
 
     # -- state as callers see it ---------------------------------------------------------
 
     @property
     def status(self) -> str:
+        if self.lifecycle == RUNNING and self._link is not None and not self._link.responsive:
+            return UNRESPONSIVE
         if self.lifecycle == RUNNING and (self.pending_workers or any(r.stopping for r in self._workers.values())):
             return SCALING
         return self.lifecycle
@@ -130,6 +153,16 @@ class ManagedCluster:
             "gpus": int(sum((info.get("resources") or {}).get(GPU_RESOURCE, 0) for info in observed)),
         }
 
+    @property
+    def dashboard_address(self) -> str | None:
+        """The dashboard's ``host:port`` while the scheduler is alive; None once it failed or stopped.
+
+        A dead scheduler's port may be taken by another process, which must never see our users' requests.
+        """
+        if self.endpoint is None or self.lifecycle not in (PENDING, RUNNING):
+            return None
+        return self.endpoint.dashboard_address
+
     def to_dict(self, base_url: str = "/") -> dict[str, Any]:
         last = self.events.last_decision
         return {
@@ -140,18 +173,160 @@ class ManagedCluster:
             "status": self.status,
             "error": self.error,
             "scheduler_address": self.endpoint.address if self.endpoint else None,
-            "dashboard_url": (
-                f"{base_url}clustermgr/dashboard/{self.id}/status"
-                if self.endpoint and self.endpoint.dashboard_address
-                else None
-            ),
+            "dashboard_url": f"{base_url}clustermgr/dashboard/{self.id}/status" if self.dashboard_address else None,
             "spec": self.spec.to_dict(),
             "workers": self.worker_counts(),
             "resources": self.resources(),
             "adapt": self.adapt.to_dict() if self.adapt else None,
+            "idle_timeout": self.idle_timeout,
             "last_decision": last.to_dict() if last else None,
             "created": self.created.isoformat(),
         }
+
+    # -- what a store keeps, and what a restarted server makes of it -------------------------
+
+    def to_record(self) -> dict[str, Any]:
+        """Everything a restarted server needs to re-adopt this cluster (JSON-ready; see ``store.py``)."""
+        processes = self.backend.process_records()
+        workers = [
+            {"name": r.name, "group": r.group, "shape": _shape_to_json(r.shape), "process": processes.get(r.name, {})}
+            for r in self._workers.values()
+        ]
+        # Processes of workers the cluster already let go of, still being stopped: recorded until gone.
+        workers += [
+            {"name": name, "group": None, "shape": None, "process": process}
+            for name, process in processes.items()
+            if name not in self._workers and name != SCHEDULER_PROCESS
+        ]
+        return {
+            "id": self.id,
+            "name": self.name,
+            "template": self.template,
+            "backend": self.backend.name,
+            "status": self.lifecycle,
+            "error": self.error,
+            "spec": self.spec.to_dict(),
+            "adapt": self.adapt.to_dict() if self.adapt else None,
+            "idle_timeout": self.idle_timeout,
+            "scheduler_address": self.endpoint.address if self.endpoint else None,
+            "scheduler_id": self.endpoint.scheduler_id if self.endpoint else None,
+            "dashboard_address": self.endpoint.dashboard_address if self.endpoint else None,
+            "workdir": str(self.backend.workdir),
+            "created": self.created.isoformat(),
+            "backend_state": {SCHEDULER_PROCESS: processes.get(SCHEDULER_PROCESS)},
+            "workers": workers,
+        }
+
+    def restore(self, record: Mapping[str, Any]) -> None:
+        """Take the state of a stored cluster (before :meth:`readopt`); nothing is started or stopped."""
+        # Until re-adopted, a cluster that was running is pending: nothing has been checked yet.
+        self.lifecycle = record["status"] if record["status"] in (FAILED, STOPPED, STOPPING) else PENDING
+        self.error = record.get("error")
+        self.created = datetime.datetime.fromisoformat(record["created"])
+        if record.get("scheduler_address"):
+            self.endpoint = SchedulerEndpoint(
+                record["scheduler_address"], record.get("dashboard_address"), record.get("scheduler_id")
+            )
+        if record.get("adapt"):
+            adapt = record["adapt"]
+            self.adapt = AdaptSettings(
+                ranges=tuple(AdaptRange(**r) for r in adapt["groups"]),
+                interval=adapt["interval"],
+                wait_count=adapt["wait_count"],
+                target_duration=adapt["target_duration"],
+            )
+            self._policy = AdaptivePolicy(self.adapt)
+            self._plan_source.update({r.group: "adaptive" for r in self.adapt.ranges})
+        self.events.restore([Event.from_dict(e) for e in record.get("events", [])])
+        numbers = [0]
+        for worker in record.get("workers", []):
+            number = worker["name"].rsplit("-", 1)[-1]
+            numbers.append(int(number) if number.isdigit() else 0)
+            if worker.get("group") is not None:
+                shape = _shape_from_json(worker["shape"])
+                self._workers[worker["name"]] = WorkerRecord(worker["name"], worker["group"], shape)
+        self._names = itertools.count(max(numbers) + 1)
+
+    async def readopt(self, record: Mapping[str, Any]) -> None:
+        """Re-adopt a stored cluster after a server restart, or fail it and stop what is left of it.
+
+        Re-adopted when its scheduler answers at the stored address with the stored scheduler id:
+        workers that still run are counted (not started again), adaptive mode resumes. Otherwise
+        the cluster ends ``failed`` with the reason (or ``stopped``, when its scheduler shut itself
+        down for being idle), and its processes or jobs that still run are stopped.
+        """
+        records = {w["name"]: w["process"] for w in record.get("workers", []) if w.get("process")}
+        if (record.get("backend_state") or {}).get(SCHEDULER_PROCESS):
+            records[SCHEDULER_PROCESS] = record["backend_state"][SCHEDULER_PROCESS]
+        endpoint = self.endpoint or SchedulerEndpoint("", None)
+        stored_lifecycle = self.lifecycle
+        try:
+            alive = await self.backend.adopt(endpoint, records)
+        except Exception as exc:
+            log.exception("cluster %s: could not adopt its processes", self.id)
+            alive = set()
+            await self._fail(f"could not re-adopt its processes: {exc}")
+            return
+        for name in list(self._workers):
+            if name not in alive:
+                del self._workers[name]
+        if stored_lifecycle in (FAILED, STOPPED, STOPPING):
+            self.lifecycle = stored_lifecycle
+            await self._teardown()
+            self._changed()
+            return
+        reason = await self._scheduler_mismatch()
+        if reason is not None:
+            if self._shut_down_for_idleness():
+                await self._idle_stopped()
+            else:
+                await self._fail(reason)
+            return
+        try:
+            self._link = SchedulerLink(self.endpoint.address, self._worker_added, self._worker_removed, self._scheduler_lost)
+            await self._link.start()
+        except Exception as exc:
+            await self._fail(f"could not reconnect to the scheduler at {self.endpoint.address}: {exc}")
+            return
+        self.lifecycle = RUNNING
+        counts = self.worker_counts()
+        self.events.lifecycle(
+            f"re-adopted after a server restart: scheduler {self.endpoint.address}, "
+            f"{counts['running']} workers running, {counts['pending']} starting"
+            + (", adaptive mode resumed" if self.adapt else "")
+        )
+        self._reconciler = asyncio.ensure_future(self._reconcile_loop())
+        self._wake.set()
+        if self.adapt:
+            self._start_adaptive()
+        self._changed()
+
+    async def _scheduler_mismatch(self) -> str | None:
+        """Why the stored scheduler cannot be re-adopted, or None when it answers with its stored id."""
+        if self.endpoint is None or not self.endpoint.address:
+            return "the server stopped before the scheduler had started"
+        try:
+            identity = await scheduler_identity(self.endpoint.address)
+        except (OSError, asyncio.TimeoutError) as exc:
+            return f"its scheduler at {self.endpoint.address} is gone ({exc or type(exc).__name__})"
+        if identity.get("id") != self.endpoint.scheduler_id:
+            return (
+                f"{self.endpoint.address} now answers with another scheduler "
+                f"(id {identity.get('id')}, not {self.endpoint.scheduler_id})"
+            )
+        return None
+
+    async def detach(self) -> None:
+        """Stop managing, and leave every process running for the next server to re-adopt."""
+        self._stop_adaptive()
+        if self._reconciler is not None:
+            self._reconciler.cancel()
+            await asyncio.gather(self._reconciler, return_exceptions=True)
+            self._reconciler = None
+        if self._link is not None:
+            await self._link.close()
+            self._link = None
+        await self.backend.detach()
 
     def _changed(self) -> None:
         try:
@@ -171,7 +346,13 @@ class ManagedCluster:
         try:
             self.endpoint = await scheduler
             if self.lifecycle == PENDING:
-                self._link = SchedulerLink(self.endpoint.address, self._worker_added, self._worker_removed, self._scheduler_lost)
+                self._link = SchedulerLink(
+                    self.endpoint.address,
+                    self._worker_added,
+                    self._worker_removed,
+                    self._scheduler_lost,
+                    on_responsive=self._scheduler_responsive,
+                )
                 await self._link.start()
         except Exception as exc:
             if self.lifecycle == PENDING:
@@ -408,15 +589,69 @@ class ManagedCluster:
             self._wake.set()
         else:
             # Replacing a worker that never got as far as the scheduler would only repeat the crash.
-            self.error = f"worker {name} exited with code {returncode} before it connected; see {self.backend.workdir}"
+            why = self.backend.exit_reason(name)
+            code = f" with code {returncode}" if returncode is not None else ""  # a batch job's is not known
+            self.error = f"worker {name} exited{code} before it connected" + (
+                f": {why}" if why else f"; see {self.backend.workdir}"
+            )
             group = self.spec.group(record.group)
             self.spec = self.spec.with_count(group.name, max(0, group.count - 1))
             self.events.scale(group.name, group.count, group.count - 1, f"not replacing {name}: {self.error}", source="system")
         self._changed()
 
+    def _scheduler_responsive(self, responsive: bool) -> None:
+        if responsive:
+            self.events.lifecycle("the scheduler answers again")
+            if self.error and self.error.startswith(SCHEDULER_SILENT):
+                self.error = None
+            self._wake.set()  # whatever the plan asked for meanwhile
+        else:
+            seconds = self._link.heartbeat_interval + self._link.heartbeat_timeout
+            self.error = (
+                f"{SCHEDULER_SILENT} for {seconds:g} s (stopped or overloaded?): the workers and resources shown are "
+                "as last seen, and the plan cannot be carried out until it answers"
+            )
+            self.events.lifecycle(self.error)
+        self._changed()
+
     def _scheduler_lost(self) -> None:
         if self.lifecycle == RUNNING:
-            asyncio.ensure_future(self._fail("lost the connection to the scheduler"))
+            if self._shut_down_for_idleness():
+                asyncio.ensure_future(self._idle_stopped())
+            else:
+                asyncio.ensure_future(self._fail("lost the connection to the scheduler"))
+
+    def _shut_down_for_idleness(self) -> bool:
+        return bool(self.idle_timeout) and IDLE_SHUTDOWN_LOG_LINE in self.backend.log_tail(SCHEDULER_PROCESS, 40)
+
+    async def _idle_stopped(self) -> None:
+        """The scheduler shut itself down after its idle timeout: stop what is left, end ``stopped``."""
+        self.lifecycle = STOPPING
+        self.events.lifecycle(
+            f"shut down: idle (no tasks and no client) for {self.idle_timeout:g} s, the cluster's idle timeout"
+        )
+        self._changed()
+        await self._teardown()
+        self.lifecycle = STOPPED
+        self._changed()
+
+    def set_idle_timeout(self, seconds: float | None) -> None:
+        """Change the idle timeout; a running scheduler takes it at once (it also starts counting anew)."""
+        self._require_running("change the idle timeout of")
+        self.idle_timeout = seconds
+        self.backend.idle_timeout = seconds
+        if self._link is not None:
+            asyncio.ensure_future(self._push_idle_timeout(seconds))
+        self.events.lifecycle(f"idle timeout set to {seconds:g} s" if seconds else "idle timeout off")
+        self._changed()
+
+    async def _push_idle_timeout(self, seconds: float | None) -> None:
+        try:
+            await self._link.set_idle_timeout(seconds)
+        except Exception as exc:
+            log.warning("cluster %s: could not set the scheduler's idle timeout: %s", self.id, exc)
+            self.events.lifecycle(f"could not set the scheduler's idle timeout: {exc}")
+            self._changed()
 
     # -- adaptive mode: a periodic callback feeding the same scale routine ---------------------
 

@@ -18,15 +18,20 @@ class ClusterManagerError(Exception):
     status = 500
 
     def __init__(self, message: str, field: str | None = None):
+        message = _shortened(message, 1000)  # messages quote what was sent: never megabytes of it
         super().__init__(message)
         self.message = message
-        self.field = field
+        self.field = _shortened(field, 200) if field else None  # an empty key ('{"": 1}') has no path to name
 
     def to_dict(self) -> dict:
         body = {"code": self.code, "message": self.message}
         if self.field is not None:
             body["field"] = self.field
         return body
+
+
+def _shortened(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 30]}... ({len(text)} characters)"
 
 
 class InvalidRequest(ClusterManagerError):
@@ -55,3 +60,10 @@ class BackendError(ClusterManagerError):
 
     code = "backend_error"
     status = 500
+
+
+class SchedulerTimeout(ClusterManagerError):
+    """A scheduler did not answer a call in time (stopped, overloaded or unreachable)."""
+
+    code = "scheduler_timeout"
+    status = 504

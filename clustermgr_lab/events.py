@@ -35,6 +35,10 @@ class Event:
             "source": self.source,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Event":
+        return cls(**{**data, "time": datetime.datetime.fromisoformat(data["time"])})
+
 
 class EventLog:
     """A bounded log, oldest entries dropped first.
@@ -50,22 +54,34 @@ class EventLog:
     def __init__(self, maxlen: int = 200):
         self._events: collections.deque[Event] = collections.deque(maxlen=maxlen)
         self.last_decision: Event | None = None
+        self.appended = 0  # ever, so that a store can tell which events it has not written yet
 
-    def lifecycle(self, message: str) -> Event:
-        event = Event(utcnow(), "lifecycle", message, source="system")
+    def _append(self, event: Event) -> Event:
         self._events.append(event)
+        self.appended += 1
         return event
 
+    def restore(self, events: list[Event]) -> None:
+        """Start from ``events`` read back from a store (they do not count as appended)."""
+        self._events.extend(events)
+        self.last_decision = next((e for e in reversed(events) if e.kind in ("scale", "note")), self.last_decision)
+
+    def since(self, appended: int) -> list[Event]:
+        """The events appended after the first ``appended`` ones (those still held)."""
+        new = min(self.appended - appended, len(self._events))
+        return list(self._events)[len(self._events) - new :] if new > 0 else []
+
+    def lifecycle(self, message: str) -> Event:
+        return self._append(Event(utcnow(), "lifecycle", message, source="system"))
+
     def scale(self, group: str, before: int, after: int, reason: str, *, source: str) -> Event:
-        event = Event(utcnow(), "scale", reason, group=group, before=before, after=after, source=source)
-        self._events.append(event)
+        event = self._append(Event(utcnow(), "scale", reason, group=group, before=before, after=after, source=source))
         self.last_decision = event
         return event
 
     def note(self, group: str | None, message: str, *, source: str) -> Event:
         """A decision *not* to act, e.g. why a cluster cannot shrink."""
-        event = Event(utcnow(), "note", message, group=group, source=source)
-        self._events.append(event)
+        event = self._append(Event(utcnow(), "note", message, group=group, source=source))
         self.last_decision = event
         return event
 

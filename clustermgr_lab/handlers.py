@@ -16,15 +16,17 @@ from jupyter_server.base.websocket import WebSocketMixin
 from jupyter_server.utils import url_path_join
 from tornado import web, websocket
 
-from .dashboard_proxy import dashboard_route
-from .errors import ClusterManagerError, InvalidRequest
+from .errors import ClusterManagerError
+from .json_body import decode_json_body
 from .manager import ClusterManager
 from .openapi import openapi_document
+from .send_budget import SendBudget
 
 AUTH_RESOURCE = "clustermgr"
 
 
 ERROR_CODES = {400: "invalid", 403: "forbidden", 404: "not_found", 405: "method_not_allowed", 409: "conflict"}
+SLOW_SUBSCRIBER = 1013  # WebSocket close code "try again later"
 NOT_AUTHENTICATED = "not authenticated: send the Jupyter token as 'Authorization: token <token>', or log in"
 
 
@@ -71,10 +73,7 @@ class BaseHandler(JSONErrorMixin, APIHandler):
     def json_body(self) -> Any:
         if not self.request.body:
             return {}
-        try:
-            return json.loads(self.request.body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidRequest(f"the request body is not valid JSON: {exc}") from None
+        return decode_json_body(self.request.body)
 
     def reply(self, data: Any, status: int = 200) -> None:
         self.set_status(status)
@@ -177,13 +176,20 @@ class StreamHandler(JSONErrorMixin, WebSocketMixin, websocket.WebSocketHandler, 
 
     def open(self, *args: Any, **kwargs: Any) -> None:
         super().open(*args, **kwargs)
-        self.write_message(json.dumps(self.manager.subscribe(self._send)))
+        self._budget = SendBudget(self.manager.stream_buffer_limit)
+        self._send(self.manager.subscribe(self._send))
 
     def _send(self, message: dict) -> None:
         try:
-            self.write_message(json.dumps(message))
+            if self._budget.send(self.write_message, json.dumps(message)):
+                return
         except websocket.WebSocketClosedError:
             self.manager.unsubscribe(self._send)
+            return
+        # It does not read: let it go rather than hold every change for it (it gets a snapshot when it reconnects).
+        self.manager.unsubscribe(self._send)
+        self.log.warning("clustermgr stream: closing a subscriber that is %d bytes behind", self._budget.waiting)
+        self.close(SLOW_SUBSCRIBER, "too slow to keep up; reconnect for a fresh snapshot")
 
     def on_message(self, message: str | bytes) -> None:
         """The stream is one-way; anything a client sends is ignored."""
@@ -194,8 +200,10 @@ class StreamHandler(JSONErrorMixin, WebSocketMixin, websocket.WebSocketHandler, 
 
 def route_table() -> list[tuple[str, type]]:
     """Patterns relative to the server's base URL (ExtensionApp prefixes it)."""
+    from .dashboard_proxy import dashboard_route  # it builds on JSONErrorMixin, above
+
     api = "clustermgr/api"
-    cluster_id = r"(?P<cluster_id>[A-Za-z0-9_-]+)"
+    cluster_id = r"(?P<cluster_id>[^/]+)"  # any id: an unknown one is a JSON 404 from the handler
     return [
         (url_path_join(api, "clusters"), ClustersHandler),
         (url_path_join(api, "clusters", cluster_id), ClusterHandler),

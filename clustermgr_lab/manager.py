@@ -6,25 +6,28 @@ Requests arrive here already decoded from JSON; everything returned is JSON-read
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import shutil
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import psutil
 from dask.system import CPU_COUNT
 from distributed.system import MEMORY_LIMIT
-from jupyter_core.paths import jupyter_runtime_dir
-from traitlets import Bool, Dict, Int, List, Unicode, default
+from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
+from traitlets import Bool, Dict, Enum, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from .adaptive import parse_adapt
+from .adaptive import AdaptSettings, parse_adapt
 from .backends import BACKENDS
+from .backends.external import ExternalBackend, parse_scheduler_address
 from .cluster import FAILED, STOPPED, STOPPING, ManagedCluster
 from .errors import Conflict, InvalidRequest, NotFound
-from .spec import parse_spec, parse_target
+from .idle import parse_idle_timeout
+from .limits import Limits
+from .machine import detect_gpus, total_memory
+from .spec import WorkerSpec, parse_size, parse_spec, parse_target, resolve_target
+from .store import ClusterStore
 from .templates import Template, builtin_templates, parse_template
 
 Listener = Callable[[dict], None]
@@ -41,7 +44,16 @@ def _only_fields(body: Any, allowed: set[str], what: str) -> Mapping[str, Any]:
 
 def _parse_name(value: Any) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 80:
-        raise InvalidRequest(f"must be a non-empty string of at most 80 characters, not {value!r}", "name")
+        shown = repr(value) if not isinstance(value, str) or len(value) <= 80 else f"{len(value)} characters"
+        raise InvalidRequest(f"must be a non-empty string of at most 80 characters, not {shown}", "name")
+    # str.isprintable refuses control and format characters (bidi overrides), line breaks and lone surrogates.
+    unprintable = next((c for c in value if not c.isprintable()), None)
+    if unprintable is not None:
+        raise InvalidRequest(
+            "must be printable: no control characters, line breaks, lone surrogates or other unprintable "
+            f"characters (found U+{ord(unprintable):04X})",
+            "name",
+        )
     return value.strip()
 
 
@@ -54,7 +66,37 @@ class ClusterManager(LoggingConfigurable):
         help="Most workers one cluster may have, in all its groups together. Larger plans, "
         "scale targets and adaptive maxima are refused with a 400.",
     )
-    max_clusters = Int(8, config=True, help="Most clusters this server runs at once.")
+    max_clusters = Int(
+        8, config=True, help="Most clusters this server runs at once, those still stopping included."
+    )
+    stream_buffer_limit = Int(
+        4 * 2**20,
+        config=True,
+        help="Most bytes of stream messages the server holds for one WebSocket subscriber that does not read "
+        "them fast enough; past it the subscriber is disconnected (close code 1013) and gets a fresh snapshot "
+        "when it reconnects.",
+    )
+    max_groups = Int(16, config=True, help="Most worker groups one Worker Spec may have.")
+    max_cores = Int(
+        1024,
+        config=True,
+        help="Most cores (threads of all planned workers, all groups together) one cluster may have. "
+        "Larger plans, scale targets and adaptive maxima are refused with a 400.",
+    )
+    max_memory = Unicode(
+        "16 TiB",
+        config=True,
+        help="Most memory (memory limits of all planned workers together) one cluster may have, as a "
+        "size dask.utils.parse_bytes reads. Larger plans, scale targets and adaptive maxima are refused with a 400.",
+    )
+    gpus = Int(
+        None,
+        allow_none=True,
+        config=True,
+        help="GPUs one worker can have: those of this machine for the local backend, of a compute node for "
+        "batch backends. None (default): the NVIDIA GPUs detected on this machine at start (pynvml, "
+        "nvidia-smi or /proc/driver/nvidia). Groups asking a worker for more are refused with a 400.",
+    )
     templates = List(
         Dict(),
         config=True,
@@ -63,16 +105,27 @@ class ClusterManager(LoggingConfigurable):
     )
     include_builtin_templates = Bool(True, config=True, help="Offer the built-in 'local' templates.")
     default_template = Unicode("local", config=True, help="Template used when a request names none.")
-    workdir = Unicode(config=True, help="Folder for scheduler files and process logs of the clusters.")
+    workdir = Unicode(config=True, help="Folder for scheduler files and process logs of the clusters (one folder each).")
+    store_path = Unicode(
+        config=True,
+        help="The SQLite file where clusters are kept, so that a restarted server re-adopts them. "
+        "One server uses a store at a time. Default: clustermgr/clusters.sqlite3 in Jupyter's data dir.",
+    )
+    on_shutdown = Enum(
+        ["keep", "stop"],
+        default_value="keep",
+        config=True,
+        help="What a clean server stop (e.g. SIGTERM, Ctrl-C) does to the clusters: 'keep' leaves them "
+        "running for the next server on the same store to re-adopt; 'stop' stops them all.",
+    )
 
     @default("workdir")
     def _default_workdir(self) -> str:
         return str(Path(jupyter_runtime_dir()) / "clustermgr")
 
-    @property
-    def server_workdir(self) -> Path:
-        """This server's own part of ``workdir``: one folder per cluster below it."""
-        return Path(self.workdir) / f"server-{os.getpid()}"
+    @default("store_path")
+    def _default_store_path(self) -> str:
+        return str(Path(jupyter_data_dir()) / "clustermgr" / "clusters.sqlite3")
 
     def __init__(self, base_url: str = "/", **kwargs):
         super().__init__(**kwargs)
@@ -84,27 +137,52 @@ class ClusterManager(LoggingConfigurable):
         self._flush_scheduled = False
         self.seq = 0
         self._templates = self._load_templates()
-        self.reap_orphans()
+        self._gpus = self.gpus if self.gpus is not None else detect_gpus()
+        self._max_memory = parse_size(self.max_memory, "ClusterManager.max_memory")
+        self.store = ClusterStore(self.store_path, log=self.log)
+        # One thread writes the store, in order; the event loop only hands it snapshots.
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clustermgr-store")
+        self._events_written: dict[str, int] = {}
+        self._stored: list[tuple[ManagedCluster, dict]] = [(self._restore(r), r) for r in self.store.load()]
 
-    def reap_orphans(self) -> None:
-        """Stop processes left behind by servers of this workdir that died without cleaning up."""
-        for server_dir in Path(self.workdir).glob("server-*"):
+    def _restore(self, record: dict) -> ManagedCluster:
+        """A stored cluster, registered as it was stored; :meth:`readopt_all` then re-adopts it."""
+        backend_class = BACKENDS.get(record["backend"])
+        if backend_class is None:  # a backend this server no longer has: listed as failed
+            record = {**record, "status": FAILED, "error": f"unknown backend {record['backend']!r}"}
+            backend_class = BACKENDS["local"]
+        cluster = ManagedCluster(
+            record["id"],
+            record["name"],
+            record["template"],
+            backend_class(record["id"], Path(record["workdir"])),
+            parse_spec(record["spec"]),
+            on_change=self._cluster_changed,
+            max_workers=self.max_workers,
+            idle_timeout=record.get("idle_timeout"),
+        )
+        cluster.restore(record)
+        self._events_written[cluster.id] = cluster.events.appended
+        self._clusters[cluster.id] = cluster
+        return cluster
+
+    async def readopt_all(self) -> None:
+        """Re-adopt every stored cluster (at start-up, once the event loop runs); concurrently."""
+        stored, self._stored = self._stored, []
+
+        async def readopt(cluster: ManagedCluster, record: dict) -> None:
             try:
-                pid = int(server_dir.name.split("-", 1)[1])
-            except ValueError:
-                continue
-            if pid == os.getpid() or psutil.pid_exists(pid):
-                continue
-            for cluster_dir in server_dir.iterdir():
-                try:
-                    backend = json.loads((cluster_dir / "cluster.json").read_text())["backend"]
-                except (OSError, ValueError, KeyError):
-                    continue
-                if backend in BACKENDS:
-                    stopped = BACKENDS[backend].reap(cluster_dir)
-                    if stopped:
-                        self.log.warning("stopped %s left running by a server that died: %s", cluster_dir.name, stopped)
-            shutil.rmtree(server_dir, ignore_errors=True)
+                await cluster.readopt(record)
+            except Exception:
+                self.log.exception("cluster %s: re-adoption failed", cluster.id)
+                return
+            if record["status"] == STOPPING:  # was being deleted when the last server stopped
+                self._forget(cluster.id)
+                await asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, cluster.backend.workdir, True)
+            else:
+                self.log.info("cluster %s (%s): %s", cluster.id, cluster.name, cluster.status)
+
+        await asyncio.gather(*(readopt(c, r) for c, r in stored))
 
     def _load_templates(self) -> dict[str, Template]:
         configured = (builtin_templates() if self.include_builtin_templates else []) + list(self.templates)
@@ -147,8 +225,15 @@ class ClusterManager(LoggingConfigurable):
     # -- changing --------------------------------------------------------------------------------
 
     def create(self, body: Any) -> ManagedCluster:
-        """Validate, register and start a cluster in the background; returns it ``pending``."""
-        body = _only_fields(body, {"template", "name", "spec", "adapt"}, "a new cluster")
+        """Validate, register and start a cluster in the background; returns it ``pending``.
+
+        A body ``{"attach": "tcp://host:port"}`` attaches a cluster started elsewhere instead (:meth:`attach`).
+        """
+        if isinstance(body, Mapping) and "attach" in body:
+            body = _only_fields(body, {"attach", "name"}, "an attached cluster")
+            name = _parse_name(body["name"]) if body.get("name") is not None else None
+            return self.attach(parse_scheduler_address(body["attach"]), name)
+        body = _only_fields(body, {"template", "name", "spec", "adapt", "idle_timeout"}, "a new cluster")
         template_name = body.get("template", self.default_template)
         if template_name is None:
             template_name = self.default_template
@@ -158,23 +243,35 @@ class ClusterManager(LoggingConfigurable):
             )
         template = self._templates[template_name]
         spec = template.spec
+        limits = self.limits_for(template.backend)
         if body.get("spec") is not None:
-            spec = parse_spec(body["spec"], max_workers=self.max_workers)
+            spec = parse_spec(body["spec"], max_workers=self.max_workers, max_groups=self.max_groups)
+            limits.check(spec, "spec.groups", groups_field="spec.groups")
         elif spec.total_workers > self.max_workers:
             raise InvalidRequest(f"template asks for more than {self.max_workers} workers", "template")
+        else:
+            limits.check(spec, "template")
         adapt_data = body["adapt"] if "adapt" in body else template.adapt
         adapt = parse_adapt(adapt_data, spec, max_workers=self.max_workers) if adapt_data is not None else None
+        if adapt is not None:
+            self._check_adapt(spec, adapt, limits)
+        idle_timeout = (
+            parse_idle_timeout(body["idle_timeout"]) if "idle_timeout" in body else template.idle_timeout
+        )
         name = _parse_name(body["name"]) if body.get("name") is not None else None
         if name is not None:
             self._require_unique_name(name)
-        live = [c for c in self._clusters.values() if c.lifecycle not in (STOPPING, STOPPED, FAILED)]
+        # A stopping cluster still has its processes: it counts until they are gone.
+        live = [c for c in self._clusters.values() if c.lifecycle not in (STOPPED, FAILED)]
+        live = [c for c in live if c.backend.can_scale]  # attached clusters run on someone else's resources
         if len(live) >= self.max_clusters:
-            raise Conflict(f"this server already runs {len(live)} clusters, the most it allows")
+            stopping = sum(1 for c in live if c.lifecycle == STOPPING)
+            still = f" ({stopping} of them still stopping)" if stopping else ""
+            raise Conflict(f"this server already runs {len(live)} clusters{still}, the most it allows")
 
         cluster_id = uuid.uuid4().hex[:8]
-        workdir = self.server_workdir / cluster_id
+        workdir = Path(self.workdir) / cluster_id
         workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "cluster.json").write_text(json.dumps({"id": cluster_id, "backend": template.backend}))
         backend = BACKENDS[template.backend](cluster_id, workdir)
         cluster = ManagedCluster(
             cluster_id,
@@ -184,14 +281,51 @@ class ClusterManager(LoggingConfigurable):
             spec,
             on_change=self._cluster_changed,
             max_workers=self.max_workers,
+            idle_timeout=idle_timeout,
         )
         if adapt is not None:
             cluster.adapt_to(adapt_data)
-        self._clusters[cluster_id] = cluster
-        self._emit({"type": "added", "cluster": self.describe(cluster)})
-        self._spawn(cluster.start())
+        self._register(cluster)
         self.log.info("cluster %s (%s) created from template %s", cluster_id, cluster.name, template.name)
         return cluster
+
+    def attach(self, address: str, name: str | None = None, origin: str = "attached") -> ManagedCluster:
+        """List a cluster started elsewhere (backend ``external``); returns it ``pending`` while its scheduler is reached.
+
+        Its workers are observed, never started or stopped; deleting it detaches.
+        ``origin`` (``"attached"`` or ``"discovered"``) becomes its ``template``.
+        """
+        for other in self._clusters.values():
+            if address in (getattr(other.backend, "address", None), other.endpoint and other.endpoint.address):
+                raise Conflict(f"the scheduler at {address} is listed already, as {other.name!r}", "attach")
+        if name is not None:
+            self._require_unique_name(name)
+        else:
+            name = self.unique_name(f"{origin.capitalize()} {address.removeprefix('tcp://')}")
+        cluster_id = uuid.uuid4().hex[:8]
+        backend = ExternalBackend(cluster_id, Path(self.workdir) / cluster_id, address=address)
+        cluster = ManagedCluster(
+            cluster_id, name, origin, backend, WorkerSpec(()), on_change=self._cluster_changed, max_workers=self.max_workers
+        )
+        self._register(cluster)
+        self.log.info("cluster %s (%s) %s: scheduler %s", cluster_id, name, origin, address)
+        return cluster
+
+    def _register(self, cluster: ManagedCluster) -> None:
+        self._clusters[cluster.id] = cluster
+        self._persist(cluster)
+        self._emit({"type": "added", "cluster": self.describe(cluster)})
+        self._spawn(cluster.start())
+
+    def unique_name(self, base: str) -> str:
+        """``base``, or ``base (2)``, ``base (3)``... whichever no cluster has yet."""
+        taken = {c.name for c in self._clusters.values()}
+        n = 2
+        name = base
+        while name in taken:
+            name = f"{base} ({n})"
+            n += 1
+        return name[:80]
 
     def _next_name(self) -> str:
         taken = {c.name for c in self._clusters.values()}
@@ -201,25 +335,62 @@ class ClusterManager(LoggingConfigurable):
         return f"Cluster {n}"
 
     def update(self, cluster_id: str, body: Any) -> dict[str, Any]:
-        """Apply one change: ``scale``, ``spec``, ``adapt`` or ``name``. Returns extra details."""
+        """Apply one change: ``scale``, ``spec``, ``adapt``, ``idle_timeout`` or ``name``. Returns extra details."""
         cluster = self.get(cluster_id)
-        body = _only_fields(body, {"scale", "spec", "adapt", "name"}, "a cluster change")
+        body = _only_fields(body, {"scale", "spec", "adapt", "idle_timeout", "name"}, "a cluster change")
         if len(body) != 1:
-            raise InvalidRequest("give exactly one of 'scale', 'spec', 'adapt' or 'name'", None)
+            raise InvalidRequest("give exactly one of 'scale', 'spec', 'adapt', 'idle_timeout' or 'name'", None)
         (key, value), = body.items()
+        if key != "name" and not cluster.backend.can_scale:
+            raise Conflict(
+                f"cannot change the {key} of cluster {cluster.name!r}: it was started elsewhere and is only "
+                f"attached here ({cluster.backend.name} backend); its workers are started and stopped where it was started",
+                key,
+            )
+        limits = self.limits_for(cluster.backend.name)
         if key == "scale":
-            resolution = cluster.scale(parse_target(value))
+            target = parse_target(value)
+            planned = resolve_target(cluster.spec, target, max_workers=self.max_workers)
+            limits.check(cluster.spec.with_count(planned.group, planned.workers), f"scale.{target.unit}")
+            resolution = cluster.scale(target)
             return {"resolved": resolution.to_dict()}
         if key == "spec":
-            cluster.set_spec(parse_spec(value, max_workers=self.max_workers))
+            spec = parse_spec(value, max_workers=self.max_workers, max_groups=self.max_groups)
+            limits.check(spec, "spec.groups", groups_field="spec.groups")
+            cluster.set_spec(spec)
         elif key == "adapt":
+            if isinstance(value, Mapping) and value.get("enabled", True) is True:
+                settings = parse_adapt(value, cluster.spec, cluster.adapt, max_workers=self.max_workers)
+                self._check_adapt(cluster.spec, settings, limits)
             cluster.adapt_to(value)
+        elif key == "idle_timeout":
+            cluster.set_idle_timeout(parse_idle_timeout(value))
         else:
             name = _parse_name(value)
             if name != cluster.name:
                 self._require_unique_name(name)
             cluster.rename(name)
         return {}
+
+    def limits_for(self, backend: str) -> Limits:
+        """The caps a cluster of ``backend`` is checked against: this server's, and the machine's for local workers."""
+        local = backend == "local"
+        return Limits(
+            max_cores=self.max_cores,
+            max_memory=self._max_memory,
+            gpus_per_worker=self._gpus,
+            max_gpus=self._gpus if local else None,  # local workers share this machine's GPUs
+            memory_per_worker=total_memory() if local else None,
+            where="this machine" if local else "a compute node",
+        )
+
+    @staticmethod
+    def _check_adapt(spec: WorkerSpec, settings: AdaptSettings, limits: Limits) -> None:
+        """Adaptive mode may grow every adaptive group to its maximum: that plan must be within the caps too."""
+        largest = spec
+        for adapt_range in settings.ranges:
+            largest = largest.with_count(adapt_range.group, adapt_range.worker_bounds(spec.group(adapt_range.group))[1])
+        limits.check(largest, "adapt.maximum")
 
     def _require_unique_name(self, name: str) -> None:
         if any(c.name == name for c in self._clusters.values()):
@@ -228,27 +399,49 @@ class ClusterManager(LoggingConfigurable):
     def delete(self, cluster_id: str) -> ManagedCluster:
         """Start stopping a cluster; it leaves the list once its processes are gone."""
         cluster = self.get(cluster_id)
-        if cluster.lifecycle in (STOPPING, STOPPED):
+        if cluster.lifecycle == STOPPING:
             return cluster
 
         async def close_and_forget():
             try:
                 await cluster.close()
             finally:
-                self._clusters.pop(cluster_id, None)
-                self._dirty.discard(cluster_id)
-                self._emit({"type": "removed", "id": cluster_id})
+                self._forget(cluster_id)
+                await asyncio.get_running_loop().run_in_executor(
+                    None, shutil.rmtree, cluster.backend.workdir, True
+                )
 
         cluster.lifecycle = STOPPING
+        self._persist(cluster)  # a server that dies now leaves it to the next one to finish stopping
         self._spawn(close_and_forget())
         return cluster
 
+    def _forget(self, cluster_id: str) -> None:
+        self._clusters.pop(cluster_id, None)
+        self._dirty.discard(cluster_id)
+        self._events_written.pop(cluster_id, None)
+        self._write(self.store.delete, cluster_id)
+        self._emit({"type": "removed", "id": cluster_id})
+
     async def close_all(self) -> None:
-        """Stop every cluster (server shutdown): nothing is left running."""
-        await asyncio.gather(*(c.close() for c in list(self._clusters.values())), return_exceptions=True)
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        """At a clean server stop: keep every cluster running for the next server (``on_shutdown = "keep"``)
+        or stop them all (``"stop"``); then write the last changes and release the store."""
+        clusters = list(self._clusters.values())
+        if self.on_shutdown == "stop":
+            await asyncio.gather(*(c.close() for c in clusters), return_exceptions=True)
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            for cluster in clusters:
+                self._forget(cluster.id)
+                shutil.rmtree(cluster.backend.workdir, ignore_errors=True)
+        else:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.gather(*(c.detach() for c in clusters), return_exceptions=True)
+            for cluster in clusters:
+                self._persist(cluster)
+            self.log.info("clustermgr_lab: left %d cluster(s) running for the next server to re-adopt", len(clusters))
         self._clusters.clear()
-        shutil.rmtree(self.server_workdir, ignore_errors=True)
+        await asyncio.get_running_loop().run_in_executor(None, self._writer.shutdown)
+        self.store.close()
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -278,7 +471,30 @@ class ClusterManager(LoggingConfigurable):
         dirty, self._dirty = self._dirty, set()
         for cluster_id in dirty:
             if cluster_id in self._clusters:
+                self._persist(self._clusters[cluster_id])
                 self._emit({"type": "changed", "cluster": self.describe(self._clusters[cluster_id])}, flush=False)
+
+    # -- the store -------------------------------------------------------------------------------
+
+    def _persist(self, cluster: ManagedCluster) -> None:
+        """Hand a snapshot of the cluster (and its new events) to the store's writer thread.
+
+        Clusters only attached here (started elsewhere) are not stored: they are not ours to re-adopt.
+        """
+        if not cluster.backend.can_scale:
+            return
+        written = self._events_written.get(cluster.id, 0)
+        events = [e.to_dict() for e in cluster.events.since(written)]
+        self._events_written[cluster.id] = cluster.events.appended
+        self._write(self.store.save, cluster.to_record(), events)
+
+    def _write(self, operation: Callable, *args: Any) -> None:
+        future = self._writer.submit(operation, *args)
+        future.add_done_callback(self._written)
+
+    def _written(self, future: Future) -> None:
+        if future.exception() is not None:
+            self.log.error("could not write the cluster store %s: %s", self.store.path, future.exception())
 
     def _emit(self, message: dict, flush: bool = True) -> None:
         if flush:

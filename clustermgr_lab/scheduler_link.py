@@ -7,12 +7,29 @@ import logging
 from typing import Any, Callable
 
 from distributed.comm import connect
+from distributed.comm.addressing import parse_address, parse_host_port
 from distributed.core import rpc
+
+from .errors import SchedulerTimeout
 
 log = logging.getLogger(__name__)
 
 WorkerAdded = Callable[[str, dict], None]
 WorkerRemoved = Callable[[str], None]
+
+
+async def scheduler_identity(address: str, timeout: float = 10) -> dict[str, Any]:
+    """The scheduler's ``identity()`` (its ``id`` included), or OSError / TimeoutError if it does not answer."""
+    host, port = parse_host_port(parse_address(address)[1])
+    # A refused connection is final: distributed's connect() would retry it until the timeout.
+    _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    writer.close()
+    await writer.wait_closed()
+    connection = rpc(address, timeout=timeout)
+    try:
+        return await asyncio.wait_for(connection.identity(n_workers=0), timeout)
+    finally:
+        await connection.close_rpc()
 
 
 class SchedulerLink:
@@ -21,25 +38,68 @@ class SchedulerLink:
     Worker arrivals and departures are *pushed* by the scheduler
     (``subscribe_worker_status``, as ``distributed.deploy.Cluster`` does) and handed to
     ``on_added(address, identity)`` / ``on_removed(address)``; nothing is polled.
+
+    Every call has a timeout (:class:`~clustermgr_lab.errors.SchedulerTimeout` past it): a scheduler
+    that is stopped (SIGSTOP) or overloaded accepts connections but never answers. A heartbeat
+    (``echo``, every ``heartbeat_interval`` s) tells ``on_responsive(False)`` when the scheduler has
+    not answered within ``heartbeat_timeout`` s, and ``on_responsive(True)`` when it answers again.
     """
 
-    def __init__(self, address: str, on_added: WorkerAdded, on_removed: WorkerRemoved, on_lost: Callable[[], None]):
+    call_timeout = 10.0
+    retire_timeout = 120.0  # retiring moves the workers' data to the others first
+    heartbeat_interval = 2.0
+    heartbeat_timeout = 5.0
+
+    def __init__(
+        self,
+        address: str,
+        on_added: WorkerAdded,
+        on_removed: WorkerRemoved,
+        on_lost: Callable[[], None],
+        on_responsive: Callable[[bool], None] | None = None,
+    ):
         self.address = address
         self._on_added = on_added
         self._on_removed = on_removed
         self._on_lost = on_lost
+        self._on_responsive = on_responsive
         self._rpc = rpc(address)
         self._comm = None
         self._reader: asyncio.Task | None = None
+        self._heartbeat: asyncio.Task | None = None
         self._closing = False
+        self.responsive = True
 
     async def start(self, timeout: float = 30) -> None:
         self._comm = await connect(self.address, timeout=timeout)
         await self._comm.write({"op": "subscribe_worker_status"})
-        identity = await self._comm.read()
+        identity = await self._call(self._comm.read(), timeout, "the worker subscription")
         for address, info in identity.get("workers", {}).items():
             self._on_added(address, info)
         self._reader = asyncio.ensure_future(self._read())
+        self._heartbeat = asyncio.ensure_future(self._beat())
+
+    async def _call(self, awaitable, timeout: float, what: str) -> Any:
+        try:
+            return await asyncio.wait_for(awaitable, timeout)
+        except asyncio.TimeoutError:
+            raise SchedulerTimeout(f"the scheduler at {self.address} did not answer {what} within {timeout:g} s") from None
+
+    async def _beat(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(self.heartbeat_interval)
+            try:
+                await self._call(self._rpc.echo(data="clustermgr"), self.heartbeat_timeout, "a heartbeat")
+                responsive = True
+            except SchedulerTimeout:
+                responsive = False
+            except OSError:  # connection gone: the worker-status stream reports the loss
+                continue
+            if responsive != self.responsive:
+                self.responsive = responsive
+                log.warning("scheduler %s is %s", self.address, "answering again" if responsive else "not answering")
+                if self._on_responsive is not None:
+                    self._on_responsive(responsive)
 
     async def _read(self) -> None:
         try:
@@ -59,24 +119,36 @@ class SchedulerLink:
             self._on_lost()
 
     async def load(self, target_duration: float) -> dict[str, Any]:
-        return await self._rpc.clustermgr_load(target_duration=target_duration)
+        return await self._call(
+            self._rpc.clustermgr_load(target_duration=target_duration), self.call_timeout, "the load report"
+        )
 
     async def workers_to_close(self, candidates: list[str], n: int) -> list[str]:
-        return await self._rpc.clustermgr_workers_to_close(candidates=candidates, n=n)
+        return await self._call(
+            self._rpc.clustermgr_workers_to_close(candidates=candidates, n=n), self.call_timeout, "which workers to close"
+        )
+
+    async def set_idle_timeout(self, seconds: float | None) -> None:
+        await self._rpc.clustermgr_set_idle_timeout(seconds=seconds)
 
     async def retire_workers(self, addresses: list[str]) -> list[str]:
         """Retire politely (data moved to survivors); returns the addresses actually retired."""
-        retired = await self._rpc.retire_workers(workers=addresses, close_workers=False, remove=True)
+        retired = await self._call(
+            self._rpc.retire_workers(workers=addresses, close_workers=False, remove=True),
+            self.retire_timeout,
+            "retiring workers",
+        )
         return list(retired)
 
     async def close(self) -> None:
         self._closing = True
+        for task in (self._heartbeat, self._reader):
+            if task is not None:
+                task.cancel()
         if self._comm is not None:
-            await self._comm.close()
-        if self._reader is not None:
-            self._reader.cancel()
-            try:
-                await self._reader
-            except asyncio.CancelledError:
-                pass
-        await self._rpc.close_rpc()
+            self._comm.abort()  # not close(): a stopped scheduler would never acknowledge it
+        await asyncio.gather(*(t for t in (self._heartbeat, self._reader) if t is not None), return_exceptions=True)
+        try:
+            await asyncio.wait_for(self._rpc.close_rpc(), self.call_timeout)
+        except asyncio.TimeoutError:
+            log.warning("closing the connections to scheduler %s took more than %g s", self.address, self.call_timeout)

@@ -7,6 +7,11 @@ handlers, so the manager (in the Jupyter server process) can ask, in one round t
   ``adaptive_target`` cannot tell: tasks stuck because no worker has a resource they need.
 - ``clustermgr_workers_to_close``: the scheduler's own ``workers_to_close`` preference
   (idle first, least data first), limited to the workers of one group.
+- ``clustermgr_set_idle_timeout``: change the scheduler's idle timeout (seconds, or None).
+
+It also makes distributed's idle timeout (``dask scheduler --idle-timeout``) count a connected
+client as activity: the scheduler shuts itself down only after that long with no tasks *and*
+no client, whether or not a Jupyter server is running.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections import defaultdict
 
 from dask.utils import parse_timedelta
 from toolz import take
+from tornado.ioloop import PeriodicCallback
 
 SAMPLE = 100
 
@@ -67,7 +73,36 @@ def workers_to_close_among(scheduler, candidates: list[str], n: int) -> list[str
     return chosen
 
 
+FIRE_AND_FORGET = "fire-and-forget"  # a client entry every scheduler has
+
+
+def install_client_aware_idle_check(scheduler) -> None:
+    """Replace the scheduler's idle check with one for which a connected client is activity too."""
+
+    def check_idle():
+        if any(client != FIRE_AND_FORGET for client in scheduler.clients):
+            scheduler.idle_since = None
+            return None
+        return scheduler.check_idle()
+
+    previous = scheduler.periodic_callbacks.get("idle-timeout")
+    running = previous is not None and previous.is_running()
+    if previous is not None:
+        previous.stop()
+    callback = PeriodicCallback(check_idle, 250)
+    scheduler.periodic_callbacks["idle-timeout"] = callback
+    if running:
+        callback.start()
+
+
+def set_idle_timeout(scheduler, seconds: float | None) -> None:
+    scheduler.idle_timeout = seconds or None
+    scheduler.idle_since = None  # counted again from now
+
+
 def dask_setup(scheduler):
+    install_client_aware_idle_check(scheduler)
+    scheduler.handlers["clustermgr_set_idle_timeout"] = lambda seconds=None: set_idle_timeout(scheduler, seconds)
     scheduler.handlers["clustermgr_load"] = lambda target_duration="5s": load_report(scheduler, target_duration)
     scheduler.handlers["clustermgr_workers_to_close"] = lambda candidates, n: workers_to_close_among(
         scheduler, candidates, n

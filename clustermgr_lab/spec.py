@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import reprlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
@@ -28,6 +29,10 @@ from .errors import InvalidRequest
 GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 RESOURCE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,39}$")
 GPU_RESOURCE = "GPU"
+# Past these, numbers stop meaning anything (and int/float conversions overflow): refused with a 400.
+LARGEST_COUNT = 2**31 - 1
+LARGEST_SIZE = 2**63 - 1  # 8 EiB
+LARGEST_RESOURCE = 2**53
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ class WorkerSpec:
             if group.name == name:
                 return group
         names = ", ".join(g.name for g in self.groups)
-        raise InvalidRequest(f"unknown group {name!r}; groups are: {names}", field_name)
+        raise InvalidRequest(f"unknown group {_shown(name)}; groups are: {names}", field_name)
 
     def with_count(self, name: str, count: int) -> "WorkerSpec":
         return WorkerSpec(
@@ -168,44 +173,55 @@ def _join(prefix: str, key: str) -> str:
 def parse_count(value: Any, field_name: str, *, minimum: int = 0) -> int:
     """A whole number ``>= minimum``; booleans and fractional numbers are refused."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidRequest(f"must be a whole number, not {value!r}", field_name)
+        raise InvalidRequest(f"must be a whole number, not {_shown(value)}", field_name)
     if isinstance(value, float):
         if not value.is_integer():
-            raise InvalidRequest(f"must be a whole number, not {value!r}", field_name)
+            raise InvalidRequest(f"must be a whole number, not {_shown(value)}", field_name)
         value = int(value)
     if value < minimum:
         raise InvalidRequest(f"must be at least {minimum}, not {value}", field_name)
+    if value > LARGEST_COUNT:
+        raise InvalidRequest(f"must be at most {LARGEST_COUNT}", field_name)
     return value
 
 
 def parse_size(value: Any, field_name: str, *, allow_zero: bool = False) -> int:
     """A byte count from a number or a size string ``dask.utils.parse_bytes`` accepts."""
     if isinstance(value, bool):
-        raise InvalidRequest(f"must be a size such as '4 GiB' or a byte count, not {value!r}", field_name)
+        raise InvalidRequest(f"must be a size such as '4 GiB' or a byte count, not {_shown(value)}", field_name)
     if isinstance(value, str):
         try:
+            if not any(c.isdigit() for c in value):  # parse_bytes reads "GiB" as 1 GiB and "" as 1 byte
+                raise ValueError(value)
             size = parse_bytes(value)
         except (ValueError, TypeError, OverflowError):
             raise InvalidRequest(
-                f"{value!r} is not a size; use e.g. '512 MiB', '4GB', '1TB' or a byte count",
+                f"{_shown(value)} is not a size; use e.g. '512 MiB', '4GB', '1TB' or a byte count",
                 field_name,
             ) from None
-    elif isinstance(value, (int, float)) and math.isfinite(value):
+    elif isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
         size = int(value)
     else:
-        raise InvalidRequest(f"must be a size such as '4 GiB' or a byte count, not {value!r}", field_name)
+        raise InvalidRequest(f"must be a size such as '4 GiB' or a byte count, not {_shown(value)}", field_name)
     if size < 0 or (size == 0 and not allow_zero):
-        raise InvalidRequest(f"must be a positive size, not {value!r}", field_name)
+        raise InvalidRequest(f"must be a positive size, not {_shown(value)}", field_name)
+    if size > LARGEST_SIZE:
+        raise InvalidRequest(f"must be at most 8 EiB ({LARGEST_SIZE} bytes)", field_name)
     return size
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, shortened: error messages quote what was sent, not megabytes of it."""
+    return reprlib.repr(value)
 
 
 def parse_group(data: Any, field_name: str, *, default_name: str | None = None) -> WorkerGroup:
     data = _require_mapping(data, field_name)
     _reject_unknown(data, {"name", "count", "threads", "memory", "gpus", "resources"}, field_name)
     name = data.get("name", default_name)
-    if not isinstance(name, str) or not GROUP_NAME.match(name):
+    if not isinstance(name, str) or not GROUP_NAME.fullmatch(name):
         raise InvalidRequest(
-            f"must be 1-40 letters, digits, '.', '_' or '-', starting with a letter or digit, not {name!r}",
+            f"must be 1-40 letters, digits, '.', '_' or '-', starting with a letter or digit, not {_shown(name)}",
             _join(field_name, "name"),
         )
     for required in ("threads", "memory"):
@@ -215,12 +231,12 @@ def parse_group(data: Any, field_name: str, *, default_name: str | None = None) 
     resources: dict[str, float] = {}
     for key, amount in resources_data.items():
         where = _join(_join(field_name, "resources"), str(key))
-        if not isinstance(key, str) or not RESOURCE_NAME.match(key):
-            raise InvalidRequest(f"{key!r} is not a valid resource name", where)
+        if not isinstance(key, str) or not RESOURCE_NAME.fullmatch(key):
+            raise InvalidRequest(f"{_shown(key)} is not a valid resource name", where)
         if key == GPU_RESOURCE:
             raise InvalidRequest("set GPUs with the group's 'gpus' field", where)
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount < math.inf:
-            raise InvalidRequest(f"must be a positive number, not {amount!r}", where)
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount <= LARGEST_RESOURCE:
+            raise InvalidRequest(f"must be a positive number up to {LARGEST_RESOURCE}, not {_shown(amount)}", where)
         resources[key] = amount
     return WorkerGroup(
         name=name,
@@ -232,7 +248,9 @@ def parse_group(data: Any, field_name: str, *, default_name: str | None = None) 
     )
 
 
-def parse_spec(data: Any, field_name: str = "spec", *, max_workers: int | None = None) -> WorkerSpec:
+def parse_spec(
+    data: Any, field_name: str = "spec", *, max_workers: int | None = None, max_groups: int | None = None
+) -> WorkerSpec:
     """Validate a Worker Spec from its JSON form.
 
     Raises
@@ -245,6 +263,10 @@ def parse_spec(data: Any, field_name: str = "spec", *, max_workers: int | None =
     groups_data = data.get("groups")
     if not isinstance(groups_data, list) or not groups_data:
         raise InvalidRequest("must be a non-empty list of worker groups", _join(field_name, "groups"))
+    if max_groups is not None and len(groups_data) > max_groups:
+        raise InvalidRequest(
+            f"has {len(groups_data)} worker groups; the limit is {max_groups} per cluster", _join(field_name, "groups")
+        )
     groups = []
     seen: set[str] = set()
     for i, group_data in enumerate(groups_data):
@@ -278,7 +300,7 @@ def parse_target(data: Any, field_name: str = "scale") -> ScaleTarget:
         amount = parse_count(data[unit], where)
     group = data.get("group")
     if group is not None and not isinstance(group, str):
-        raise InvalidRequest(f"must be a group name, not {group!r}", _join(field_name, "group"))
+        raise InvalidRequest(f"must be a group name, not {_shown(group)}", _join(field_name, "group"))
     return ScaleTarget(unit=unit, amount=amount, group=group)
 
 
@@ -287,7 +309,7 @@ def workers_for(group: WorkerGroup, unit: str, amount: int) -> int:
     if unit == "workers":
         return amount
     per_worker = group.threads if unit == "cores" else group.memory
-    return math.ceil(amount / per_worker)
+    return -(-amount // per_worker)  # exact: amount / per_worker overflows a float for huge amounts
 
 
 def resolve_target(

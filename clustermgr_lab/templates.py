@@ -11,6 +11,7 @@ import psutil
 
 from .adaptive import parse_adapt
 from .errors import InvalidRequest
+from .idle import parse_idle_timeout
 from .spec import WorkerSpec, parse_spec
 
 
@@ -21,6 +22,7 @@ class Template:
     backend: str
     spec: WorkerSpec
     adapt: Mapping[str, Any] | None = None
+    idle_timeout: float | None = None  # seconds with no tasks and no client before the cluster shuts down
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -29,6 +31,7 @@ class Template:
             "backend": self.backend,
             "spec": self.spec.to_dict(),
             "adapt": dict(self.adapt) if self.adapt else None,
+            "idle_timeout": self.idle_timeout,
         }
 
 
@@ -89,4 +92,5 @@ def parse_template(data: Mapping[str, Any], backends: set[str], field_name: str)
         backend=backend,
         spec=spec,
         adapt=adapt,
+        idle_timeout=parse_idle_timeout(data.get("idle_timeout"), f"{field_name}.idle_timeout"),
     )

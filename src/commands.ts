@@ -2,7 +2,6 @@ import { JupyterFrontEnd } from '@jupyterlab/application';
 import {
   Clipboard,
   Dialog,
-  IFrame,
   InputDialog,
   MainAreaWidget,
   Notification,
@@ -11,6 +10,7 @@ import {
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { EventHistory } from './components/EventHistory';
+import { STATUS_PATH } from './dashboard';
 import { showNewClusterDialog } from './components/NewClusterDialog';
 import { showAdaptiveDialog, showScaleDialog, showSpecDialog } from './dialogs';
 import { clusterIcon } from './icons';
@@ -61,6 +61,9 @@ export function addCommands(options: {
   };
   const reachable = (args: ReadonlyPartialJSONObject) =>
     !!target(args)?.scheduler_address;
+  // A cluster started elsewhere is observed, never scaled.
+  const scalable = (args: ReadonlyPartialJSONObject) =>
+    reachable(args) && target(args)?.backend !== 'external';
 
   commands.addCommand(CommandIDs.newCluster, {
     label: 'New Cluster…',
@@ -157,7 +160,7 @@ export function addCommands(options: {
   commands.addCommand(CommandIDs.scale, {
     label: 'Scale…',
     caption: 'Scale a group in workers, cores or memory',
-    isEnabled: reachable,
+    isEnabled: scalable,
     execute: args => {
       const cluster = target(args);
       return cluster ? showScaleDialog(model, cluster) : null;
@@ -167,7 +170,7 @@ export function addCommands(options: {
   commands.addCommand(CommandIDs.adapt, {
     label: 'Adaptive Mode…',
     caption: 'Turn adaptive mode on or off and set its range, per group',
-    isEnabled: reachable,
+    isEnabled: scalable,
     execute: args => {
       const cluster = target(args);
       return cluster ? showAdaptiveDialog(model, cluster) : null;
@@ -177,7 +180,7 @@ export function addCommands(options: {
   commands.addCommand(CommandIDs.editSpec, {
     label: 'Edit Worker Spec…',
     caption: 'Change the worker groups: count, threads, memory, GPUs',
-    isEnabled: reachable,
+    isEnabled: scalable,
     execute: args => {
       const cluster = target(args);
       return cluster ? showSpecDialog(model, cluster) : null;
@@ -196,14 +199,16 @@ export function addCommands(options: {
       if (!cluster) {
         return;
       }
+      const external = cluster.backend === 'external';
       const result = await showDialog({
-        title: `Shut down ${cluster.name}?`,
-        body:
-          `Its scheduler and ${plural(cluster.workers.requested, 'worker')} stop, and ` +
-          'clients connected to it lose their data.',
+        title: `${external ? 'Detach' : 'Shut down'} ${cluster.name}?`,
+        body: external
+          ? 'It leaves this list; its scheduler and workers keep running where they were started.'
+          : `Its scheduler and ${plural(cluster.workers.requested, 'worker')} stop, and ` +
+            'clients connected to it lose their data.',
         buttons: [
           Dialog.cancelButton(),
-          Dialog.warnButton({ label: 'Shut down' })
+          Dialog.warnButton({ label: external ? 'Detach' : 'Shut down' })
         ]
       });
       if (result.button.accept) {
@@ -287,22 +292,9 @@ function openEventHistory(
  * served by this server's authenticated proxy.
  */
 function openDashboard(app: JupyterFrontEnd, cluster: ICluster): void {
-  const id = `clustermgr-dashboard-${cluster.id}`;
-  const open = Array.from(app.shell.widgets('main')).find(w => w.id === id);
-  if (open) {
-    app.shell.activateById(id);
-    return;
-  }
-  const content = new IFrame({
-    sandbox: ['allow-scripts', 'allow-same-origin', 'allow-forms', 'allow-popups']
+  void app.commands.execute(CommandIDs.openPlot, {
+    clusterId: cluster.id,
+    path: STATUS_PATH,
+    label: 'Dashboard'
   });
-  // A path on this server (its base URL included).
-  content.url = cluster.dashboard_url!;
-  const widget = new MainAreaWidget({ content });
-  widget.id = id;
-  widget.title.label = `Dask ${cluster.name}`;
-  widget.title.icon = clusterIcon;
-  widget.title.closable = true;
-  widget.addClass('cm-Dashboard');
-  app.shell.add(widget, 'main');
 }

@@ -12,6 +12,7 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { AutoConnector } from './autoconnect';
 import { addCommands, IPreferences } from './commands';
 import { acceptClusterDrops } from './drop';
+import { addDashboardCommands } from './dashboardcommands';
 import { ClustersModel } from './model';
 import { ClusterSidebar } from './sidebar';
 import { CommandIDs, PLUGIN_ID } from './tokens';
@@ -70,11 +71,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
       targets,
       activate: id => app.shell.activateById(id)
     });
+    addDashboardCommands({ app, model, restorer });
     model.start();
 
     if (palette) {
       for (const command of [
         CommandIDs.newCluster,
+        CommandIDs.attachCluster,
         CommandIDs.showSidebar,
         CommandIDs.insertClientCell
       ]) {

@@ -14,6 +14,7 @@ import {
   ICluster,
   IClusterChange,
   IClusterList,
+  IAttachClusterRequest,
   ICreateClusterRequest,
   ILimits,
   ITemplate,
@@ -163,9 +164,12 @@ export class ClustersModel implements IDisposable {
   }
 
   /**
-   * Ask the server for a new cluster. Resolves with the pending cluster.
+   * Ask the server for a new cluster (or to attach one started elsewhere).
+   * Resolves with the pending cluster.
    */
-  async createCluster(request: ICreateClusterRequest = {}): Promise<ICluster> {
+  async createCluster(
+    request: ICreateClusterRequest | IAttachClusterRequest = {}
+  ): Promise<ICluster> {
     const cluster = await requestAPI<ICluster>(
       'clusters',
       jsonBody('POST', request),

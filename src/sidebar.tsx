@@ -181,6 +181,16 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
         >
           New Cluster
         </button>
+        <button
+          type="button"
+          className="jp-mod-styled cm-AttachButton"
+          aria-label="Attach a cluster started elsewhere"
+          title={commands.caption(CommandIDs.attachCluster)}
+          disabled={missing}
+          onClick={() => void commands.execute(CommandIDs.attachCluster)}
+        >
+          Attach
+        </button>
       </div>
       {missing && <ServerMissing />}
       {offline && (

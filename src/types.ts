@@ -11,6 +11,7 @@ export type ClusterStatus =
   | 'pending'
   | 'running'
   | 'scaling'
+  | 'unresponsive'
   | 'stopping'
   | 'stopped'
   | 'failed';
@@ -147,6 +148,10 @@ export interface ICluster {
   workers: IWorkerCounts;
   resources: IResources;
   adapt: IAdaptState | null;
+  /**
+   * Seconds with no tasks and no client before the cluster shuts itself down (null: never).
+   */
+  idle_timeout?: number | null;
   last_decision: IEvent | null;
   created: string;
 }
@@ -169,6 +174,7 @@ export interface ITemplate {
   backend: string;
   spec: IWorkerSpec;
   adapt: IAdaptRequest | null;
+  idle_timeout?: number | null;
 }
 
 /**
@@ -217,6 +223,15 @@ export interface ICreateClusterRequest {
   name?: string;
   spec?: IWorkerSpecRequest;
   adapt?: IAdaptRequest | null;
+}
+
+/**
+ * The body of `POST clustermgr/api/clusters` that attaches a running cluster
+ * started elsewhere (backend `external`).
+ */
+export interface IAttachClusterRequest {
+  attach: string;
+  name?: string;
 }
 
 /**

@@ -202,10 +202,11 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
-async def run(*command: str, env: dict[str, str], timeout: float = 180) -> tuple[int, str, str]:
+async def run(*command: str, env: dict[str, str], timeout: float = 180, cwd: Path | None = None) -> tuple[int, str, str]:
     """Run a program without blocking the event loop (the test server runs on it): ``(code, stdout, stderr)``."""
     process = await asyncio.create_subprocess_exec(
-        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env,
+        cwd=cwd,
     )
     try:
         stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)

@@ -22,6 +22,8 @@ CREATE_CASES = [
     ("[1, 2]", None, "must be a JSON object"),
     ('"a cluster"', None, "must be a JSON object"),
     ({"nme": "typo"}, "nme", "unknown field"),
+    ({"": True}, None, "unknown field ''"),
+    ({"x" * 10**6: 1}, "x" * 170 + "... (1000000 characters)", "unknown field 'xxx"),
     ({"template": "nope"}, "template", "unknown template 'nope'"),
     ({"template": ["local"]}, "template", "unknown template"),
     ({"template": ""}, "template", "unknown template ''"),
@@ -51,6 +53,29 @@ CREATE_CASES = [
     ({"adapt": {"minimum": 3, "maximum": 1}}, "adapt.minimum", "larger than maximum"),
     ({"adapt": {"minimum": 0, "maximum": 13}}, "adapt.maximum", "the limit is 12"),
     ({"adapt": {"minimum": 0, "maximum": 2, "unit": "gpus"}}, "adapt.unit", "must be one of"),
+    # numbers too large for a float, sizes with no number, nesting deeper than any body needs
+    ({"spec": group(memory=10**400)}, "spec.groups[0].memory", "at most 8 EiB"),
+    ({"spec": group(threads=10**400)}, "spec.groups[0].threads", "at most"),
+    ({"spec": group(memory="")}, "spec.groups[0].memory", "not a size"),
+    ({"spec": group(memory="GiB")}, "spec.groups[0].memory", "not a size"),
+    ({"spec": group(resources={"ssd": 10**400})}, "spec.groups[0].resources.ssd", "positive number up to"),
+    ({"adapt": {"minimum": 0, "maximum": 10**400}}, "adapt.maximum", "at most"),
+    ("[" * 100_000 + "]" * 100_000, "[0]" * 32, "nested deeper than 32 levels"),
+    ('{"spec": ' + "[" * 100_000 + "]" * 100_000 + "}", "spec" + "[0]" * 31, "nested deeper than 32 levels"),
+    ('{"spec": {"groups": [' + "{}, " * 3 + '{"a": ' + "[" * 40 + "]" * 40 + "}]}}", "spec.groups[3].a" + "[0]" * 28, "nested"),
+    ('{"name": NaN}', None, "NaN is not a JSON value"),
+    # what the machine and the server's caps allow
+    ({"spec": group(gpus=10_000_000)}, "spec.groups[0].gpus", "GPUs per worker; this machine has"),
+    ({"spec": group(memory="100 TiB")}, "spec.groups[0].memory", "per worker; this machine has"),
+    ({"spec": {"groups": [{"name": f"g{i}", "threads": 1, "memory": 1} for i in range(20_000)]}}, "spec.groups", "20000 worker groups; the limit is 16"),
+    ({"spec": group(count=12, threads=100)}, "spec.groups", "1200 cores in all; the limit is 1024"),
+    # names that would break a job script, a command line, a terminal or a log
+    ({"spec": group(name="cpu\n")}, "spec.groups[0].name", "letters, digits"),
+    ({"spec": group(resources={"ssd\n": 1})}, "spec.groups[0].resources.ssd\n", "not a valid resource name"),
+    ({"name": "evil\n[INFO] all good"}, "name", "found U+000A"),
+    ({"name": "red\x1b[31m"}, "name", "found U+001B"),
+    ({"name": "lone \ud800 surrogate"}, "name", "found U+D800"),
+    ({"name": "txt.exe\u202egnp"}, "name", "found U+202E"),
 ]
 
 # body sent to PATCH clusters/{id} of a running cluster of one group, "default", of 1 worker
@@ -96,6 +121,17 @@ PATCH_CASES = [
     ({"name": ""}, "name", "non-empty string"),
     ({"name": "x" * 81}, "name", "at most 80"),
     ({"name": 7}, "name", "non-empty string"),
+    ({"name": "tab\there"}, "name", "found U+0009"),
+    ({"scale": {"cores": 10**400}}, "scale.cores", "at most"),
+    ({"scale": {"memory": 10**400}}, "scale.memory", "at most"),
+    ({"scale": {"memory": ""}}, "scale.memory", "not a size"),
+    ({"scale": {"memory": "GiB"}}, "scale.memory", "not a size"),
+    ({"adapt": {"minimum": 0, "maximum": 10**400, "unit": "memory"}}, "adapt.maximum", "at most"),
+    ({"adapt": {"minimum": 10**400, "maximum": 10**400, "unit": "cores"}}, "adapt.minimum", "at most"),
+    ({"spec": group(gpus=5)}, "spec.groups[0].gpus", "asks for 5 GPUs per worker; this machine has 4 GPUs"),
+    ({"spec": group(count=5, gpus=1)}, "spec.groups", "5 GPUs in all; this machine has 4"),
+    ('{"scale": ' + "{" * 50_000, None, "not valid JSON"),
+    ('{"scale": ' + '{"a": ' * 50_000 + "1" + "}" * 50_001, "scale" + ".a" * 31, "nested deeper than 32 levels"),
 ]
 
 
@@ -158,6 +194,10 @@ async def test_unknown_ids_are_404_even_with_a_bad_body(jp_fetch):
     ]:
         status, error = await call(jp_fetch, method, *path, body=body)
         assert status == 404 and error["code"] == "not_found" and "'nope'" in error["message"], (method, path, error)
+    # ids of any shape get the same JSON 404 (not Jupyter's HTML page)
+    for weird in ("bad id!", "é", "a.b", "%00"):
+        status, error = await call(jp_fetch, "GET", "clusters", weird)
+        assert status == 404 and error["code"] == "not_found", (weird, error)
 
 
 async def test_changing_a_stopping_cluster_is_a_conflict(jp_fetch):

@@ -247,7 +247,7 @@ async def test_the_command_line_manages_a_cluster(clustermgr, server):
         validate_schema(template, *schema("Template"), what="template")
 
     # create, sized and waited for: global options after the command work too
-    code, out, err = await clustermgr("create", "--name", "cli", "--workers", "1", "--wait", *auth)
+    code, out, err = await clustermgr("create", "--name", "cli", "--workers", "1", "--idle-timeout", "3600", "--wait", *auth)
     assert code == 0, err
     assert out.startswith("created cli (") and "running: 1/1 workers, 1 cores" in out
 
@@ -258,6 +258,7 @@ async def test_the_command_line_manages_a_cluster(clustermgr, server):
     code, out, _ = await clustermgr("list", "--json", *auth)
     (cluster,) = json.loads(out)
     validate_schema(cluster, *schema("Cluster"), what="listed cluster")
+    assert cluster["idle_timeout"] == 3600
 
     code, out, err = await clustermgr("scale", "cli", "--cores", "2", *auth)
     memory = 2 * cluster["spec"]["groups"][0]["memory"] / 2**30

@@ -28,6 +28,7 @@ CLUSTER = {
     },
     "resources": {"cores": 2, "memory": 2147483648, "gpus": 0},
     "adapt": None,
+    "idle_timeout": 1800,
     "last_decision": {
         "time": "2026-11-29T18:30:00.123456+00:00", "kind": "scale", "message": "manual scale",
         "group": "default", "before": 0, "after": 2, "source": "manual",
@@ -106,3 +107,13 @@ def test_a_patch_answer_may_say_what_a_scale_resolved_to():
     validate_schema({**CLUSTER, "resolved": resolved}, "components", "schemas", "ClusterChange", what="PATCH answer")
     with pytest.raises(AssertionError):
         validate_schema({**CLUSTER, "resolved": {"workers": 2}}, "components", "schemas", "ClusterChange", what="partial")
+
+
+def test_adapt_bounds_are_counts_unless_the_unit_is_memory():
+    adapt = ("components", "schemas", "Adapt")
+    validate_schema({"minimum": "1 GiB", "maximum": "4 GiB", "unit": "memory"}, *adapt, what="memory range")
+    validate_schema({"minimum": 0, "maximum": 4}, *adapt, what="worker range")
+    for wrong in ({"minimum": "1 GiB", "maximum": 4}, {"minimum": 0, "maximum": "4 GiB", "unit": "cores"},
+                  {"minimum": 0, "maximum": 10**12}, {"minimum": "GiB", "maximum": "2 GiB", "unit": "memory"}):  # fmt: skip
+        with pytest.raises(AssertionError, match="does not match the OpenAPI document"):
+            validate_schema(wrong, *adapt, what="a wrong adapt range")

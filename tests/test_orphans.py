@@ -1,44 +1,63 @@
-"""Given a server that died without cleaning up, the next server stops what it left running."""
+"""Given a store recording a cluster whose scheduler is gone, a new manager stops what is left of it, and nothing else."""
 
-import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from clustermgr_lab.backends.local import PROCESSES_FILE, scheduler_command
+import psutil
+
 from clustermgr_lab.manager import ClusterManager
+from clustermgr_lab.store import ClusterStore
 
 from .helpers import alive
+from .server_process import free_port
 
 
-def test_processes_left_by_a_dead_server_are_stopped_at_start(tmp_path):
-    # Given the work folder of a server process that no longer exists, with a scheduler it started
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    cluster_dir = tmp_path / f"server-{int(dead.stdout)}" / "abc123"
-    cluster_dir.mkdir(parents=True)
-    scheduler = subprocess.Popen(
-        scheduler_command(cluster_dir / "scheduler.json"),
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    (cluster_dir / "cluster.json").write_text(json.dumps({"id": "abc123", "backend": "local"}))
-    # And an unrelated process whose PID is recorded too (as if the PID had been reused)
-    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-    (cluster_dir / PROCESSES_FILE).write_text(json.dumps({"scheduler": scheduler.pid, "default-1": bystander.pid}))
-    (tmp_path / "server-1").mkdir()  # PID 1 is alive: its folder belongs to a live server
+def stored_cluster(cluster_id: str, workdir: Path, workers: dict[str, dict], scheduler: dict | None = None) -> dict:
+    """A cluster record as a server writes it, whose scheduler was at a port where nothing listens now."""
+    return {
+        "id": cluster_id, "name": "left behind", "template": "local", "backend": workers.pop("_backend", "local"),
+        "status": "running", "error": None,
+        "spec": {"groups": [{"name": "default", "count": len(workers), "threads": 1, "memory": 2**28, "gpus": 0, "resources": {}}]},
+        "adapt": None, "idle_timeout": None,
+        "scheduler_address": f"tcp://127.0.0.1:{free_port()}", "scheduler_id": "Scheduler-gone", "dashboard_address": None,
+        "workdir": str(workdir), "created": "2026-12-01T00:00:00+00:00",
+        "backend_state": {"scheduler": scheduler},
+        "workers": [{"name": n, "group": "default", "shape": [1, 2**28, []], "process": p} for n, p in workers.items()],
+    }  # fmt: skip
+
+
+def record_of(process: subprocess.Popen) -> dict:
+    return {"pid": process.pid, "create_time": psutil.Process(process.pid).create_time()}
+
+
+async def test_processes_of_a_cluster_that_cannot_be_re_adopted_are_stopped(tmp_path):
+    # Given a store with a cluster whose scheduler is gone, but one of whose workers still runs
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    worker = subprocess.Popen(sleeper, start_new_session=True)
+    # And a recorded PID that now belongs to another process (its creation time differs: the PID was reused)
+    bystander = subprocess.Popen(sleeper, start_new_session=True)
+    reused = {**record_of(bystander), "create_time": record_of(bystander)["create_time"] - 100}
+    store_path = tmp_path / "clusters.sqlite3"
+    store = ClusterStore(store_path)
+    store.save(stored_cluster("abc123", tmp_path / "abc123", {"default-1": record_of(worker), "default-2": reused}), [])
+    store.close()
     try:
-        # When a new manager starts on that work folder
-        ClusterManager(workdir=str(tmp_path))
-        # Then the orphaned scheduler is stopped and the dead server's folder removed
-        deadline = time.monotonic() + 10
-        while scheduler.poll() is None and time.monotonic() < deadline:
+        # When a new manager starts on that store
+        manager = ClusterManager(workdir=str(tmp_path), store_path=str(store_path))
+        assert [c["status"] for c in manager.list()] == ["pending"]  # until re-adoption has run
+        await manager.readopt_all()
+        # Then the cluster is failed with the reason, and has no dashboard
+        (cluster,) = manager.list()
+        assert cluster["status"] == "failed" and "is gone" in cluster["error"] and cluster["dashboard_url"] is None
+        # And its worker is stopped, and the other process is not touched
+        deadline = time.monotonic() + 15
+        while alive([worker.pid]) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert alive([scheduler.pid]) == []
-        assert not cluster_dir.parent.exists()
-        # And nothing else is touched
+        assert worker.poll() is not None
         assert bystander.poll() is None
-        assert (tmp_path / "server-1").exists()
+        await manager.close_all()
     finally:
-        scheduler.kill()
+        worker.kill()
         bystander.kill()

@@ -8,7 +8,6 @@ The tests that need SLURM are marked ``slurm`` and skipped, with the reason, whe
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import subprocess
 import sys
@@ -17,11 +16,13 @@ import time
 import pytest
 from distributed import Client
 
-from clustermgr_lab.backends.slurm import JOBS_FILE, SlurmBackend
+from clustermgr_lab.backends.slurm import SlurmBackend
 from clustermgr_lab.manager import ClusterManager
 from clustermgr_lab.spec import parse_spec
+from clustermgr_lab.store import ClusterStore
 
 from .helpers import alive, call, running_with, tree, wait_for
+from .test_orphans import stored_cluster
 
 MiB = 2**20
 WORKERS = {"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}
@@ -235,13 +236,8 @@ async def test_a_group_with_gpus_and_resources_runs_as_a_job_of_its_shape(jp_fet
 
 @pytest.mark.slurm
 @requires_slurm
-def test_jobs_left_by_a_dead_server_are_cancelled_at_start(tmp_path):
-    # Given the work folder of a server that no longer exists, which recorded one job of its cluster
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    cluster_dir = tmp_path / f"server-{int(dead.stdout)}" / "abc123"
-    cluster_dir.mkdir(parents=True)
-    (cluster_dir / "cluster.json").write_text(json.dumps({"id": "abc123", "backend": "slurm"}))
-
+async def test_jobs_of_a_cluster_that_cannot_be_re_adopted_are_cancelled(tmp_path):
+    # Given a store with a SLURM cluster whose scheduler is gone, and whose worker job still runs
     def submit(job_name: str) -> str:
         done = subprocess.run(
             ["sbatch", "--parsable", "-J", job_name, "--mem=16M", "-o", "/dev/null", "--wrap", "sleep 120"],
@@ -252,16 +248,24 @@ def test_jobs_left_by_a_dead_server_are_cancelled_at_start(tmp_path):
     orphan = submit("clustermgr-abc123-default-1")
     # And a recorded id that now belongs to another job (as after a SLURM restart)
     bystander = submit("someone-else")
-    (cluster_dir / JOBS_FILE).write_text(
-        json.dumps({"default-1": [orphan, "clustermgr-abc123-default-1"], "default-2": [bystander, "clustermgr-abc123-default-2"]})
-    )
+    jobs = {
+        "_backend": "slurm",
+        "default-1": {"job_id": orphan, "job_name": "clustermgr-abc123-default-1"},
+        "default-2": {"job_id": bystander, "job_name": "clustermgr-abc123-default-2"},
+    }
+    store_path = tmp_path / "clusters.sqlite3"
+    store = ClusterStore(store_path)
+    store.save(stored_cluster("abc123", tmp_path / "abc123", jobs), [])
+    store.close()
     try:
-        # When a new manager starts on that work folder
-        ClusterManager(workdir=str(tmp_path))
-        # Then the orphaned job is cancelled, and the other job is left alone
+        # When a new manager starts on that store
+        manager = ClusterManager(workdir=str(tmp_path), store_path=str(store_path))
+        await manager.readopt_all()
+        # Then the cluster failed, its job is cancelled, and the other job is left alone
+        assert manager.list()[0]["status"] == "failed"
         listed = subprocess.run(["squeue", "-h", "-o", "%i", "-j", f"{orphan},{bystander}"], capture_output=True, text=True).stdout
         assert listed.split() == [bystander]
-        assert not cluster_dir.parent.exists()
+        await manager.close_all()
     finally:
         subprocess.run(["scancel", orphan, bystander], capture_output=True)
 

@@ -4,6 +4,7 @@ import pytest
 
 from clustermgr_lab.adaptive import AdaptivePolicy, Load, parse_adapt
 from clustermgr_lab.errors import InvalidRequest
+from clustermgr_lab.limits import Limits
 from clustermgr_lab.spec import parse_spec, parse_target, resolve_target
 
 MiB, GiB = 2**20, 2**30
@@ -164,3 +165,63 @@ def test_policy_holds_workers_that_keep_data_and_says_why():
     proposals, notes = policy.propose(spec, Load(workers_holding_data=2), {"default": ["a", "b"]})
     assert proposals == []
     assert notes == [("default", "cannot shrink: workers hold data a client still references")]
+
+
+@pytest.mark.parametrize(
+    "spec, field, words",
+    [
+        ({"groups": [{"threads": 1, "memory": 10**400}]}, "spec.groups[0].memory", "at most 8 EiB"),
+        ({"groups": [{"threads": 1, "memory": "1e30 TB"}]}, "spec.groups[0].memory", "at most"),
+        ({"groups": [{"threads": 1, "memory": "1e400 GB"}]}, "spec.groups[0].memory", "not a size"),
+        ({"groups": [{"threads": 1, "memory": ""}]}, "spec.groups[0].memory", "not a size"),
+        ({"groups": [{"threads": 1, "memory": "GiB"}]}, "spec.groups[0].memory", "not a size"),
+        ({"groups": [{"threads": 1, "memory": " kB "}]}, "spec.groups[0].memory", "not a size"),
+        ({"groups": [{"threads": 10**400, "memory": "1GB"}]}, "spec.groups[0].threads", "at most 2147483647"),
+        ({"groups": [{"threads": 1, "memory": "1GB", "count": 1e300}]}, "spec.groups[0].count", "at most"),
+        ({"groups": [{"threads": 1, "memory": "1GB", "resources": {"x": 10**400}}]}, "spec.groups[0].resources.x", "up to"),
+        # full matches: `$` alone lets a trailing newline through, which splits job scripts and command lines
+        ({"groups": [{"name": "cpu\n", "threads": 1, "memory": "1GB"}]}, "spec.groups[0].name", "letters"),
+        ({"groups": [{"threads": 1, "memory": "1GB", "resources": {"ssd\n": 1}}]}, "spec.groups[0].resources.ssd\n", "not a valid"),
+        ({"groups": [{"name": f"g{i}", "threads": 1, "memory": "1GB"} for i in range(17)]}, "spec.groups", "17 worker groups"),
+    ],
+)
+def test_numbers_too_large_sizes_without_a_number_and_names_with_newlines_are_refused(spec, field, words):
+    with pytest.raises(InvalidRequest) as error:
+        parse_spec(spec, max_workers=12, max_groups=16)
+    assert error.value.field == field
+    assert words in error.value.message
+
+
+def test_huge_scale_targets_and_adapt_bounds_are_refused_not_overflowed():
+    spec = parse_spec(ONE_GROUP)
+    for target, field in [({"cores": 10**400}, "scale.cores"), ({"memory": 10**400}, "scale.memory")]:
+        with pytest.raises(InvalidRequest) as error:
+            parse_target(target)
+        assert error.value.field == field and "at most" in error.value.message
+    # the largest accepted amounts resolve exactly (no float in between) and then meet the worker limit
+    assert resolve_target(spec, parse_target({"memory": 2**63 - 1})).workers == -(-(2**63 - 1) // (256 * MiB))
+    with pytest.raises(InvalidRequest) as error:
+        resolve_target(spec, parse_target({"cores": 2**31 - 1}), max_workers=12)
+    assert error.value.field == "scale.cores" and "limit is 12" in error.value.message
+    with pytest.raises(InvalidRequest) as error:
+        parse_adapt({"minimum": 0, "maximum": 10**400, "unit": "memory"}, spec)
+    assert error.value.field == "adapt.maximum"
+
+
+def test_limits_refuse_plans_beyond_the_machine_and_the_server_caps():
+    two = parse_spec(TWO_GROUPS).with_count("cpu", 3)
+    limits = Limits(max_cores=4, max_memory=2 * GiB, gpus_per_worker=0, memory_per_worker=4 * GiB, where="this machine")
+    for spec, field, words in [
+        (two, "spec.groups[1].gpus", "asks for 1 GPUs per worker; this machine has 0 GPUs"),
+        (parse_spec(ONE_GROUP).with_count("default", 3), "spec.groups", "6 cores in all; the limit is 4"),
+        (parse_spec({"groups": [{"count": 3, "threads": 1, "memory": "1 GiB"}]}), "spec.groups", "3.00 GiB of memory in all; the limit is 2.00 GiB"),
+        (parse_spec({"groups": [{"threads": 1, "memory": "5 GiB"}]}), "spec.groups[0].memory", "this machine has 4.00 GiB"),
+    ]:
+        with pytest.raises(InvalidRequest) as error:
+            limits.check(spec, "spec.groups", groups_field="spec.groups")
+        assert (error.value.field, words in error.value.message) == (field, True), error.value.message
+    # a site that declares its GPUs gets them, as many as it has
+    Limits(gpus_per_worker=1, max_gpus=2).check(two.with_count("gpu", 2), "spec.groups", groups_field="spec.groups")
+    with pytest.raises(InvalidRequest) as error:
+        Limits(gpus_per_worker=1, max_gpus=2).check(two.with_count("gpu", 3), "scale.workers")
+    assert error.value.field == "scale.workers" and "3 GPUs in all" in error.value.message

@@ -6,6 +6,7 @@ jupyter-config file; it is listed here too so a bare checkout also works).
 """
 
 import os
+import tempfile
 
 from jupyterlab.galata import configure_jupyter_server
 
@@ -17,3 +18,6 @@ c.ServerApp.allow_root = True  # CI machines run as root
 c.ServerApp.jpserver_extensions = {"clustermgr_lab": True}
 c.LabApp.news_url = None
 c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
+# Each UI test server has a store of its own, and stops its clusters when it stops (tests leave nothing running).
+c.ClusterManager.store_path = os.path.join(tempfile.mkdtemp(prefix="clustermgr-ui-"), "clusters.sqlite3")
+c.ClusterManager.on_shutdown = "stop"

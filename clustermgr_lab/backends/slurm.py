@@ -9,22 +9,20 @@ never by a blocking call on the server's event loop.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import shlex
 import signal
-import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..errors import BackendError
 from ..spec import WorkerGroup
+from .base import SchedulerEndpoint
 from .local import SCHEDULER, LocalBackend
 
 log = logging.getLogger(__name__)
-
-JOBS_FILE = "slurm-jobs.json"
 # squeue's default listing holds only these; anything else (or no line at all) means the job ended.
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "RESIZING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}
 
@@ -86,9 +84,9 @@ class SlurmBackend(LocalBackend):
 
     Jobs that end on their own (walltime, node failure, ``scancel`` from outside) are noticed by
     a ``squeue`` poll every ``poll_interval`` seconds while this cluster has jobs, and reported
-    through ``on_worker_exit(name, None)`` (squeue gives no exit code). Job ids are kept in
-    ``slurm-jobs.json`` in the work folder so that :meth:`reap` can cancel the jobs of a server
-    that died.
+    through ``on_worker_exit(name, None)`` (squeue gives no exit code). Job ids and names are
+    stored with the cluster (:meth:`process_records`), so that a restarted server re-adopts the
+    jobs that still run (:meth:`adopt`), or cancels them with the rest of a cluster it cannot re-adopt.
     """
 
     name = "slurm"
@@ -157,7 +155,7 @@ class SlurmBackend(LocalBackend):
         if code != 0 or match is None:
             raise BackendError(f"sbatch failed for worker {name}: {(err or out).strip()}")
         self._jobs[name] = match.group(1)
-        self._record_jobs()
+        self._notify_change()
         elapsed = asyncio.get_running_loop().time() - started
         log.info("cluster %s: worker %s is SLURM job %s (sbatch took %.3f s)", self.cluster_id, name, match.group(1), elapsed)
 
@@ -214,7 +212,7 @@ class SlurmBackend(LocalBackend):
                 if name in self._stopping or name not in self._jobs:
                     continue  # being cancelled by us meanwhile
                 job_id = self._jobs.pop(name)
-                self._record_jobs()
+                self._notify_change()
                 log.warning("cluster %s: SLURM job %s of worker %s ended on its own", self.cluster_id, job_id, name)
                 if self.on_worker_exit:
                     self.on_worker_exit(name, None)
@@ -241,18 +239,26 @@ class SlurmBackend(LocalBackend):
                 log.warning("cluster %s: jobs %s still listed %g s after scancel", self.cluster_id, job_ids, self.stop_timeout)
             for name in names:
                 self._jobs.pop(name, None)
-            self._record_jobs()
+            self._notify_change()
         finally:
             self._stopping.difference_update(names)
 
     async def close(self) -> None:
+        await self._stop_polling()
+        await self.scale_down(list(self._jobs))
+        await self._stop(SCHEDULER)
+        await super().detach()
+        self.address = None
+
+    async def _stop_polling(self) -> None:
         if self._poller is not None:
             self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
             self._poller = None
-        await self.scale_down(list(self._jobs))
-        await self._stop(SCHEDULER)
-        self.address = None
+
+    async def detach(self) -> None:
+        await self._stop_polling()
+        await super().detach()
 
     # -- what is left behind ---------------------------------------------------------------------------
 
@@ -264,34 +270,35 @@ class SlurmBackend(LocalBackend):
         """SLURM job ids by worker name."""
         return dict(self._jobs)
 
-    def _record_jobs(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        (self.workdir / JOBS_FILE).write_text(json.dumps({n: [j, self.job_name(n)] for n, j in self._jobs.items()}))
+    def worker_log(self, name: str) -> Path | None:
+        """The job's standard error, as dask-jobqueue names it (``<job name>-<job id>.err``); the latest."""
+        logs = sorted(self.workdir.glob(f"{self.job_name(name)}-*.err"), key=lambda p: p.stat().st_mtime)
+        return logs[-1] if logs else None
 
-    @classmethod
-    def reap(cls, workdir: Path) -> list[str]:
-        """Stop the scheduler (as LocalBackend does) and ``scancel`` the recorded jobs.
+    def process_records(self) -> dict[str, dict[str, Any]]:
+        """The scheduler's PID (see LocalBackend), and each worker's job id and job name."""
+        records = super().process_records()
+        records.update({name: {"job_id": job_id, "job_name": self.job_name(name)} for name, job_id in self._jobs.items()})
+        return records
 
-        Runs once at server start-up, outside any request, so it calls ``squeue`` and ``scancel``
-        synchronously (milliseconds). Only jobs that squeue lists under the recorded job name are
-        cancelled: SLURM may have given a recorded id to another job since (e.g. after a restart).
+    async def adopt(self, endpoint: SchedulerEndpoint, records: dict[str, dict[str, Any]]) -> set[str]:
+        """Adopt the scheduler process, and the recorded jobs that squeue lists, under their recorded name, as active.
+
+        A recorded id that SLURM has since given to another job (e.g. after a SLURM restart) is
+        left alone: the job name must match too.
         """
-        stopped = super().reap(workdir)
-        try:
-            saved = json.loads((Path(workdir) / JOBS_FILE).read_text())
-            recorded = {str(job_id): (name, job_name) for name, (job_id, job_name) in saved.items()}
-        except (OSError, ValueError, TypeError):
-            return stopped
-        if not recorded:
-            return stopped
-        try:
-            squeue = ["squeue", "-h", "-o", "%i|%j", "-j", ",".join(recorded)]
-            listed = subprocess.run(squeue, capture_output=True, text=True, timeout=30).stdout.splitlines()
-            rows = (line.strip().partition("|") for line in listed)
-            ours = [job_id for job_id, _, job_name in rows if recorded.get(job_id, (None, None))[1] == job_name]
-            if ours:
-                subprocess.run(["scancel", *ours], capture_output=True, timeout=30, check=True)
-        except (OSError, subprocess.SubprocessError) as exc:
-            log.warning("could not cancel the SLURM jobs recorded in %s: %s", workdir, exc)
-            return stopped
-        return stopped + [recorded[job_id][0] for job_id in ours]
+        scheduler = {n: r for n, r in records.items() if "pid" in r}
+        await super().adopt(endpoint, scheduler)
+        jobs = {n: str(r["job_id"]) for n, r in records.items() if r.get("job_id") and r.get("job_name") == self.job_name(n)}
+        if jobs:
+            self._jobs.update(jobs)
+            active = await self._active(list(jobs))
+            if active is None:
+                log.warning("cluster %s: squeue did not answer; keeping the recorded jobs %s", self.cluster_id, jobs)
+                active = list(jobs)
+            for name in set(jobs) - set(active):
+                del self._jobs[name]
+            self._notify_change()
+            if self._jobs:
+                self._poller = asyncio.ensure_future(self._poll())
+        return set(self._jobs)

@@ -13,6 +13,8 @@ import {
   SchedulerAddress,
   ShrinkHint
 } from './CardParts';
+import { DashboardPlots } from './DashboardPlots';
+import { ExternalBadge, isExternal } from './ExternalBadge';
 import { Sparkline } from './Sparkline';
 
 export interface IClusterCardProps {
@@ -65,6 +67,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
   const stopped = cluster.status === 'stopped';
   const stopping = cluster.status === 'stopping' || stopped;
   const offline = !!props.offline;
+  const external = isExternal(cluster); // observed, never scaled or stopped
   const run = (id: string) =>
     void commands.execute(id, { clusterId: cluster.id });
   const decision = cluster.last_decision;
@@ -168,6 +171,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
         <span className="cm-ClusterCard-template" title={cluster.template}>
           {cluster.template}
         </span>
+        <ExternalBadge cluster={cluster} />
         <span
           className={`cm-StatusBadge cm-StatusBadge-${cluster.status}`}
           aria-label={`Status: ${cluster.status}`}
@@ -276,20 +280,26 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           { disabled: !cluster.dashboard_url, className: 'cm-DashboardButton' }
         )}
         {action(CommandIDs.scale, 'Scale', `Scale ${cluster.name}`, {
-          disabled: !reachable || stopping,
+          disabled: !reachable || stopping || external,
           className: 'cm-ScaleButton'
         })}
         {action(
           CommandIDs.adapt,
           'Adaptive',
           `Adaptive mode of ${cluster.name}`,
-          { disabled: !reachable || stopping, className: 'cm-AdaptButton' }
+          {
+            disabled: !reachable || stopping || external,
+            className: 'cm-AdaptButton'
+          }
         )}
         {action(
           CommandIDs.editSpec,
           'Spec',
           `Edit the Worker Spec of ${cluster.name}`,
-          { disabled: !reachable || stopping, className: 'cm-SpecButton' }
+          {
+            disabled: !reachable || stopping || external,
+            className: 'cm-SpecButton'
+          }
         )}
         {props.canInsert &&
           action(
@@ -319,12 +329,13 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
         )}
         {action(
           CommandIDs.shutdown,
-          stopping ? 'Stopping…' : 'Shut down',
+          stopping ? 'Stopping…' : external ? 'Detach' : 'Shut down',
           `Shut down ${cluster.name}`,
           { disabled: stopping, className: 'jp-mod-warn cm-ShutdownButton' }
         )}
       </div>
       )}
+      <DashboardPlots cluster={cluster} commands={commands} />
     </li>
   );
 }

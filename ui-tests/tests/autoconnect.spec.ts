@@ -5,7 +5,13 @@
  */
 import { expect, galata, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 
-import { createCluster, removeCluster, waitForCluster } from './helpers';
+import {
+  createCluster,
+  removeCluster,
+  runInNewCell,
+  smallCluster,
+  waitForCluster
+} from './helpers';
 
 const NAME = 'auto-connect-test';
 
@@ -20,16 +26,6 @@ test.use({
 });
 
 /**
- * Run code in a new cell of the current notebook; resolves with its text output.
- */
-async function run(page: IJupyterLabPageFixture, code: string): Promise<string> {
-  await page.notebook.addCell('code', code);
-  const index = (await page.notebook.getCellCount()) - 1;
-  expect(await page.notebook.runCell(index)).toBe(true);
-  return ((await page.notebook.getCellTextOutput(index)) ?? []).join('').trim();
-}
-
-/**
  * Restart the kernel the way a user does: Kernel menu, then confirm.
  */
 async function restartKernel(page: IJupyterLabPageFixture): Promise<void> {
@@ -40,12 +36,7 @@ async function restartKernel(page: IJupyterLabPageFixture): Promise<void> {
 
 test('new and restarted kernels connect to the chosen cluster', async ({ page }) => {
   test.setTimeout(300000);
-  const { id } = await createCluster(page, {
-    name: NAME,
-    template: 'local',
-    adapt: null,
-    spec: { groups: [{ name: 'default', count: 1, threads: 1, memory: '512 MiB' }] }
-  });
+  const { id } = await createCluster(page, smallCluster(NAME));
   let removed = false;
   try {
     const cluster = await waitForCluster(page, id);
@@ -56,13 +47,13 @@ test('new and restarted kernels connect to the chosen cluster', async ({ page })
 
     await page.notebook.createNew('autoconnect.ipynb', { kernel: 'python3' });
     const check = 'print(client.scheduler.address)';
-    await expect.poll(() => run(page, check), { timeout: 60000 }).toBe(address);
+    await expect.poll(() => runInNewCell(page, check), { timeout: 60000 }).toBe(address);
     // Nothing shows in the notebook: the code ran silently.
     expect(await page.notebook.getCellCount()).toBeGreaterThanOrEqual(1);
 
     await restartKernel(page);
     await expect
-      .poll(() => run(page, check), { timeout: 60000 })
+      .poll(() => runInNewCell(page, check), { timeout: 60000 })
       .toBe(address);
 
     await removeCluster(page, id);
@@ -70,7 +61,7 @@ test('new and restarted kernels connect to the chosen cluster', async ({ page })
     await expect(page.locator(`.cm-ClusterCard[data-cluster-id="${id}"]`)).toHaveCount(0);
     await restartKernel(page);
     await expect
-      .poll(() => run(page, "print('client' in globals())"), { timeout: 60000 })
+      .poll(() => runInNewCell(page, "print('client' in globals())"), { timeout: 60000 })
       .toBe('False');
   } finally {
     if (!removed) {

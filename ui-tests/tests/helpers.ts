@@ -78,3 +78,28 @@ export async function getSources(page: IJupyterLabPageFixture): Promise<string[]
     return cells.map((cell: any) => cell.getSource() as string);
   });
 }
+
+/**
+ * A local cluster of one small worker, not adaptive: the body that creates it.
+ */
+export function smallCluster(name: string): Record<string, unknown> {
+  return {
+    name,
+    template: 'local',
+    adapt: null,
+    spec: { groups: [{ name: 'default', count: 1, threads: 1, memory: '512 MiB' }] }
+  };
+}
+
+/**
+ * Run code in a new cell of the current notebook; resolves with its text output.
+ */
+export async function runInNewCell(
+  page: IJupyterLabPageFixture,
+  code: string
+): Promise<string> {
+  await page.notebook.addCell('code', code);
+  const index = (await page.notebook.getCellCount()) - 1;
+  expect(await page.notebook.runCell(index)).toBe(true);
+  return ((await page.notebook.getCellTextOutput(index)) ?? []).join('').trim();
+}

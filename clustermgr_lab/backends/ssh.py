@@ -1,0 +1,357 @@
+"""SSH backend: the scheduler runs next to the Jupyter server, each worker is started over SSH.
+
+Workers are started by distributed's own SSH deployment (``distributed.deploy.ssh.Worker``, on
+asyncssh): one SSH connection per worker, running ``python -m distributed.cli.dask_spec`` with a
+Nanny on the remote host. A worker is tracked by its SSH channel (it has ended when the channel
+reports an exit status) and by its remote process group, which the Nanny reports as it starts:
+stopping a worker is ``kill -TERM`` (then ``-KILL``) of that group, run over the worker's
+connection. SSH's own signal requests are not used: OpenSSH refuses them for root logins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import logging
+import re
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import dask.config
+from distributed.deploy.ssh import Worker as SSHWorker
+
+from ..errors import BackendError
+from ..spec import WorkerGroup
+from .local import LocalBackend
+
+log = logging.getLogger(__name__)
+
+WORKERS_FILE = "ssh-workers.json"
+SECRET_CONNECT_OPTIONS = {"password", "passphrase"}  # never written to the work folder
+PROCESS_GROUP_MARK = "clustermgr-lab remote process group"
+# Runs in the remote Nanny as it starts (distributed runs preload text as a script). No single
+# quote: distributed.deploy.ssh puts the worker's options in single quotes on the remote command line.
+REPORT_PROCESS_GROUP = f'import os, sys; print("{PROCESS_GROUP_MARK}", os.getpgid(0), file=sys.stderr, flush=True)'
+
+# distributed.deploy.ssh logs each line the remote worker writes to stderr while it starts (at
+# INFO); those lines carry the process group it reports and, when it fails, the reason.
+_start_output: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("_start_output", default=None)
+
+
+class _StartOutput(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        lines = _start_output.get()
+        if lines is not None:
+            lines.append(record.getMessage())
+
+
+_ssh_deploy_log = logging.getLogger("distributed.deploy.ssh")
+_ssh_deploy_log.addHandler(_StartOutput())
+if not _ssh_deploy_log.isEnabledFor(logging.INFO):
+    _ssh_deploy_log.setLevel(logging.INFO)
+
+
+def _stop_group_command(process_group: int, signal_name: str, wait: float) -> str:
+    """Signal a worker's process group, then wait up to ``wait`` seconds for all of it to end (exit 0) or not (1)."""
+    group, steps = int(process_group), int(wait * 10)
+    script = (
+        f"kill -{signal_name} -{group} 2>/dev/null; i=0; "
+        f"while kill -0 -{group} 2>/dev/null; do [ $i -ge {steps} ] && exit 1; sleep 0.1; i=$((i+1)); done"
+    )
+    return f"sh -c '{script}'"  # sh whatever the remote user's login shell is; dash's kill takes no "--"
+
+
+def _kill_group_command(process_group: int) -> str:
+    """Kill a worker's process group on its host, only if its leader still is a dask_spec process."""
+    group = int(process_group)
+    return f"sh -c 'ps -o args= -p {group} | grep -q distributed.cli.dask_spec && kill -KILL -{group}'"
+
+
+async def _kill_remote_group(host: str, connect_options: dict[str, Any], process_group: int, timeout: float) -> bool:
+    """Over a new SSH connection, kill a worker's process group if it still runs; True if it was killed."""
+    import asyncssh  # on first use, as distributed.deploy.ssh does: it adds to the server's start-up time
+
+    async def run():
+        async with asyncssh.connect(host, **connect_options) as connection:
+            return await connection.run(_kill_group_command(process_group))
+
+    try:
+        done = await asyncio.wait_for(run(), timeout)
+    except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+        log.warning("could not kill process group %s on %s: %s", process_group, host, exc)
+        return False
+    return done.exit_status == 0
+
+
+def _reported_process_group(output: list[str]) -> int | None:
+    """The process group a starting worker printed (see ``REPORT_PROCESS_GROUP``), if it did."""
+    for line in output:
+        match = re.search(re.escape(PROCESS_GROUP_MARK) + r" (\d+)", line)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+@dataclass
+class RemoteWorker:
+    """One worker started over SSH: its host, distributed's SSH process object, its process group, its watcher."""
+
+    host: str
+    process: SSHWorker
+    process_group: int | None = None
+    watcher: asyncio.Task | None = field(default=None)
+
+
+class SSHBackend(LocalBackend):
+    """Each worker is a ``dask_spec`` Nanny started over SSH on one of ``hosts``.
+
+    The scheduler is a local process (inherited from :class:`LocalBackend`): the server's scheduler
+    link, the dashboard proxy and the clean-up of a dead server's scheduler work as for local
+    clusters. Remote hosts must reach it, so across machines ``scheduler_host`` must be an address
+    of this machine that they can reach (it is ``127.0.0.1`` by default: workers on this machine).
+
+    Configure by class attributes, e.g. in ``jupyter_server_config.py``::
+
+        from clustermgr_lab.backends import BACKENDS
+        from clustermgr_lab.backends.ssh import SSHBackend
+
+        class Lab(SSHBackend):
+            name = "ssh-lab"
+            hosts = ("node1", "node2")
+            connect_options = {"username": "dask", "client_keys": ["~/.ssh/id_ed25519"]}
+            remote_python = "/opt/conda/bin/python"
+            scheduler_host = "10.0.0.5"  # this machine, as the nodes reach it
+            interface = "eth0"
+
+        BACKENDS[Lab.name] = Lab
+
+    Workers go to the host that has the fewest workers of this cluster. A worker that ends on its
+    own is reported through ``on_worker_exit`` with its remote exit status; one whose connection
+    is lost has its process group killed over a new connection, then is reported. Hosts and process
+    groups are recorded in ``ssh-workers.json`` in the work folder, so that :meth:`reap` can stop
+    the workers of a server that died (and a worker that cannot reach its scheduler for
+    ``worker_death_timeout`` seconds exits by itself).
+    """
+
+    name = "ssh"
+    description = "Scheduler on this machine, each worker started over SSH (distributed's SSH deployment)"
+    workers_before_scheduler = False  # a remote worker needs the scheduler's address
+
+    hosts: Sequence[str] = ("127.0.0.1",)  # where workers run
+    connect_options: Mapping[str, Any] = {}  # for asyncssh.connect: port, username, known_hosts, client_keys...
+    remote_python: str | None = None  # Python on the hosts; None: this server's sys.executable
+    interface: str | None = None  # the workers' network interface; None: the one routing to the scheduler
+    worker_start_timeout = 60.0
+    command_timeout = 30.0
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._remote: dict[str, RemoteWorker] = {}
+
+    def worker_options(self, group: WorkerGroup, name: str) -> dict[str, Any]:
+        """Keyword arguments of the remote Nanny (and its worker) for one worker of ``group``."""
+        options: dict[str, Any] = {
+            "name": name,
+            "nthreads": group.threads,
+            "memory_limit": group.memory,
+            "death_timeout": self.worker_death_timeout,
+            "dashboard": False,
+            "preload_nanny": [REPORT_PROCESS_GROUP, *dask.config.get("distributed.nanny.preload")],
+        }
+        if group.worker_resources:
+            options["resources"] = dict(group.worker_resources)
+        if self.interface:
+            options["interface"] = self.interface
+        return options
+
+    def _next_host(self) -> str:
+        if not self.hosts:
+            raise BackendError(f"the {self.name} backend has no hosts configured")
+        load = {host: 0 for host in self.hosts}
+        for worker in self._remote.values():
+            if worker.host in load:
+                load[worker.host] += 1
+        return min(self.hosts, key=load.__getitem__)
+
+    # -- starting and stopping workers ---------------------------------------------------------------
+
+    async def _start_worker(self, group: WorkerGroup, name: str) -> None:
+        host = self._next_host()
+        process = SSHWorker(
+            self.address,
+            host,
+            connect_options=dict(self.connect_options),
+            kwargs=self.worker_options(group, name),
+            remote_python=self.remote_python or sys.executable,
+            name=name,
+        )
+        self._remote[name] = RemoteWorker(host, process)
+        output: list[str] = []
+        _start_output.set(output)
+        try:
+            await asyncio.wait_for(process.start(), self.worker_start_timeout)
+        except asyncio.CancelledError:
+            await self._abandon(name, output, ended=False)
+            raise
+        except Exception as exc:
+            await self._abandon(name, output, ended=not isinstance(exc, asyncio.TimeoutError))
+            status = process.proc.exit_status if process.proc is not None else None
+            detail = "\n".join(output[-15:]) or f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, asyncio.TimeoutError):
+                detail = f"no worker within {self.worker_start_timeout:g} s\n{detail}"
+            raise BackendError(f"worker {name} did not start on {host} (remote exit status {status}): {detail}") from exc
+        self._remote[name].process_group = _reported_process_group(output)
+        self._remote[name].watcher = asyncio.ensure_future(self._watch_remote(name, process))
+        self._record_workers()
+        log.info("cluster %s: worker %s started over SSH on %s", self.cluster_id, name, host)
+
+    async def _watch_remote(self, name: str, process: SSHWorker) -> None:
+        """Copy the worker's output into its log, then report its exit unless we stopped it."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with open(self.workdir / f"{name}.log", "a", errors="replace") as log_file:
+
+            async def copy(stream) -> None:
+                async for line in stream:
+                    log_file.write(line)
+                    log_file.flush()
+
+            await asyncio.gather(copy(process.proc.stdout), copy(process.proc.stderr), return_exceptions=True)
+        await process.proc.wait_closed()
+        returncode = process.proc.returncode
+        remote = self._remote.get(name)
+        if remote is None or remote.process is not process or name in self._stopping:
+            return
+        await self._forget(name)
+        if returncode is None and remote.process_group is not None:
+            # No exit status: the connection was lost, not the worker; it must not run on untracked.
+            killed = await _kill_remote_group(remote.host, self.connect_options, remote.process_group, self.command_timeout)
+            outcome = "killed it" if killed else "it was not running any more, or could not be reached"
+            log.warning("cluster %s: lost the SSH connection of worker %s on %s; %s", self.cluster_id, name, remote.host, outcome)
+        else:
+            log.warning("cluster %s: worker %s on %s ended on its own (%s)", self.cluster_id, name, remote.host, returncode)
+        if self.on_worker_exit:
+            self.on_worker_exit(name, returncode)
+
+    async def _abandon(self, name: str, output: list[str], ended: bool) -> None:
+        """Forget a worker that did not start, killing its remote process group if it got that far.
+
+        ``ended``: its output has ended, so its exit status is on the way and worth waiting for.
+        """
+        remote = self._remote[name]
+        group = _reported_process_group(output)
+        if group is not None:
+            await _kill_remote_group(remote.host, self.connect_options, group, self.command_timeout)
+        proc = remote.process.proc
+        if proc is not None and (ended or group is not None):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait_closed(), self.stop_timeout)
+        await self._forget(name)
+
+    async def _forget(self, name: str) -> None:
+        """Untrack the worker and close its SSH connection (which, alone, does not stop a remote process)."""
+        remote = self._remote.pop(name, None)
+        if remote is None:
+            return
+        self._record_workers()
+        with contextlib.suppress(OSError):
+            await remote.process.close()
+
+    async def scale_up(self, group: WorkerGroup, names: list[str]) -> None:
+        """Start the workers in parallel; if any fails, those that started are stopped again."""
+        if self.address is None:
+            raise BackendError("the scheduler is not running")
+        results = await asyncio.gather(*(self._start_worker(group, name) for name in names), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            await self.scale_down(names)
+            raise errors[0]
+
+    async def _signal_group(self, remote: RemoteWorker, signal_name: str) -> bool:
+        """Signal the worker's process group on its host over its own connection; True once the group is gone."""
+        import asyncssh  # on first use (see _kill_remote_group)
+
+        if remote.process_group is None:
+            log.warning("cluster %s: a worker on %s did not report its process group", self.cluster_id, remote.host)
+            return False
+        command = _stop_group_command(remote.process_group, signal_name, self.stop_timeout)
+        try:
+            done = await asyncio.wait_for(remote.process.connection.run(command), self.stop_timeout + self.command_timeout)
+        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+            log.warning("cluster %s: kill -%s of a worker on %s failed: %s", self.cluster_id, signal_name, remote.host, exc)
+            return False
+        return done.exit_status == 0
+
+    async def _stop_remote(self, name: str) -> None:
+        remote = self._remote.get(name)
+        if remote is None:
+            return
+        self._stopping.add(name)
+        try:
+            for signal_name in ("TERM", "KILL"):
+                if await self._signal_group(remote, signal_name):
+                    break
+                log.warning("cluster %s: worker %s was still running after kill -%s", self.cluster_id, name, signal_name)
+            await self._forget(name)
+        finally:
+            self._stopping.discard(name)
+
+    async def scale_down(self, names: list[str]) -> None:
+        """Kill the workers' remote process groups (TERM, then KILL); return once no process of them is left."""
+        await asyncio.gather(*(self._stop_remote(name) for name in names))
+
+    async def close(self) -> None:
+        await self.scale_down(list(self._remote))
+        await super().close()
+
+    def started(self) -> set[str]:
+        """Names of the workers started over SSH and not yet stopped."""
+        return set(self._remote)
+
+    def hosts_of_workers(self) -> dict[str, str]:
+        """The host of each worker started over SSH, by worker name."""
+        return {name: remote.host for name, remote in self._remote.items()}
+
+    # -- what is left behind ---------------------------------------------------------------------------
+
+    def _record_workers(self) -> None:
+        """Write where each worker runs, and how to connect there (no secrets, only what JSON can hold)."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        workers = {name: [r.host, r.process_group] for name, r in self._remote.items() if r.process_group is not None}
+        connect = {}
+        for key, value in self.connect_options.items():
+            with contextlib.suppress(TypeError, ValueError):
+                if key not in SECRET_CONNECT_OPTIONS and json.loads(json.dumps(value)) == value:
+                    connect[key] = value
+        (self.workdir / WORKERS_FILE).write_text(json.dumps({"connect_options": connect, "workers": workers}))
+
+    @classmethod
+    def reap(cls, workdir: Path) -> list[str]:
+        """Stop the scheduler (as LocalBackend does) and kill the recorded workers' process groups.
+
+        Runs once at server start-up, outside any request; the SSH calls run on an event loop of
+        their own in a thread, since the caller may itself be running inside one. The recorded
+        connect options (those of the cluster's template) win over the class's. A recorded
+        group is killed only while it still runs a dask_spec process.
+        """
+        stopped = super().reap(workdir)
+        try:
+            saved = json.loads((Path(workdir) / WORKERS_FILE).read_text())
+            recorded = {name: (str(host), int(group)) for name, (host, group) in saved["workers"].items()}
+            connect_options = {**cls.connect_options, **saved["connect_options"]}
+        except (OSError, ValueError, TypeError, KeyError):
+            return stopped
+
+        async def kill_all() -> list[bool]:
+            kills = (_kill_remote_group(host, connect_options, group, cls.command_timeout) for host, group in recorded.values())
+            return await asyncio.gather(*kills)
+
+        killed: list[bool] = []
+        thread = threading.Thread(target=lambda: killed.extend(asyncio.run(kill_all())), name="clustermgr-ssh-reap")
+        thread.start()
+        thread.join()
+        return stopped + [name for name, was_killed in zip(recorded, killed) if was_killed]

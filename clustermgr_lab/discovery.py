@@ -1,0 +1,172 @@
+"""Clusters started in this server's notebooks: kernels announce their schedulers in a folder, this lists them.
+
+The kernels of this server inherit two environment variables (see :meth:`ClusterDiscovery.kernel_environment`)
+that make every scheduler started in a kernel load :mod:`clustermgr_lab.discovery_preload`, which drops
+one small JSON file per scheduler into the discovery folder and removes it when the scheduler closes.
+Here, one cheap ``stat`` of that folder per interval (in a thread, off the event loop) notices the
+change; only then is the folder read. Each announced scheduler is attached (backend ``external``,
+template ``discovered``) and detached again when its file goes or its scheduler is lost.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import psutil
+from traitlets import Bool, Float
+from traitlets.config import LoggingConfigurable
+
+from . import discovery_preload
+from .backends.external import parse_scheduler_address
+from .cluster import FAILED, STOPPED, STOPPING
+from .errors import ClusterManagerError, NotFound
+from .manager import ClusterManager
+
+PRELOAD_ENV = "DASK_DISTRIBUTED__SCHEDULER__PRELOAD"
+DISCOVERED = "discovered"
+
+
+def _existing_preloads(value: str | None) -> list[str]:
+    if not value:
+        return []
+    try:  # Dask reads its environment variables as Python literals
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        parsed = value
+    return [parsed] if isinstance(parsed, str) else [str(p) for p in parsed]
+
+
+class ClusterDiscovery(LoggingConfigurable):
+    """Lists the Dask schedulers started in this server's kernels (``LocalCluster()`` in a notebook)."""
+
+    enabled = Bool(
+        True,
+        config=True,
+        help="Make schedulers started in this server's kernels (e.g. a notebook's LocalCluster) "
+        "announce themselves, and list them as external clusters. Kernels started before this "
+        "server are not affected.",
+    )
+    interval = Float(
+        0.25,
+        config=True,
+        help="Seconds between two checks of the discovery folder (one stat call each; the folder is "
+        "only read when it changed). Announced clusters appear within about this time plus the "
+        "time to reach their scheduler.",
+    )
+
+    def __init__(self, manager: ClusterManager, **kwargs):
+        super().__init__(**kwargs)
+        self.manager = manager
+        self.folder = Path(manager.workdir) / "discovery"
+        self._known: dict[str, str | None] = {}  # announcement file -> cluster id (None: not listed)
+        self._mtime: int | None = None
+        self._task: asyncio.Task | None = None
+        self._saved_env: dict[str, str | None] = {}
+
+    def kernel_environment(self) -> dict[str, str]:
+        """The environment variables that make a kernel's schedulers announce themselves here."""
+        preloads = _existing_preloads(os.environ.get(PRELOAD_ENV))
+        preload = str(Path(discovery_preload.__file__).resolve())
+        if preload not in preloads:
+            preloads.append(preload)
+        return {PRELOAD_ENV: repr(preloads), discovery_preload.DISCOVERY_DIR_ENV: str(self.folder)}
+
+    def start(self) -> None:
+        """Give kernels started from now on the environment, and watch the folder."""
+        if not self.enabled or self._task is not None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for name, value in self.kernel_environment().items():
+            self._saved_env[name] = os.environ.get(name)
+            os.environ[name] = value  # kernels inherit the server's environment
+        self._task = asyncio.ensure_future(self._watch())
+
+    async def stop(self) -> None:
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_env.clear()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _watch(self) -> None:
+        while True:
+            try:
+                announcements = await asyncio.to_thread(self._read_if_changed)
+                if announcements is not None:
+                    self._apply(announcements)
+                self._forget_lost()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one bad turn must not end discovery
+                self.log.exception("clustermgr: cluster discovery failed; trying again")
+            await asyncio.sleep(self.interval)
+
+    def _read_if_changed(self) -> dict[str, dict[str, Any]] | None:
+        """The announcements in the folder, or None when it did not change since the last look."""
+        try:
+            mtime = self.folder.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+        if mtime == self._mtime:
+            return None
+        self._mtime = mtime
+        announcements = {}
+        for path in self.folder.glob("*.json"):
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if not isinstance(data, dict) or not psutil.pid_exists(int(data.get("pid") or 0)):
+                path.unlink(missing_ok=True)  # left by a kernel that died without closing its cluster
+                continue
+            announcements[path.name] = data
+        return announcements
+
+    def _apply(self, announcements: dict[str, dict[str, Any]]) -> None:
+        for name in set(self._known) - set(announcements):
+            self._detach(self._known.pop(name))
+        for name, data in announcements.items():
+            if name not in self._known:
+                self._known[name] = self._attach(data)
+
+    def _attach(self, data: dict[str, Any]) -> str | None:
+        try:
+            address = parse_scheduler_address(data.get("address"))
+            notebook = data.get("notebook")
+            label = Path(notebook).name if notebook else f"kernel {data.get('pid')}"
+            name = self.manager.unique_name(f"{label} {address.removeprefix('tcp://')}")
+            return self.manager.attach(address, name, origin=DISCOVERED).id
+        except ClusterManagerError as exc:  # e.g. attached by hand already
+            self.log.info("clustermgr: not listing an announced scheduler: %s", exc.message)
+            return None
+
+    def _detach(self, cluster_id: str | None) -> None:
+        if cluster_id is None:
+            return
+        try:
+            if self.manager.get(cluster_id).lifecycle not in (STOPPING, STOPPED):
+                self.manager.delete(cluster_id)
+        except NotFound:
+            pass  # detached by hand already
+
+    def _forget_lost(self) -> None:
+        """A discovered cluster whose scheduler was lost (its kernel died) leaves the list."""
+        for cluster_id in self._known.values():
+            if cluster_id is None:
+                continue
+            try:
+                lost = self.manager.get(cluster_id).lifecycle == FAILED
+            except NotFound:
+                continue
+            if lost:
+                self.manager.delete(cluster_id)

@@ -1,0 +1,104 @@
+import { Button } from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
+import * as React from 'react';
+
+import { IPlot } from '../dashboard';
+import { errorMessage } from '../notify';
+import { CommandIDs } from '../tokens';
+import { ICluster } from '../types';
+
+export interface IDashboardPlotsProps {
+  cluster: ICluster;
+  commands: CommandRegistry;
+}
+
+/**
+ * A card's "Plots" disclosure: the individual plots of the cluster's Dask
+ * dashboard (asked of its scheduler when first opened), each opening as a
+ * JupyterLab tab.
+ */
+export function DashboardPlots(props: IDashboardPlotsProps): React.ReactElement {
+  const { cluster, commands } = props;
+  const available = !!cluster.dashboard_url;
+  const [open, setOpen] = React.useState(false);
+  const [plots, setPlots] = React.useState<IPlot[] | null>(null);
+  const [error, setError] = React.useState<string | null>(null);
+
+  React.useEffect(() => {
+    if (!available) {
+      setOpen(false);
+    }
+  }, [available]);
+
+  const toggle = async () => {
+    if (open) {
+      setOpen(false);
+      return;
+    }
+    setOpen(true);
+    setError(null);
+    if (!plots) {
+      try {
+        setPlots(
+          (await commands.execute(CommandIDs.listPlots, {
+            clusterId: cluster.id
+          })) as IPlot[]
+        );
+      } catch (reason) {
+        setError(`Could not list the plots: ${errorMessage(reason)}`);
+      }
+    }
+  };
+
+  const listId = `cm-plots-${cluster.id}`;
+  return (
+    <div className="cm-DashboardPlots">
+      <Button
+        minimal
+        small
+        className="cm-CardAction cm-PlotsButton"
+        aria-label={`Dashboard plots of ${cluster.name}`}
+        aria-expanded={open}
+        aria-controls={listId}
+        title="The individual plots of the Dask dashboard, each in a tab of its own"
+        disabled={!available}
+        onClick={() => void toggle()}
+      >
+        {open ? 'Plots ▴' : 'Plots ▾'}
+      </Button>
+      {open && (
+        <ul
+          className="cm-PlotList"
+          id={listId}
+          aria-label={`Plots of ${cluster.name}`}
+        >
+          {error ? (
+            <li className="cm-PlotList-error" role="alert">
+              {error}
+            </li>
+          ) : plots ? (
+            plots.map(plot => (
+              <li key={plot.path}>
+                <button
+                  type="button"
+                  className="cm-PlotList-item"
+                  onClick={() =>
+                    void commands.execute(CommandIDs.openPlot, {
+                      clusterId: cluster.id,
+                      path: plot.path,
+                      label: plot.label
+                    })
+                  }
+                >
+                  {plot.label}
+                </button>
+              </li>
+            ))
+          ) : (
+            <li className="cm-PlotList-loading">Loading plots…</li>
+          )}
+        </ul>
+      )}
+    </div>
+  );
+}

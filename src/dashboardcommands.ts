@@ -1,0 +1,114 @@
+/**
+ * Commands for what this server does not start itself or shows in tabs:
+ * dashboard pages and plots as restorable JupyterLab tabs, and attaching a
+ * cluster started elsewhere.
+ */
+import { ILayoutRestorer, JupyterFrontEnd } from '@jupyterlab/application';
+import {
+  InputDialog,
+  MainAreaWidget,
+  WidgetTracker
+} from '@jupyterlab/apputils';
+
+import {
+  DashboardView,
+  dashboardTabId,
+  fetchPlots,
+  STATUS_PATH
+} from './dashboard';
+import { clusterIcon } from './icons';
+import { ClustersModel } from './model';
+import { tryRequest } from './notify';
+import { CommandIDs } from './tokens';
+
+/**
+ * The namespace of dashboard tabs in the layout restorer.
+ */
+export const DASHBOARD_NAMESPACE = 'clustermgr-dashboard';
+
+export function addDashboardCommands(options: {
+  app: JupyterFrontEnd;
+  model: ClustersModel;
+  restorer: ILayoutRestorer | null;
+}): void {
+  const { app, model, restorer } = options;
+  const { commands, shell } = app;
+  const tracker = new WidgetTracker<MainAreaWidget<DashboardView>>({
+    namespace: DASHBOARD_NAMESPACE
+  });
+
+  commands.addCommand(CommandIDs.openPlot, {
+    label: args =>
+      typeof args['label'] === 'string'
+        ? `Open ${args['label']}`
+        : 'Open Dashboard Plot',
+    caption: 'Open a page of a cluster’s Dask dashboard in a JupyterLab tab',
+    execute: args => {
+      const clusterId = args['clusterId'];
+      if (typeof clusterId !== 'string' || !clusterId) {
+        return;
+      }
+      const path =
+        typeof args['path'] === 'string' ? args['path'] : STATUS_PATH;
+      const label =
+        typeof args['label'] === 'string' ? args['label'] : 'Dashboard';
+      const id = dashboardTabId(clusterId, path);
+      const open = tracker.find(widget => widget.id === id);
+      if (open) {
+        shell.activateById(id);
+        return open;
+      }
+      const content = new DashboardView({ model, clusterId, path, label });
+      const widget = new MainAreaWidget({ content });
+      widget.id = id; // the label follows the cluster's name (DashboardView)
+      widget.title.icon = clusterIcon;
+      widget.title.closable = true;
+      widget.addClass(path === STATUS_PATH ? 'cm-Dashboard' : 'cm-Plot');
+      void tracker.add(widget);
+      shell.add(widget, 'main');
+      return widget;
+    }
+  });
+
+  commands.addCommand(CommandIDs.listPlots, {
+    label: 'List Dashboard Plots',
+    caption: 'The individual plots of a cluster’s Dask dashboard',
+    execute: args => fetchPlots(model.serverSettings, String(args['clusterId']))
+  });
+
+  commands.addCommand(CommandIDs.attachCluster, {
+    label: 'Attach Cluster…',
+    caption:
+      'List a running cluster started elsewhere, by its scheduler address; it is observed, never scaled or stopped',
+    execute: async args => {
+      let address = typeof args['address'] === 'string' ? args['address'] : '';
+      if (!address) {
+        const result = await InputDialog.getText({
+          title: 'Attach a cluster started elsewhere',
+          label: 'Scheduler address',
+          placeholder: 'tcp://127.0.0.1:8786',
+          okLabel: 'Attach'
+        });
+        if (!result.button.accept || !result.value?.trim()) {
+          return null;
+        }
+        address = result.value.trim();
+      }
+      return tryRequest('Could not attach a cluster', () =>
+        model.createCluster({ attach: address })
+      );
+    }
+  });
+
+  if (restorer) {
+    void restorer.restore(tracker, {
+      command: CommandIDs.openPlot,
+      args: widget => ({
+        clusterId: widget.content.clusterId,
+        path: widget.content.path,
+        label: widget.content.label
+      }),
+      name: widget => `${widget.content.clusterId}${widget.content.path}`
+    });
+  }
+}

@@ -1,0 +1,182 @@
+"""Real Jupyter servers as processes of their own (start, SIGKILL/SIGTERM, start again), and what they leave behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import requests
+
+from clustermgr_lab.client import ClusterManagerClient
+
+from .helpers import subprocess_env
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def eventually(condition, timeout: float, what: str, step: float = 0.2):
+    """Call ``condition()`` until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(step)
+
+
+class JupyterServer:
+    """``jupyter server`` on 127.0.0.1 in a session of its own, with the extension as ``pip install`` configures it.
+
+    Parameters
+    ----------
+    home : Path
+        Jupyter's config, data and runtime dirs go below it (nothing of the user's is read).
+    store, workdir : Path
+        ``ClusterManager.store_path`` and ``ClusterManager.workdir``: the same for every server
+        of one test, so that a new server finds what the last one left.
+    config : dict
+        More ``ClusterManager`` options, e.g. ``{"on_shutdown": "stop"}``.
+    """
+
+    def __init__(self, home: Path, store: Path, workdir: Path, **config):
+        self.home, self.store, self.workdir, self.config = home, store, workdir, config
+        self.port = free_port()
+        self.token = uuid.uuid4().hex
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.log = home / f"server-{self.port}.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, wait: bool = True) -> "JupyterServer":
+        options = {"store_path": str(self.store), "workdir": str(self.workdir), "max_workers": 8, **self.config}
+        config_file = self.home / f"server-{self.port}.json"
+        config_file.write_text(json.dumps({"ClusterManager": options}))
+        command = [
+            sys.executable, "-m", "jupyter_server",
+            "--ip=127.0.0.1", f"--port={self.port}", "--port-retries=0", "--no-browser", "--allow-root",
+            f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.home}", f"--config={config_file}",
+        ]  # fmt: skip
+        env = subprocess_env(
+            JUPYTER_CONFIG_DIR=str(self.home / "config"),
+            JUPYTER_DATA_DIR=str(self.home / "data"),
+            JUPYTER_RUNTIME_DIR=str(self.home / "runtime"),
+        )
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True
+            )
+        if wait:
+            eventually(self._answers, 90, f"the Jupyter server on port {self.port} (log: {self.log})", step=0.25)
+        return self
+
+    def _answers(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(f"the Jupyter server exited with {self.process.returncode}:\n{self.log_text()[-3000:]}")
+        try:  # Jupyter's own API: it answers whether or not our extension loaded
+            return requests.get(f"{self.url}api/status", headers={"Authorization": f"token {self.token}"}, timeout=5).ok
+        except requests.RequestException:
+            return False
+
+    def client(self) -> ClusterManagerClient:
+        return ClusterManagerClient(self.url, self.token, timeout=30)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        """Send ``sig`` and wait for the server process to end; returns its exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout)
+
+
+def stored_workers(store: Path, cluster_id: str) -> dict[str, dict]:
+    """Worker name -> its stored process record (pid, create_time or job_id), read straight from the store."""
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT name, process FROM workers WHERE cluster_id = ?", (cluster_id,)).fetchall()
+        state = db.execute("SELECT backend_state FROM clusters WHERE id = ?", (cluster_id,)).fetchone()
+    finally:
+        db.close()
+    records = {name: json.loads(process) for name, process in rows}
+    if state:
+        records["scheduler"] = json.loads(state[0]).get("scheduler")
+    return records
+
+
+def stored_cluster_ids(store: Path) -> list[str]:
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        return [row[0] for row in db.execute("SELECT id FROM clusters")]
+    finally:
+        db.close()
+
+
+def same_process(record: dict) -> bool:
+    """True while the recorded process (PID and creation time) runs."""
+    try:
+        process = psutil.Process(record["pid"])
+        return process.create_time() == record["create_time"] and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def dask_processes(*marks: str) -> list[psutil.Process]:
+    """Running ``dask scheduler`` / ``dask worker`` processes whose command line names one of ``marks``
+    (a work folder, a scheduler address): the process-table check for orphans."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if process.info["status"] == psutil.STATUS_ZOMBIE or "distributed.cli.dask_" not in cmdline:
+            continue
+        if any(mark in cmdline for mark in marks):
+            found.append(process)
+    return found
+
+
+def in_sessions(sessions: set[int]) -> list[int]:
+    """PIDs of live processes in any of ``sessions`` (each local scheduler or worker leads its own
+    session, so this also finds a nanny's worker process, whose command line names nothing of ours)."""
+    found = []
+    for process in psutil.process_iter(["status"]):
+        try:
+            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getsid(process.pid) in sessions:
+                found.append(process.pid)
+        except (ProcessLookupError, PermissionError):
+            continue
+    return found
+
+
+def orphans(sessions: set[int], *marks: str) -> list[str]:
+    """What still runs of the recorded sessions, or of dask processes naming ``marks``: described, for the assertion message."""
+    pids = set(in_sessions(sessions)) | {p.pid for p in dask_processes(*marks)}
+    described = []
+    for pid in sorted(pids):
+        try:
+            described.append(f"{pid}: {' '.join(psutil.Process(pid).cmdline())[:200]}")
+        except psutil.Error:
+            continue
+    return described
+
+
+def kill_leftovers(sessions: set[int], *marks: str) -> None:
+    """Last resort for a failed test: SIGKILL whatever of ours still runs (the assertions have been made)."""
+    for pid in set(in_sessions(sessions)) | {p.pid for p in dask_processes(*marks)}:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -1,0 +1,346 @@
+"""Given a private sshd on 127.0.0.1 (key auth, started here), workers of the SSH backend are started over SSH.
+
+The sshd is Debian's ``/usr/sbin/sshd`` (``make test`` installs openssh-server) run by the test
+set-up with a host key, a client key, a config and a known_hosts file of its own in a temporary
+folder, on a free port of 127.0.0.1; the system sshd and ``~/.ssh`` are not used. Every process
+the backend starts over SSH is a descendant of that sshd, which is how the tests find them in
+the process table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import dask.config
+import psutil
+import pytest
+from distributed import Client
+
+from clustermgr_lab.backends.local import PROCESSES_FILE
+from clustermgr_lab.backends.ssh import WORKERS_FILE, SSHBackend
+from clustermgr_lab.errors import BackendError
+from clustermgr_lab.spec import parse_spec
+
+from .helpers import alive, call, running_with, tree, wait_for
+
+MiB = 2**20
+SSHD = "/usr/sbin/sshd"
+WORKERS = {"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}
+
+
+@dataclass
+class PrivateSshd:
+    process: subprocess.Popen
+    port: int
+    connect_options: dict
+    log: Path
+
+
+def dask_spec_processes(scheduler_address: str) -> dict[str, psutil.Process]:
+    """The ``dask_spec`` processes (one Nanny each) of this scheduler on this machine, by worker name.
+
+    Found by command line, not by ancestry: a process whose SSH session ended is no longer below sshd.
+    """
+    found = {}
+    for process in psutil.process_iter():
+        try:
+            command = process.cmdline()
+            if "distributed.cli.dask_spec" in command and scheduler_address in command:
+                if process.status() != psutil.STATUS_ZOMBIE:
+                    (spec,) = json.loads(command[command.index("--spec") + 1]).values()
+                    found[spec["opts"]["name"]] = process
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f", str(path)], check=True)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    """Start a private sshd on 127.0.0.1 accepting one generated key; stop it afterwards."""
+    assert os.path.exists(SSHD) and shutil.which("ssh-keygen"), (
+        f"{SSHD} or ssh-keygen is missing: `make test` installs them (apt-get install openssh-server)"
+    )
+    folder = tmp_path_factory.mktemp("sshd")
+    host_key, client_key = folder / "host_ed25519", folder / "client_ed25519"
+    _keygen(host_key)
+    _keygen(client_key)
+    (folder / "authorized_keys").write_text(client_key.with_suffix(".pub").read_text())
+    port = _free_port()
+    user = getpass.getuser()
+    config = folder / "sshd_config"
+    config.write_text(
+        f"Port {port}\n"
+        "ListenAddress 127.0.0.1\n"
+        f"HostKey {host_key}\n"
+        f"PidFile {folder / 'sshd.pid'}\n"
+        f"AuthorizedKeysFile {folder / 'authorized_keys'}\n"
+        f"AllowUsers {user}\n"
+        "PermitRootLogin prohibit-password\n"
+        "PubkeyAuthentication yes\n"
+        "PasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\n"
+        "UsePAM no\n"
+        "StrictModes no\n"  # the temporary folder's modes are not sshd's business here
+        "MaxStartups 100\n"
+        "LogLevel VERBOSE\n"
+    )
+    host_public_key = host_key.with_suffix(".pub").read_text().split()
+    (folder / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_public_key[0]} {host_public_key[1]}\n")
+    if os.geteuid() == 0:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation directory
+    log = folder / "sshd.log"
+    with open(log, "wb") as log_file:
+        process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log_file, stderr=log_file, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, f"sshd exited with {process.returncode}: {log.read_text()}"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, f"sshd did not listen within 30 s: {log.read_text()}"
+                time.sleep(0.05)
+        connect_options = {
+            "port": port,
+            "username": user,
+            "known_hosts": str(folder / "known_hosts"),
+            "client_keys": [str(client_key)],
+            "agent_path": None,
+            "config": None,  # no ~/.ssh/config
+        }
+        yield PrivateSshd(process, port, connect_options, log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def ssh_backend(sshd, monkeypatch):
+    """The SSH backend pointed at the private sshd; workers listen on loopback only."""
+    monkeypatch.setattr(SSHBackend, "hosts", ("127.0.0.1",))
+    monkeypatch.setattr(SSHBackend, "connect_options", sshd.connect_options)
+    monkeypatch.setattr(SSHBackend, "interface", "lo")
+    return SSHBackend
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config):
+    jp_server_config["ClusterManager"]["templates"] = [
+        {"name": "ssh", "description": "workers over SSH", "backend": "ssh", "spec": {"groups": [WORKERS]}}
+    ]
+    return jp_server_config
+
+
+async def until(condition, timeout: float, what: str, step: float = 0.1):
+    """Call ``condition()`` until it returns something truthy, and return that."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        await asyncio.sleep(step)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+async def delete_and_wait(jp_fetch, cluster_id: str) -> None:
+    await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
+    deadline = time.monotonic() + 60
+    while (await call(jp_fetch, "GET", "clusters", cluster_id))[0] != 404:
+        assert time.monotonic() < deadline, "the cluster was not gone 60 s after DELETE"
+        await asyncio.sleep(0.2)
+
+
+def backend_of(jp_serverapp, cluster_id) -> SSHBackend:
+    return jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id).backend
+
+
+async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_fetch, jp_serverapp, sshd, ssh_backend):
+    # Given a cluster from the SSH template, with no workers yet
+    _, cluster = await call(jp_fetch, "POST", "clusters", body={"template": "ssh", "name": "over ssh"}, expect=202)
+    cluster_id = cluster["id"]
+    seen: set[int] = set()
+    try:
+        cluster = await wait_for(jp_fetch, cluster_id, running_with(0), what="the scheduler")
+        assert cluster["backend"] == "ssh"
+        scheduler_pids = tree(backend_of(jp_serverapp, cluster_id).pids()["scheduler"])
+        address = cluster["scheduler_address"]
+        assert dask_spec_processes(address) == {}
+
+        # When it is scaled to 2 workers through the API
+        await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 2}}, expect=200)
+
+        # Then 2 workers connect, with the group's threads and memory
+        cluster = await wait_for(jp_fetch, cluster_id, running_with(2), what="2 workers over SSH", timeout=120)
+        assert cluster["resources"] == {"cores": 2, "memory": 1024 * MiB, "gpus": 0}
+        # And they run under the private sshd: one dask_spec Nanny per worker, called by our names
+        workers = dask_spec_processes(address)
+        assert sorted(workers) == ["default-1", "default-2"]
+        nannies = list(workers.values())
+        assert all(n.pid in tree(sshd.process.pid) for n in nannies)
+        assert backend_of(jp_serverapp, cluster_id).hosts_of_workers() == {"default-1": "127.0.0.1", "default-2": "127.0.0.1"}
+        under_sshd = set(tree(sshd.process.pid))
+        trees = {n.pid: tree(n.pid) for n in nannies}
+        seen.update(p for pids in trees.values() for p in pids)
+
+        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+            # And each worker process is a child of one of those Nannies, listening on loopback
+            parents = await client.run(lambda: os.getppid())
+            assert set(parents.values()) <= {n.pid for n in nannies} and len(parents) == 2
+            assert all(worker.startswith("tcp://127.0.0.1:") for worker in parents)
+            assert set(parents.values()) <= under_sshd
+            # And they compute
+            futures = client.map(lambda i: bytes(1000) * i, range(20), pure=False)
+            assert [len(r) for r in await client.gather(futures)] == [1000 * i for i in range(20)]
+
+            # When it is scaled down to 1
+            await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 1}}, expect=200)
+            await wait_for(jp_fetch, cluster_id, running_with(1), what="1 worker", timeout=60)
+
+            # Then exactly one remote worker process is left, the other's processes are gone, and no result is lost
+            (survivor,) = (await until(lambda: len(dask_spec_processes(address)) == 1 and dask_spec_processes(address), 30, "1 Nanny")).values()
+            stopped = [p for nanny, pids in trees.items() if nanny != survivor.pid for p in pids]
+            assert len(stopped) >= 2  # the Nanny and its worker process
+            assert await until(lambda: alive(stopped) == [], 30, "the retired worker's processes to end")
+            assert [len(r) for r in await client.gather(futures)] == [1000 * i for i in range(20)]
+            (name_before,) = backend_of(jp_serverapp, cluster_id).hosts_of_workers()
+
+            # When the surviving worker's Nanny is killed on the remote host (as a node failure would)
+            os.kill(survivor.pid, signal.SIGKILL)
+
+            # Then the backend notices through its SSH channel, and a new worker replaces it
+            async def replaced():
+                _, events = await call(jp_fetch, "GET", "clusters", cluster_id, "events")
+                return any(name_before in e["message"] and "replacing" in e["message"] for e in events["events"])
+
+            deadline = time.monotonic() + 30
+            while not await replaced():
+                assert time.monotonic() < deadline, "the killed worker was not noticed"
+                await asyncio.sleep(0.2)
+            await wait_for(jp_fetch, cluster_id, running_with(1), what="a replacement worker", timeout=120)
+            assert list(backend_of(jp_serverapp, cluster_id).hosts_of_workers()) != [name_before]
+            seen.update(p for n in dask_spec_processes(address).values() for p in tree(n.pid))
+    finally:
+        # When the cluster is deleted
+        await delete_and_wait(jp_fetch, cluster_id)
+    # Then no process it started is left once it is gone from the API: no worker, no Nanny, no scheduler
+    assert alive(seen) == [] and dask_spec_processes(address) == {}
+    assert alive(scheduler_pids) == []
+    # And its SSH sessions close
+    assert await until(lambda: tree(sshd.process.pid) == [sshd.process.pid], 30, "the SSH sessions to close")
+
+
+async def test_a_worker_that_cannot_start_is_reported_and_not_retried(jp_fetch, sshd, ssh_backend, monkeypatch):
+    # Given an SSH backend whose remote Python does not exist
+    monkeypatch.setattr(SSHBackend, "remote_python", "/nonexistent/bin/python3")
+    _, cluster = await call(jp_fetch, "POST", "clusters", body={"template": "ssh"}, expect=202)
+    cluster_id = cluster["id"]
+    try:
+        cluster = await wait_for(jp_fetch, cluster_id, running_with(0), what="the scheduler")
+        address = cluster["scheduler_address"]
+        # When a worker is asked for
+        await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 1}}, expect=200)
+        # Then the cluster's error says which worker did not start, where, and the remote shell's reason
+        cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["error"], what="an error", timeout=60)
+        assert "worker default-1 did not start on 127.0.0.1" in cluster["error"]
+        assert "/nonexistent/bin/python3" in cluster["error"] and "No such file or directory" in cluster["error"]
+        assert "remote exit status 127" in cluster["error"]
+        # And nothing is left requested, running or pending, and nothing runs under the sshd
+        await asyncio.sleep(1)
+        _, cluster = await call(jp_fetch, "GET", "clusters", cluster_id)
+        assert (cluster["workers"]["requested"], cluster["workers"]["running"]) == (0, 0)
+        assert dask_spec_processes(address) == {}
+    finally:
+        await delete_and_wait(jp_fetch, cluster_id)
+    assert await until(lambda: tree(sshd.process.pid) == [sshd.process.pid], 30, "the SSH sessions to close")
+
+
+async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group_killed(tmp_path, sshd, ssh_backend):
+    # Given an SSH backend with its scheduler and 3 workers started over SSH
+    exits = []
+    backend = ssh_backend("abc123", tmp_path / "server-1" / "abc123", on_worker_exit=lambda *exit: exits.append(exit))
+    group = parse_spec({"groups": [WORKERS]}).groups[0]
+    address = (await backend.start_scheduler()).address
+    scheduler_pids = tree(backend.pids()["scheduler"])
+    try:
+        await backend.scale_up(group, ["default-1", "default-2", "default-3"])
+        nannies = dask_spec_processes(address)
+        assert sorted(nannies) == ["default-1", "default-2", "default-3"]
+        processes = {name: tree(nanny.pid) for name, nanny in nannies.items()}
+        assert all(len(pids) >= 2 for pids in processes.values())  # a Nanny and its worker process each
+        # And each is recorded with its host and remote process group
+        recorded = json.loads((backend.workdir / WORKERS_FILE).read_text())
+        assert recorded["workers"] == {name: ["127.0.0.1", os.getpgid(nanny.pid)] for name, nanny in nannies.items()}
+        # (the scheduler keeps running throughout: no worker below can be ending because its scheduler went)
+
+        # When one is scaled down
+        await backend.scale_down(["default-1"])
+        # Then its Nanny and worker process are gone when scale_down returns, and the others still run
+        assert alive(processes["default-1"]) == []
+        assert all(nannies[name].is_running() for name in ("default-2", "default-3"))
+        assert sorted(backend.hosts_of_workers()) == ["default-2", "default-3"]
+
+        # When the SSH connection of another is lost (its sshd process dies; the worker does not)
+        session = nannies["default-2"].parent()
+        assert session.name() == "sshd" and session.pid in tree(sshd.process.pid)
+        session.kill()
+        # Then its process group is killed over a new connection, and it is reported as ended
+        assert await until(lambda: alive(processes["default-2"]) == [], 30, "the lost worker's processes to end")
+        assert await until(lambda: exits == [("default-2", None)], 10, "the lost worker to be reported")
+        assert nannies["default-3"].is_running()
+
+        # When the server dies without closing the backend, and a new server reaps its work folder
+        # with none of the connect options configured (a template's options are not known there)
+        (backend.workdir / PROCESSES_FILE).unlink()  # (the scheduler record, which would stop the scheduler)
+        unconfigured = type("Unconfigured", (SSHBackend,), {"connect_options": {}})
+        stopped = await asyncio.to_thread(unconfigured.reap, backend.workdir)
+        # Then the last worker's whole process group is killed over SSH
+        assert stopped == ["default-3"]
+        assert await until(lambda: alive(processes["default-3"]) == [], 10, "the reaped worker's processes to end")
+        assert psutil.Process(backend.pids()["scheduler"]).is_running()
+    finally:
+        await backend.close()
+    assert alive(scheduler_pids) == [] and dask_spec_processes(address) == {}
+
+
+async def test_a_worker_that_hangs_while_starting_is_killed_when_its_start_times_out(tmp_path, sshd, ssh_backend, monkeypatch):
+    # Given an SSH backend whose workers hang as they start (a Nanny preload that sleeps, after the
+    # one that reports the process group), with a start timeout long enough to get that far
+    monkeypatch.setattr(SSHBackend, "worker_start_timeout", 8.0)
+    backend = ssh_backend("abc123", tmp_path / "abc123")
+    address = (await backend.start_scheduler()).address
+    try:
+        with dask.config.set({"distributed.nanny.preload": ["import time; time.sleep(120)"]}):
+            # When a worker is started
+            with pytest.raises(BackendError) as failed:
+                await backend.scale_up(parse_spec({"groups": [WORKERS]}).groups[0], ["default-1"])
+        # Then the start fails naming the timeout, and the hanging remote process group is gone already
+        assert "worker default-1 did not start on 127.0.0.1" in failed.value.message
+        assert "no worker within 8 s" in failed.value.message
+        assert dask_spec_processes(address) == {} and backend.hosts_of_workers() == {}
+    finally:
+        await backend.close()

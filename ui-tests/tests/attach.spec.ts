@@ -1,0 +1,79 @@
+/**
+ * Clusters started elsewhere: a notebook's LocalCluster attached from the
+ * sidebar, its client inserted and working; one started with the server's
+ * discovery on appears by itself, marked external, and leaves when closed.
+ */
+import { expect, test } from '@jupyterlab/galata';
+
+import { openSidebar } from './fakes';
+import { CLUSTER_TIMEOUT, runInNewCell } from './helpers';
+
+test('attach a notebook’s LocalCluster and insert its client; a discovered one comes and goes', async ({
+  page
+}) => {
+  test.setTimeout(300000);
+  await page.notebook.createNew('attach.ipynb', { kernel: 'python3' });
+  // A cluster the server is not told about (discovery off for this one).
+  const address = await runInNewCell(
+    page,
+    [
+      'import dask',
+      'from distributed import LocalCluster',
+      "no_discovery = dask.config.set({'distributed.scheduler.preload': []})",
+      "outside = LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address='127.0.0.1:0')",
+      'no_discovery.__exit__(None, None, None)',
+      'print(outside.scheduler_address)'
+    ].join('\n')
+  );
+  expect(address).toMatch(/^tcp:\/\/127\.0\.0\.1:\d+$/);
+
+  const sidebar = await openSidebar(page);
+  await expect(sidebar.locator('.cm-ClusterCard')).toHaveCount(0);
+
+  // Attach it from the sidebar.
+  await sidebar.getByRole('button', { name: 'Attach a cluster started elsewhere' }).click();
+  const dialog = page.locator('.jp-Dialog');
+  await dialog.getByRole('textbox').fill(address);
+  await dialog.getByRole('button', { name: 'Attach' }).click();
+  const card = sidebar.locator('.cm-ClusterCard', {
+    has: page.locator('.cm-ClusterCard-address', { hasText: address })
+  });
+  await expect(card.locator('.cm-ExternalBadge')).toHaveText('external');
+  await expect(card.locator('.cm-ClusterCard-template')).toHaveText('attached');
+  await expect(card.locator('.cm-ClusterCard-workers')).toHaveText('1 running, 0 pending', {
+    timeout: CLUSTER_TIMEOUT
+  });
+  await expect(card.getByRole('button', { name: /^Scale / })).toBeDisabled();
+  await expect(card.getByRole('button', { name: /^Dashboard plots of / })).toBeEnabled();
+
+  // Insert its client into the notebook, and use it.
+  await card.getByRole('button', { name: /^Insert client code for / }).click();
+  const index = (await page.notebook.getCellCount()) - 1;
+  expect(await page.notebook.getCellTextInput(index)).toBe(
+    `from distributed import Client\nclient = Client(${JSON.stringify(address)})`
+  );
+  expect(await page.notebook.runCell(index)).toBe(true);
+  expect(await runInNewCell(page, "print(len(client.scheduler_info()['workers']))")).toBe('1');
+
+  // A LocalCluster started with discovery on appears by itself, marked external.
+  const discovered = await runInNewCell(
+    page,
+    "found = LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address='127.0.0.1:0')\nprint(found.scheduler_address)"
+  );
+  const foundCard = sidebar.locator('.cm-ClusterCard', {
+    has: page.locator('.cm-ClusterCard-address', { hasText: discovered })
+  });
+  await expect(foundCard.locator('.cm-ClusterCard-template')).toHaveText('discovered', { timeout: 2000 });
+  await expect(foundCard.locator('.cm-ExternalBadge')).toHaveText('external');
+  // ...and leaves when the notebook closes it.
+  await runInNewCell(page, 'found.close()');
+  await expect(foundCard).toHaveCount(0, { timeout: 10000 });
+
+  // Detaching leaves the cluster running.
+  await card.getByRole('button', { name: /^Shut down / }).click();
+  await expect(page.locator('.jp-Dialog-header')).toHaveText(/^Detach /);
+  await page.locator('.jp-Dialog').getByRole('button', { name: 'Detach' }).click();
+  await expect(card).toHaveCount(0, { timeout: CLUSTER_TIMEOUT });
+  expect(await runInNewCell(page, "print(len(client.scheduler_info()['workers']))")).toBe('1');
+  await runInNewCell(page, 'client.close(); outside.close()');
+});
