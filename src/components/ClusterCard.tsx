@@ -335,7 +335,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
         )}
       </div>
       )}
-      <DashboardPlots cluster={cluster} commands={commands} />
+      {!stopped && <DashboardPlots cluster={cluster} commands={commands} />}
     </li>
   );
 }
