@@ -16,6 +16,9 @@ VENV_PY := $(VENV)/bin/python
 CHROMIUM ?= /usr/bin/chromium
 LABEXT_LINK := $(VENV)/share/jupyter/labextensions/clustermgr-lab
 LAB_PORT ?= 8888
+# dask-labextension, for the side-by-side benchmark rows, in a venv of its own (pip, from PyPI).
+LABEXT_VENV := $(CURDIR)/.venv-labext
+LABEXT_VERSION ?= 7.0.0
 # apt-get needs root; use sudo when not running as root.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Single-node SLURM for tests/test_slurm.py: started before pytest, stopped after (pass or fail).
@@ -26,7 +29,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export VIRTUAL_ENV := $(VENV)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help venv install build lab test pytest ui-test chromium sshd clean
+.PHONY: help venv install build lab test pytest ui-test chromium sshd clean bench
 
 help:
 	@echo "make lab     - install into .venv and start JupyterLab (127.0.0.1:$(LAB_PORT))"
@@ -34,6 +37,7 @@ help:
 	@echo "make install - create/update .venv and install the package (editable, with test extras)"
 	@echo "make build   - rebuild the frontend (jlpm build) after an install"
 	@echo "make pytest / make ui-test - run one test suite"
+	@echo "make bench   - benchmarks/results/<date>.json + .png: targets, side by side with dask-labextension"
 	@echo "make clean   - remove build outputs (keeps .venv)"
 
 # --- environment -------------------------------------------------------------
@@ -103,6 +107,14 @@ ui-test: chromium install
 test: chromium sshd install
 	$(run_pytest)
 	$(run_ui_tests)
+
+# --- benchmarks (not part of `make test`; the test suite runs only bench.py --smoke) ----
+
+bench: install
+	"$(VENV_PY)" -m pip install --quiet matplotlib
+	if [ ! -x "$(LABEXT_VENV)/bin/python" ]; then $(PYTHON) -m venv "$(LABEXT_VENV)"; fi
+	"$(LABEXT_VENV)/bin/python" -m pip install --quiet "dask-labextension==$(LABEXT_VERSION)"
+	"$(VENV_PY)" benchmarks/bench.py --repeat 5 --labext-python "$(LABEXT_VENV)/bin/python"
 
 clean:
 	rm -rf lib tsconfig.tsbuildinfo clustermgr_lab/labextension clustermgr_lab/_version.py \

@@ -120,9 +120,23 @@ if os.environ.pop("CLUSTERMGR_BENCH_LOOP_DEBUG", None):
 class Server:
     """``python -m jupyter_server`` with the extension, on 127.0.0.1, in a private Jupyter home."""
 
-    def __init__(self, tmp: Path, loop_debug: bool = False):
+    def __init__(
+        self,
+        tmp: Path,
+        loop_debug: bool = False,
+        *,
+        python: str = sys.executable,
+        config: dict | None = None,
+        env: dict[str, str] | None = None,
+        ready_path: str = "clustermgr/api/templates",
+    ):
         self.tmp = tmp
         self.loop_debug = loop_debug
+        self.python, self.extra_env, self.ready_path = python, env or {}, ready_path
+        self.config = config or {
+            "ServerApp": {"jpserver_extensions": {"clustermgr_lab": True, "jupyter_server_proxy": False}},
+            "ClusterManager": {"workdir": str(tmp / "clustermgr"), "on_shutdown": "stop"},
+        }
         self.token = secrets.token_hex(24)
         self.port = 0
         self.process: subprocess.Popen | None = None
@@ -139,14 +153,7 @@ class Server:
         for name in ("jupyter-config", "jupyter-data", "jupyter-runtime", "root"):
             (self.tmp / name).mkdir(parents=True, exist_ok=True)
         # A config file rather than a command-line dict: one place for both traits.
-        (config_dir / "jupyter_server_config.json").write_text(
-            json.dumps(
-                {
-                    "ServerApp": {"jpserver_extensions": {"clustermgr_lab": True, "jupyter_server_proxy": False}},
-                    "ClusterManager": {"workdir": str(self.tmp / "clustermgr"), "on_shutdown": "stop"},
-                }
-            )
-        )
+        (config_dir / "jupyter_server_config.json").write_text(json.dumps(self.config))
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
@@ -154,6 +161,7 @@ class Server:
             "JUPYTER_DATA_DIR": str(self.tmp / "jupyter-data"),
             "JUPYTER_RUNTIME_DIR": str(self.tmp / "jupyter-runtime"),
             "PYTHONUNBUFFERED": "1",
+            **self.extra_env,
         }
         if self.loop_debug:
             site = self.tmp / "loop-debug"
@@ -164,7 +172,7 @@ class Server:
         for attempt in range(3):
             self.port = free_port()
             command = [
-                sys.executable, "-m", "jupyter_server",
+                self.python, "-m", "jupyter_server",
                 "--ServerApp.ip=127.0.0.1",
                 f"--ServerApp.port={self.port}",
                 "--ServerApp.port_retries=0",
@@ -191,7 +199,7 @@ class Server:
                 return False
             try:
                 if self.session.get(self.base + "api/status", timeout=2).status_code == 200:
-                    response = self.session.get(self.base + "clustermgr/api/templates", timeout=5)
+                    response = self.session.get(self.base + self.ready_path, timeout=5)
                     if response.status_code != 200:
                         raise BenchError(f"the extension does not answer: {response.status_code} {response.text[:300]}")
                     return True
@@ -791,7 +799,7 @@ def reap_leftovers(grace: float = 10.0) -> list[str]:
     described = []
     for proc in left:
         with contextlib.suppress(psutil.Error):
-            described.append(f"{proc.pid}: {' '.join(proc.cmdline())[:160]}")
+            described.append(f"{proc.pid} (parent {proc.ppid()}, in {proc.cwd()}): {' '.join(proc.cmdline())[:160]}")
             proc.kill()
     return described
 

@@ -6,6 +6,7 @@ import asyncio
 
 from jupyter_server.extension.application import ExtensionApp
 
+from .backends.launcher import WarmLauncher
 from .discovery import ClusterDiscovery
 from .handlers import route_table
 from .manager import ClusterManager
@@ -16,7 +17,7 @@ class ClusterManagerApp(ExtensionApp):
 
     name = "clustermgr_lab"
     load_other_extensions = True
-    classes = [ClusterManager, ClusterDiscovery]
+    classes = [ClusterManager, ClusterDiscovery, WarmLauncher]
 
     def initialize_settings(self) -> None:
         self.manager = ClusterManager(parent=self.serverapp, base_url=self.serverapp.base_url, log=self.log)
@@ -29,6 +30,7 @@ class ClusterManagerApp(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
         if hasattr(self, "manager"):  # else it did not load (e.g. its store is locked by another server)
+            self.manager.warm_up()  # the warm launcher starts (or is re-used) in the background
             self._readopt = asyncio.ensure_future(self.manager.readopt_all())
 
     async def stop_extension(self) -> None:

@@ -19,8 +19,9 @@ from traitlets import Bool, Dict, Enum, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 from .adaptive import AdaptSettings, parse_adapt
-from .backends import BACKENDS
+from .backends import BACKENDS, LocalBackend
 from .backends.external import ExternalBackend, parse_scheduler_address
+from .backends.launcher import WarmLauncher
 from .cluster import FAILED, STOPPED, STOPPING, ManagedCluster
 from .errors import Conflict, InvalidRequest, NotFound
 from .idle import parse_idle_timeout
@@ -137,6 +138,7 @@ class ClusterManager(LoggingConfigurable):
         self._flush_scheduled = False
         self.seq = 0
         self._templates = self._load_templates()
+        self.launcher = WarmLauncher(Path(self.workdir), parent=self, log=self.log)
         self._gpus = self.gpus if self.gpus is not None else detect_gpus()
         self._max_memory = parse_size(self.max_memory, "ClusterManager.max_memory")
         self.store = ClusterStore(self.store_path, log=self.log)
@@ -144,6 +146,17 @@ class ClusterManager(LoggingConfigurable):
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clustermgr-store")
         self._events_written: dict[str, int] = {}
         self._stored: list[tuple[ManagedCluster, dict]] = [(self._restore(r), r) for r in self.store.load()]
+
+    def warm_up(self) -> None:
+        """Start (or connect to) the warm launcher in the background, so the first cluster starts fast."""
+        if self.launcher.enabled:
+            self._spawn(self.launcher.warm_up())
+
+    def _with_launcher(self, backend):
+        """A local backend forks its processes from the warm launcher (unless that is turned off)."""
+        if isinstance(backend, LocalBackend) and self.launcher.enabled:
+            backend.launcher = self.launcher
+        return backend
 
     def _restore(self, record: dict) -> ManagedCluster:
         """A stored cluster, registered as it was stored; :meth:`readopt_all` then re-adopts it."""
@@ -155,7 +168,7 @@ class ClusterManager(LoggingConfigurable):
             record["id"],
             record["name"],
             record["template"],
-            backend_class(record["id"], Path(record["workdir"])),
+            self._with_launcher(backend_class(record["id"], Path(record["workdir"]))),
             parse_spec(record["spec"]),
             on_change=self._cluster_changed,
             max_workers=self.max_workers,
@@ -272,7 +285,7 @@ class ClusterManager(LoggingConfigurable):
         cluster_id = uuid.uuid4().hex[:8]
         workdir = Path(self.workdir) / cluster_id
         workdir.mkdir(parents=True, exist_ok=True)
-        backend = BACKENDS[template.backend](cluster_id, workdir)
+        backend = self._with_launcher(BACKENDS[template.backend](cluster_id, workdir))
         cluster = ManagedCluster(
             cluster_id,
             name or self._next_name(),
@@ -440,6 +453,7 @@ class ClusterManager(LoggingConfigurable):
                 self._persist(cluster)
             self.log.info("clustermgr_lab: left %d cluster(s) running for the next server to re-adopt", len(clusters))
         self._clusters.clear()
+        await self.launcher.close()  # it keeps running what was kept, and exits once it has nothing
         await asyncio.get_running_loop().run_in_executor(None, self._writer.shutdown)
         self.store.close()
 

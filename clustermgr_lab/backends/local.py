@@ -17,9 +17,14 @@ import psutil
 from ..errors import BackendError
 from ..spec import WorkerGroup
 from .base import Backend, SchedulerEndpoint
+from .launcher import WarmLauncher
 
 PRELOAD = "clustermgr_lab.scheduler_preload"
 SCHEDULER = "scheduler"
+# DASK_* settings for every local scheduler and worker (the server's own environment wins). Their
+# event-loop health tick runs every 20 ms by default: about 1 % of a core per idle scheduler, a
+# whole core for 100 idle clusters. Once a second still reports a loop blocked for 3 s.
+PROCESS_DEFAULTS = {"DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s"}
 EXCEPTION_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Interrupt)\b")
 
 
@@ -109,7 +114,9 @@ class LocalBackend(Backend):
     reach it, and its whole process group — nanny and worker — can be stopped at once), writes
     its output to a log file, has no pipe to the server, and is tracked by PID and creation time
     until it has exited. Exits are noticed by polling the process table, not by waiting on a
-    child, so processes adopted from a previous server are watched the same way.
+    child, so processes adopted from a previous server are watched the same way. Processes are
+    forked from the warm launcher when there is one (see :mod:`.launcher`), else started as
+    fresh interpreters.
     """
 
     name = "local"
@@ -128,6 +135,9 @@ class LocalBackend(Backend):
         self._processes: dict[str, TrackedProcess] = {}
         self._children: dict[int, Any] = {}  # PID -> what _start_process returned, for its exit code
         self._watcher: asyncio.Task | None = None
+        self._starting: set[asyncio.Task] = set()
+        #: Set by the manager: forks the processes when it can; None starts plain processes.
+        self.launcher: WarmLauncher | None = None
         self._stopping: set[str] = set()
         self._gpu_slots: dict[str, list[int]] = {}
         self._scheduler_spawned = asyncio.Event()
@@ -135,8 +145,16 @@ class LocalBackend(Backend):
 
     async def _spawn(self, name: str, command: list[str], env: dict[str, str] | None = None) -> TrackedProcess:
         """Start process ``name`` and track it (by PID and creation time) until it exits."""
+        # Shielded: a caller cancelled mid-start (a cluster deleted while scaling) must not lose the
+        # process that starts anyway; close() waits for it and stops it.
+        starting = asyncio.ensure_future(self._start_and_track(name, command, env))
+        self._starting.add(starting)
+        starting.add_done_callback(self._starting.discard)
+        return await asyncio.shield(starting)
+
+    async def _start_and_track(self, name: str, command: list[str], env: dict[str, str] | None) -> TrackedProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        process = await self._start_process(name, command, {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+        process = await self._start_process(name, command, {**PROCESS_DEFAULTS, **os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
         create_time = getattr(process, "create_time", None)
         tracked = TrackedProcess(process.pid, create_time) if create_time else TrackedProcess.of(process.pid)
         self._children[process.pid] = process
@@ -145,7 +163,13 @@ class LocalBackend(Backend):
 
     async def _start_process(self, name: str, command: list[str], env: dict[str, str]):
         """The one spawn step: a process in a session of its own, output to ``<name>.log``, no pipe to
-        the server. Returns an object with its ``pid`` (``returncode``, once it exited, if known)."""
+        the server. Returns an object with its ``pid`` (``returncode``, once it exited, if known).
+
+        Forked from the warm launcher when there is one, else a fresh interpreter."""
+        if self.launcher is not None:
+            process = await self.launcher.spawn(command, env, self.workdir / f"{name}.log")
+            if process is not None:
+                return process
         with open(self.workdir / f"{name}.log", "ab") as log:
             return await asyncio.create_subprocess_exec(
                 *command, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
@@ -288,6 +312,7 @@ class LocalBackend(Backend):
         await asyncio.gather(*(self._stop(name) for name in names))
 
     async def close(self) -> None:
+        await asyncio.gather(*self._starting, return_exceptions=True)
         await asyncio.gather(*(self._stop(name) for name in list(self._processes)))
         await self.detach()
         self.address = None

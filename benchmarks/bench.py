@@ -1,0 +1,609 @@
+#!/usr/bin/env python
+"""``make bench``: clustermgr-lab's speed targets, side by side with LocalCluster and dask-labextension.
+
+Writes ``benchmarks/results/<date>.json`` (a list of rows ``{name, value, unit, target, pass}``),
+a PNG chart next to it and a Markdown table (``<date>.md``), and prints the table. ``target`` is
+an upper bound in the row's unit (every target here is "at most"); ``pass`` is ``value <= target``,
+``null`` for rows that only report a figure. See ``benchmarks/README.md``.
+
+    python benchmarks/bench.py [--repeat N] [--labext-python PATH] [--out PATH] [--chart PATH]
+    python benchmarks/bench.py --smoke --out /tmp/rows.json   # small and quick (< 60 s): the test suite runs it
+
+Everything is measured in one run, in interleaved order: clustermgr through its REST API and
+WebSocket stream (a Jupyter server subprocess), ``LocalCluster`` in this process, and
+dask-labextension in a second Jupyter server run by the Python of its own venv (``make bench``
+creates it with pip from PyPI). Every process started carries ``CLUSTERMGR_BENCH_RUN``; the run
+fails if any of them is left at the end (same check as ``run.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import traceback
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import psutil
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run as base  # noqa: E402  (the server, stream and raw-cluster helpers of run.py)
+from run import BenchError, Server, Stream, log, now, percentile  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MiB = 2**20
+UI_POLL_INTERVAL = 5.0  # dask-labextension's sidebar polls its cluster list every 5 s (backing off to 60 s)
+LABEXT_FACTORY = {  # the same workers as clustermgr's and LocalCluster's side: 1 thread, 512 MiB, processes
+    "n_workers": 0, "threads_per_worker": 1, "memory_limit": "512MiB", "processes": True,
+    "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0",
+}  # fmt: skip
+
+
+# -- rows -----------------------------------------------------------------------------------------
+
+
+def row(name: str, value: float, unit: str, target: float | None = None, note: str = "") -> dict[str, Any]:
+    """One result: ``pass`` is ``value <= target`` (every target is an upper bound), None without a target."""
+    result = {"name": name, "value": round(value, 4), "unit": unit, "target": target, "pass": None if target is None else value <= target}
+    if note:
+        result["note"] = note
+    return result
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def ratio_rows(label: str, ours: list[float], theirs: list[float], other: str, target: float | None, unit: str = "s") -> list[dict]:
+    scale = 1000 if unit == "ms" else 1
+    return [
+        row(f"{label}: clustermgr", median(ours) * scale, unit),
+        row(f"{label}: {other}", median(theirs) * scale, unit),
+        row(f"{label}: ratio clustermgr / {other}", median(ours) / median(theirs), "x", target),
+    ]
+
+
+# -- servers ----------------------------------------------------------------------------------------
+
+
+def start_clustermgr(tmp: Path, max_clusters: int) -> tuple[Server, Stream]:
+    server = Server(
+        tmp / "clustermgr-server",
+        config={
+            "ServerApp": {"jpserver_extensions": {"clustermgr_lab": True, "jupyter_server_proxy": False}},
+            "ClusterManager": {"workdir": str(tmp / "clustermgr"), "max_clusters": max_clusters + 5, "on_shutdown": "stop"},
+            "WarmLauncher": {"idle_timeout": 1.0},  # gone soon after the server: the leftover check waits 10 s
+        },
+    )
+    server.tmp.mkdir(parents=True, exist_ok=True)
+    server.start()
+    return server, Stream(server)
+
+
+def start_labextension(tmp: Path, python: str) -> Server:
+    folder = tmp / "labext-server"
+    (folder / "dask-config").mkdir(parents=True, exist_ok=True)
+    (folder / "dask-config" / "labextension.json").write_text(json.dumps({"labextension": {"factory": {"kwargs": LABEXT_FACTORY}}}))
+    server = Server(
+        folder,
+        python=python,
+        config={"ServerApp": {"jpserver_extensions": {"dask_labextension": True}}},
+        env={"DASK_CONFIG": str(folder / "dask-config"), "PYTHONPATH": ""},
+        ready_path="dask/clusters",
+    )
+    server.start()
+    return server
+
+
+def rss(server: Server) -> int:
+    return psutil.Process(server.process.pid).memory_info().rss
+
+
+class Poller:
+    """GET one URL every ``interval`` seconds in a thread, keeping (arrival time, JSON) of each answer."""
+
+    def __init__(self, server: Server, path: str, interval: float):
+        self.url, self.interval = server.base + path, interval
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"token {server.token}"
+        self.answers: list[tuple[float, Any]] = []
+        self.cond = threading.Condition()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            data = self.session.get(self.url, timeout=30).json()
+            with self.cond:
+                self.answers.append((now(), data))
+                self.cond.notify_all()
+            self.stop.wait(self.interval)
+
+    def wait(self, predicate: Callable[[Any], bool], after: float, timeout: float = 60) -> float:
+        deadline = now() + timeout
+        with self.cond:
+            while True:
+                for t, data in self.answers:
+                    if t >= after and predicate(data):
+                        return t
+                if now() > deadline:
+                    raise BenchError(f"poll of {self.url}: timed out")
+                self.cond.wait(0.5)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+# -- clustermgr ---------------------------------------------------------------------------------------
+
+
+def cm_create(server: Server, stream: Stream, workers: int) -> tuple[str, float]:
+    c = base.create_clusters(server, stream, 1, workers)[0]
+    return c["id"], c["t1"] - c["t0"]
+
+
+def cm_scale(server: Server, stream: Stream, cid: str, workers: int) -> float:
+    m = stream.mark()
+    t0 = now()
+    server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"scale": {"workers": workers}}, expect=200)
+    t1, _, _ = stream.wait(base.settled(cid, workers), m, what=f"{workers} workers", cluster_id=cid)
+    return t1 - t0
+
+
+def cm_delete(server: Server, stream: Stream, cid: str) -> float:
+    m = stream.mark()
+    t0 = now()
+    server.call("DELETE", f"clustermgr/api/clusters/{cid}", expect=202)
+    t1, _, _ = stream.wait(base.removed(cid), m, what="cluster removed")
+    return t1 - t0
+
+
+def cm_lifecycle(server: Server, stream: Stream) -> dict[str, float]:
+    out: dict[str, float] = {}
+    with base.StatusPoller(server) as poller:
+        cid, out["create"] = cm_create(server, stream, 2)
+    out["status_p99_during_create"] = percentile(poller.latencies, 99)
+    out["scale_2_4"] = cm_scale(server, stream, cid, 4)
+    out["delete"] = cm_delete(server, stream, cid)
+    cid, _ = cm_create(server, stream, 0)
+    out["scale_0_4"] = cm_scale(server, stream, cid, 4)
+    cm_delete(server, stream, cid)
+    return out
+
+
+# -- LocalCluster -------------------------------------------------------------------------------------
+
+
+def local_lifecycle() -> dict[str, float]:
+    out: dict[str, float] = {}
+    t0 = now()
+    cluster = base.make_local_cluster(2)
+    try:
+        out["create"] = base.wait_raw(cluster, 2, "create") - t0
+        t0 = now()
+        cluster.scale(4)
+        out["scale_2_4"] = base.wait_raw(cluster, 4, "scale up") - t0
+    finally:
+        t0 = now()
+        cluster.close()
+        out["delete"] = now() - t0
+    return out
+
+
+# -- dask-labextension --------------------------------------------------------------------------------
+
+
+def lab_workers(server: Server, cid: str, n: int, t0: float, timeout: float = base.TIMEOUT) -> float:
+    """Poll (10 ms) until dask-labextension's model of ``cid`` shows ``n`` workers."""
+    deadline = t0 + timeout
+    while now() < deadline:
+        _, model = server.call("GET", f"dask/clusters/{cid}", expect=200)
+        if model["workers"] == n:
+            return now() - t0
+        time.sleep(0.01)
+    raise BenchError(f"dask-labextension: {n} workers not seen within {timeout:g} s")
+
+
+def lab_create(server: Server, workers: int) -> tuple[str, float]:
+    """PUT (its one cluster type, 0 workers), then PATCH the workers, as its sidebar's user does."""
+    t0 = now()
+    _, model = server.call("PUT", "dask/clusters", expect=200)
+    if workers:
+        server.call("PATCH", f"dask/clusters/{model['id']}", {"workers": workers}, expect=200)
+    return model["id"], lab_workers(server, model["id"], workers, t0)
+
+
+def lab_delete(server: Server, cid: str) -> float:
+    t0 = now()
+    server.call("DELETE", f"dask/clusters/{cid}", expect=204)
+    return now() - t0
+
+
+def lab_lifecycle(server: Server) -> dict[str, float]:
+    out: dict[str, float] = {}
+    with base.StatusPoller(server) as poller:
+        cid, out["create"] = lab_create(server, 2)
+    out["status_p99_during_create"] = percentile(poller.latencies, 99)
+    t0 = now()
+    server.call("PATCH", f"dask/clusters/{cid}", {"workers": 4}, expect=200)
+    out["scale_2_4"] = lab_workers(server, cid, 4, t0)
+    out["delete"] = lab_delete(server, cid)
+    cid, _ = lab_create(server, 0)
+    t0 = now()
+    server.call("PATCH", f"dask/clusters/{cid}", {"workers": 4}, expect=200)
+    out["scale_0_4"] = lab_workers(server, cid, 4, t0)
+    lab_delete(server, cid)
+    return out
+
+
+# -- many clusters: list latency, memory --------------------------------------------------------------
+
+
+def list_latencies(targets: list[tuple[Server, str]], samples: int) -> list[list[float]]:
+    """``samples`` GETs of each (server, path), one after the other in turn, so load changes hit all alike."""
+    sessions = []
+    for server, path in targets:
+        session = requests.Session()
+        session.headers["Authorization"] = f"token {server.token}"
+        for _ in range(10):  # warm up the keep-alive connection
+            session.get(server.base + path, timeout=30).raise_for_status()
+        sessions.append((session, server.base + path))
+    latencies: list[list[float]] = [[] for _ in targets]
+    for _ in range(samples):
+        for (session, url), found in zip(sessions, latencies):
+            t = now()
+            session.get(url, timeout=30).raise_for_status()
+            found.append(now() - t)
+    return latencies
+
+
+def settle_rss(server: Server) -> int:
+    time.sleep(1.0)
+    return rss(server)
+
+
+def uss_of_descendants(pid: int) -> int:
+    """Memory that the processes below ``pid`` do not share with it or each other (USS)."""
+    total = 0
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            total += child.memory_full_info().uss
+        except psutil.Error:
+            continue
+    return total
+
+
+def idle_cpu(*groups: list[int], seconds: float = 2.0) -> list[float]:
+    """CPU (in cores) that each group of processes uses over ``seconds`` of doing nothing asked of it."""
+
+    def cpu(pids: list[int]) -> float:
+        total = 0.0
+        for pid in pids:
+            try:
+                total += sum(psutil.Process(pid).cpu_times()[:2])
+            except psutil.Error:
+                continue
+        return total
+
+    before = [cpu(g) for g in groups]
+    time.sleep(seconds)
+    return [(cpu(g) - b) / seconds for g, b in zip(groups, before)]
+
+
+def launcher_process(server: Server) -> psutil.Process | None:
+    for child in psutil.Process(server.process.pid).children():
+        if "clustermgr_lab.backends.launcher" in " ".join(child.cmdline()):
+            return child
+    return None
+
+
+# -- push and adaptive --------------------------------------------------------------------------------
+
+
+def push_p99(server: Server, subscribers: int, changes: int, cid: str) -> float:
+    """PATCH a rename ``changes`` times; delay from sending it to its arrival at each of ``subscribers`` streams."""
+    streams = [Stream(server) for _ in range(subscribers)]
+    delays = []
+    try:
+        for _ in range(changes):
+            name = f"push {uuid.uuid4().hex[:6]}"
+            marks = [s.mark() for s in streams]
+            t0 = now()
+            server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"name": name}, expect=200)
+            for s, m in zip(streams, marks):
+                t, _, _ = s.wait(lambda msg: (msg.get("cluster") or {}).get("name") == name, m, what="rename pushed")
+                delays.append(t - t0)
+            time.sleep(0.02)
+    finally:
+        for s in streams:
+            s.close()
+    PUSH_P50.append(percentile(delays, 50))
+    return percentile(delays, 99)
+
+
+PUSH_P50: list[float] = []
+
+
+def adaptive_first_decision(server: Server, stream: Stream, interval: float) -> float:
+    """A burst of tasks on an idle adaptive cluster (0 workers): intervals until the first adaptive decision."""
+    from distributed import Client
+
+    m = stream.mark()
+    _, cluster = server.call(
+        "POST", "clustermgr/api/clusters",
+        {"spec": base.spec(0), "adapt": {"minimum": 0, "maximum": 4, "interval": interval}}, expect=202,
+    )  # fmt: skip
+    cid = cluster["id"]
+    _, message, _ = stream.wait(lambda msg: (msg.get("cluster") or {}).get("id") == cid and msg["cluster"]["status"] == "running", m, what="running", cluster_id=cid)
+    client = Client(message["cluster"]["scheduler_address"], set_as_default=False, timeout=30)
+    try:
+        m = stream.mark()
+        t0 = now()
+        futures = client.map(time.sleep, [0.5] * 40, pure=False)
+
+        def decided(msg: dict) -> bool:
+            last = (msg.get("cluster") or {}).get("last_decision") or {}
+            return msg.get("cluster", {}).get("id") == cid and last.get("source") == "adaptive" and (last.get("after") or 0) > 0
+
+        t1, _, _ = stream.wait(decided, m, what="an adaptive decision", cluster_id=cid)
+        del futures
+    finally:
+        client.close()
+        cm_delete(server, stream, cid)
+    return (t1 - t0) / interval
+
+
+# -- the run ----------------------------------------------------------------------------------------
+
+
+def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
+    rows: list[dict] = []
+    many = 10 if args.smoke else 100
+    subscribers = 5 if args.smoke else 20
+    counts = (5,) if args.smoke else (1, 5, 20)
+    samples = 60 if args.smoke else 300
+    cm_server, stream = start_clustermgr(tmp, many)
+    lab = None
+    try:
+        log(f"clustermgr server on {cm_server.base}")
+        if args.labext_python:
+            lab = start_labextension(tmp, args.labext_python)
+            log(f"dask-labextension server on {lab.base}")
+
+        # warm-up, not measured: the launcher's first start, cold imports and disk caches on each side
+        cm_delete(cm_server, stream, cm_create(cm_server, stream, 2)[0])
+        if not args.smoke:
+            with base.quiet_stderr(tmp / "raw.log"):
+                base.make_local_cluster(2).close()
+        if lab:
+            lab_delete(lab, lab_create(lab, 2)[0])
+        launcher = launcher_process(cm_server)
+        time.sleep(1)
+        if launcher is None:
+            raise BenchError("no warm launcher runs next to the server: see its log")
+        info = launcher.memory_full_info()
+        rows.append(row("warm launcher idle memory (RSS)", info.rss / MiB, "MiB"))
+        rows.append(row("warm launcher idle memory (USS, not shared with its forks)", info.uss / MiB, "MiB"))
+
+        sides: list[tuple[str, Callable[[], dict]]] = [
+            ("clustermgr", lambda: cm_lifecycle(cm_server, stream)),
+            ("LocalCluster", lambda: _quiet(tmp, local_lifecycle)),
+        ]
+        if lab:
+            sides.append(("dask-labextension", lambda: lab_lifecycle(lab)))
+        results: dict[str, list[dict]] = {name: [] for name, _ in sides}
+        for rep in range(args.repeat):
+            order = sides[rep % len(sides):] + sides[: rep % len(sides)]
+            for name, flow in order:
+                results[name].append(flow())
+                log(f"rep {rep + 1}/{args.repeat} {name}: {', '.join(f'{k} {base.fmt_time(v)}' for k, v in results[name][-1].items())}")
+
+        def col(side: str, key: str) -> list[float]:
+            return [r[key] for r in results.get(side, []) if key in r]
+
+        rows += ratio_rows("create -> 2 workers running", col("clustermgr", "create"), col("LocalCluster", "create"), "LocalCluster", 0.5)
+        rows += ratio_rows("scale 2 -> 4 workers", col("clustermgr", "scale_2_4"), col("LocalCluster", "scale_2_4"), "LocalCluster", 0.5)
+        rows += ratio_rows("delete", col("clustermgr", "delete"), col("LocalCluster", "delete"), "LocalCluster", 1.0)
+        if lab:
+            other = "dask-labextension"
+            rows += ratio_rows("side by side: create -> 2 workers running", col("clustermgr", "create"), col(other, "create"), other, 1.0)
+            rows += ratio_rows("side by side: scale 0 -> 4 workers", col("clustermgr", "scale_0_4"), col(other, "scale_0_4"), other, 1.0)
+            rows += ratio_rows(
+                "side by side: GET api/status p99 during create",
+                col("clustermgr", "status_p99_during_create"), col(other, "status_p99_during_create"), other, 1.0, unit="ms",
+            )  # fmt: skip
+        else:
+            rows.append(row("GET api/status p99 during create: clustermgr", median(col("clustermgr", "status_p99_during_create")) * 1000, "ms"))
+
+        # list latency and server memory with 1/5/20 clusters of 0 workers on each side (interleaved GETs)
+        rss0 = settle_rss(cm_server)
+        lab_rss0 = settle_rss(lab) if lab else 0
+        ours: list[str] = []
+        theirs: list[str] = []
+        change_cid = lab_cid = None
+        for n in counts:
+            ours += [c["id"] for c in base.create_clusters(cm_server, stream, n - len(ours), 0)]
+            while lab and len(theirs) < n:
+                theirs.append(lab_create(lab, 0)[0])
+            targets = [(cm_server, "clustermgr/api/clusters")] + ([(lab, "dask/clusters")] if lab else [])
+            found = list_latencies(targets, samples)
+            if lab:
+                rows += ratio_rows(
+                    f"side by side: GET list p99 at {n} clusters", [percentile(found[0], 99)], [percentile(found[1], 99)],
+                    "dask-labextension", 1.0, unit="ms",
+                )  # fmt: skip
+            else:
+                rows.append(row(f"GET list p99 at {n} clusters: clustermgr", percentile(found[0], 99) * 1000, "ms"))
+        n = counts[-1]
+        per_cluster = (settle_rss(cm_server) - rss0) / n / MiB
+        if lab:
+            lab_per_cluster = (settle_rss(lab) - lab_rss0) / n / MiB
+            rows += [
+                row(f"side by side: server RSS per cluster ({n} clusters): clustermgr", per_cluster, "MiB"),
+                row(f"side by side: server RSS per cluster ({n} clusters): dask-labextension (scheduler inside)", lab_per_cluster, "MiB"),
+                row("side by side: server RSS per cluster: ratio clustermgr / dask-labextension", per_cluster / lab_per_cluster, "x", 1.0),
+            ]
+        schedulers_uss = uss_of_descendants(launcher.pid) / len(ours) / MiB
+        rows.append(row("clustermgr memory per cluster outside the server (its scheduler process, USS)", schedulers_uss, "MiB"))
+
+        # delay until a change reaches a UI client: clustermgr's stream vs dask-labextension's 5 s poll
+        change_cid = ours[0]
+        if lab:
+            lab_cid = theirs[0]
+            poller = Poller(lab, "dask/clusters", UI_POLL_INTERVAL)
+            ui_ours, ui_theirs = [], []
+            try:
+                for i in range(2 if args.smoke else 4):
+                    maximum = 10 + i
+                    m = stream.mark()
+                    t0 = now()
+                    cm_server.call("PATCH", f"clustermgr/api/clusters/{change_cid}", {"adapt": {"minimum": 0, "maximum": maximum}}, expect=200)
+                    t1, _, _ = stream.wait(lambda msg: any(g["maximum"] == maximum for g in ((msg.get("cluster") or {}).get("adapt") or {}).get("groups", [])), m, what="adapt pushed")
+                    ui_ours.append(t1 - t0)
+                    cm_server.call("PATCH", f"clustermgr/api/clusters/{change_cid}", {"adapt": None}, expect=200)
+                    time.sleep(random.uniform(0, UI_POLL_INTERVAL))  # the change lands anywhere in the UI's poll cycle
+                    t0 = now()
+                    lab.call("PATCH", f"dask/clusters/{lab_cid}", {"adapt": {"minimum": 0, "maximum": maximum}}, expect=200)
+                    t1 = poller.wait(lambda data: any((c.get("adapt") or {}).get("maximum") == maximum for c in data), t0)
+                    ui_theirs.append(t1 - t0)
+            finally:
+                poller.close()
+            rows += ratio_rows("side by side: change -> UI client (push vs its 5 s poll)", ui_ours, ui_theirs, "dask-labextension", 1.0, unit="ms")
+        for cid in theirs:
+            lab_delete(lab, cid)
+
+        # scale rows (clustermgr alone)
+        p99 = push_p99(cm_server, subscribers, 10 if args.smoke else 30, change_cid)
+        note = f"p50 {PUSH_P50[-1] * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
+        rows.append(row(f"push p99 with {subscribers} subscribers", p99 * 1000, "ms", 100, note=note))
+        ours += [c["id"] for c in base.create_clusters(cm_server, stream, many - len(ours), 0)]
+        found = list_latencies([(cm_server, "clustermgr/api/clusters")], samples)[0]
+        p99 = percentile(found, 99)
+        note = f"p50 {percentile(found, 50) * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
+        rows.append(row(f"GET list p99 at {many} clusters (0 workers each)", p99 * 1000, "ms", 20, note=note))
+        rows.append(row(f"server RSS per cluster ({many} clusters)", (settle_rss(cm_server) - rss0) / many / MiB, "MiB", 1.0))
+        server_cpu, schedulers_cpu = idle_cpu([cm_server.process.pid], [p.pid for p in launcher.children()])
+        rows.append(row(f"server CPU while idle with {many} clusters", server_cpu * 100, "% of a core"))
+        rows.append(row(f"CPU of their {many} idle scheduler processes", schedulers_cpu * 100, "% of a core"))
+        base.delete_clusters(cm_server, stream, ours)
+        rows.append(row("adaptive: first decision after a burst (1 s interval)", adaptive_first_decision(cm_server, stream, 1.0), "intervals", 2))
+    finally:
+        stream.close()
+        cm_server.stop()
+        if lab:
+            lab.stop()
+    return rows
+
+
+def _quiet(tmp: Path, flow: Callable[[], dict]) -> dict:
+    with base.quiet_stderr(tmp / "raw.log"):
+        return flow()
+
+
+# -- report -----------------------------------------------------------------------------------------
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| benchmark | value | target | pass | note |", "|---|---|---|---|---|"]
+    for r in rows:
+        value = "-" if r["value"] != r["value"] else f"{r['value']:.3g} {r['unit']}"
+        target = "" if r["target"] is None else f"≤ {r['target']:g} {r['unit']}"
+        verdict = {True: "yes", False: "**no**", None: ""}[r["pass"]]
+        lines.append(f"| {r['name']} | {value} | {target} | {verdict} | {r.get('note', '')} |")
+    return "\n".join(lines)
+
+
+def chart(rows: list[dict], path: Path, title: str) -> None:
+    """One bar per row with a target: its value as a fraction of the target (left of 1.0 passes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    targeted = [r for r in rows if r["target"] is not None and r["value"] == r["value"]]
+    fig, ax = plt.subplots(figsize=(10, 0.45 * len(targeted) + 1.5))
+    fractions = [r["value"] / r["target"] for r in targeted]
+    ax.barh(range(len(targeted)), fractions, color=["tab:green" if r["pass"] else "tab:red" for r in targeted])
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_yticks(range(len(targeted)), [r["name"].removeprefix("side by side: ") for r in targeted], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("value / target (≤ 1 meets the target)")
+    ax.set_title(textwrap.fill(title, 110), fontsize=9)
+    for i, (r, f) in enumerate(zip(targeted, fractions)):
+        ax.text(f, i, f" {r['value']:.3g} {r['unit']}", va="center", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3, help="lifecycle repetitions per side (default 3)")
+    parser.add_argument("--smoke", action="store_true", help="small and quick (< 60 s): 1 repetition, 10 clusters, 5 subscribers")
+    parser.add_argument("--labext-python", help="the Python of a venv with dask-labextension: adds the side-by-side rows")
+    parser.add_argument("--out", type=Path, help="rows JSON (default benchmarks/results/<date>.json)")
+    parser.add_argument("--chart", type=Path, help="PNG chart (default next to --out; needs matplotlib)")
+    parser.add_argument("--no-chart", action="store_true", help="write no chart")
+    args = parser.parse_args()
+    if args.smoke:
+        args.repeat = 1
+    started = _dt.datetime.now(_dt.timezone.utc)
+    out = args.out or RESULTS / f"{started:%Y-%m-%d}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    os.environ[base.MARK] = base.RUN_ID
+    tmp = Path(tempfile.mkdtemp(prefix="clustermgr-bench-"))
+    load_before = os.getloadavg()[0]
+    log(f"run {base.RUN_ID}: repeat={args.repeat}, smoke={args.smoke}, tmp={tmp}, load average {load_before:.2f}")
+    t0 = now()
+    rows: list[dict] = []
+    failed = False
+    try:
+        rows = measure(args, tmp)
+    except BaseException:
+        failed = True
+        traceback.print_exc(file=sys.stdout)
+    finally:
+        leftovers = base.reap_leftovers()
+    if leftovers:
+        print(f"LEFTOVER PROCESSES (killed now): {leftovers}")
+    if failed or leftovers:
+        print(f"- logs kept in {tmp}")
+        print(table(rows))
+        return 1
+    import distributed
+
+    header = (
+        f"{started:%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.1f} GiB, "
+        f"Python {sys.version.split()[0]}, distributed {distributed.__version__}, "
+        f"{'smoke' if args.smoke else f'--repeat {args.repeat}'}, load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}, "
+        f"{now() - t0:.0f} s"
+    )
+    out.write_text(json.dumps(rows, indent=1) + "\n")
+    text = f"{header}\n\n{table(rows)}\n"
+    out.with_suffix(".md").write_text(text)
+    print(text)
+    if not args.no_chart:
+        png = args.chart or out.with_suffix(".png")
+        chart(rows, png, header)
+        print(f"- chart: {png}")
+    print(f"- rows: {out}; no process of this run is left")
+    missed = [r["name"] for r in rows if r["pass"] is False]
+    print(f"- {len(missed)} of {sum(r['pass'] is not None for r in rows)} targets missed" + (f": {missed}" if missed else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,545 @@
+"""The warm launcher: a process with distributed preloaded that forks local schedulers and workers.
+
+Starting ``python -m distributed.cli.dask_worker`` spends most of its time importing distributed
+(and, for a scheduler, bokeh for the dashboard). The launcher imports them once, then forks a
+scheduler or worker per request, which is ready in tens of milliseconds instead of about a second.
+
+Two halves live here:
+
+- the launcher process (``python -m clustermgr_lab.backends.launcher SOCKET``): single-threaded,
+  in a session of its own, serving newline-delimited JSON on a unix socket in the work folder.
+  Every process it forks calls ``setsid`` (its own session and process group, so ``killpg``
+  stops nanny and worker together), writes its output to a log file, and has no pipe to anyone.
+  The launcher reaps its children and reports each exit to every connected server. It exits once
+  it has had no server connected and no child running for ``idle_timeout`` seconds, so it neither
+  dies with a server (clusters may outlive one) nor stays around forever; the next server of the
+  same work folder re-uses it while it runs.
+- :class:`WarmLauncher`, the server's side: starts or re-uses the launcher, asks it to fork, and
+  turns its exit reports into :class:`LaunchedProcess` objects that the local backend waits on like
+  ``asyncio.subprocess.Process``. When the launcher cannot be reached, :meth:`WarmLauncher.spawn`
+  returns ``None`` (after logging why) and the backend starts a plain process instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import importlib
+import json
+import logging
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import psutil
+from traitlets import Bool, Float, List, Unicode
+from traitlets.config import LoggingConfigurable
+
+#: ``python -m MODULE`` commands the launcher runs in a forked child instead of a new interpreter.
+FORKABLE = ("distributed.cli.dask_scheduler", "distributed.cli.dask_worker")
+DEFAULT_PRELOAD = [
+    *FORKABLE,
+    "distributed.dashboard.scheduler",  # bokeh and the dashboard's pages
+    "clustermgr_lab.scheduler_preload",
+]
+SOCKET_NAME = "launcher.sock"
+MAX_SOCKET_PATH = 100  # sockaddr_un holds 108 bytes
+POLL_INTERVAL = 0.5  # seconds between psutil checks once the launcher cannot report an exit
+
+log = logging.getLogger(__name__)
+
+
+def socket_path_for(workdir: Path) -> Path:
+    """The launcher's socket for a work folder (a short stand-in under /tmp when the path is too long)."""
+    path = Path(workdir) / SOCKET_NAME
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(os.fsencode(Path(workdir).resolve())).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"clustermgr-{os.getuid()}-{digest}" / SOCKET_NAME
+
+
+def forkable(command: list[str]) -> bool:
+    """True for ``[sys.executable, "-m", <a FORKABLE module>, ...]``."""
+    return len(command) >= 3 and command[0] == sys.executable and command[1] == "-m" and command[2] in FORKABLE
+
+
+# -- the launcher process -----------------------------------------------------------------------
+
+
+class Launcher:
+    """The launcher process's loop: accept servers, fork on request, reap and report exits."""
+
+    def __init__(self, listener: socket.socket, idle_timeout: float):
+        self.listener = listener
+        self.idle_timeout = idle_timeout
+        self.selector = selectors.DefaultSelector()
+        self.clients: dict[socket.socket, bytearray] = {}
+        self.children: dict[int, str] = {}
+        self.stopping = False
+        self.wakeup_read, wakeup_write = os.pipe()
+        os.set_blocking(self.wakeup_read, False)
+        os.set_blocking(wakeup_write, False)
+        self.wakeup_write = wakeup_write
+        signal.set_wakeup_fd(wakeup_write)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the selector
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        self.selector.register(listener, selectors.EVENT_READ, "accept")
+        self.selector.register(self.wakeup_read, selectors.EVENT_READ, "wakeup")
+
+    def _stop(self, *_: Any) -> None:
+        self.stopping = True
+
+    def run(self) -> None:
+        idle_since: float | None = time.monotonic()
+        while not self.stopping:
+            for key, _ in self.selector.select(timeout=1.0):
+                if key.data == "accept":
+                    connection, _ = self.listener.accept()
+                    self.clients[connection] = bytearray()
+                    self.selector.register(connection, selectors.EVENT_READ, "client")
+                elif key.data == "wakeup":
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(self.wakeup_read, 512)
+                else:
+                    self._read(key.fileobj)
+            self._reap()
+            if self.clients or self.children:
+                idle_since = None
+            elif idle_since is None:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > self.idle_timeout:
+                print(f"launcher {os.getpid()}: idle for {self.idle_timeout:g} s, exiting", flush=True)
+                return
+
+    def _read(self, connection: socket.socket) -> None:
+        try:
+            data = connection.recv(1 << 16)
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(connection)
+            return
+        buffer = self.clients[connection]
+        buffer += data
+        while b"\n" in buffer:
+            line, _, rest = bytes(buffer).partition(b"\n")
+            buffer[:] = rest
+            try:
+                request = json.loads(line)
+            except ValueError:
+                request = {"op": None}
+            self._send(connection, self._answer(request))
+
+    def _answer(self, request: dict) -> dict:
+        reply: dict[str, Any] = {"id": request.get("id")}
+        if request.get("op") == "spawn":
+            try:
+                pid = self._fork(request)
+            except Exception as exc:
+                return {**reply, "error": f"{type(exc).__name__}: {exc}"}
+            self.children[pid] = request.get("name", "")
+            with contextlib.suppress(psutil.Error):
+                reply["create_time"] = psutil.Process(pid).create_time()
+            return {**reply, "pid": pid}
+        if request.get("op") == "info":
+            return {**reply, "pid": os.getpid(), "children": {str(p): n for p, n in self.children.items()}}
+        return {**reply, "error": f"unknown op {request.get('op')!r}"}
+
+    def _send(self, connection: socket.socket, message: dict) -> None:
+        try:
+            connection.sendall(json.dumps(message).encode() + b"\n")
+        except OSError:
+            self._drop(connection)
+
+    def _drop(self, connection: socket.socket) -> None:
+        if self.clients.pop(connection, None) is not None:
+            self.selector.unregister(connection)
+            connection.close()
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                self.children.clear()
+                return
+            if pid == 0:
+                return
+            self.children.pop(pid, None)
+            event = {"event": "exited", "pid": pid, "returncode": os.waitstatus_to_exitcode(status)}
+            for connection in list(self.clients):
+                self._send(connection, event)
+
+    def _fork(self, request: dict) -> int:
+        argv = request["argv"]
+        if not forkable(argv):
+            raise ValueError(f"not a command this launcher runs: {argv[:3]}")
+        inherited = [self.listener.fileno(), self.wakeup_read, self.wakeup_write, self.selector.fileno()]
+        inherited += [c.fileno() for c in self.clients]
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # The reply waits until the child is in its own session: a killpg(pid) right after it must work.
+        in_session, tell_parent = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(in_session)
+            run_child(argv, request.get("env") or {}, request["log"], request.get("cwd") or "/", inherited, tell_parent)
+        os.close(tell_parent)
+        try:
+            os.read(in_session, 1)  # b"" if the child died first: its exit is reported as usual
+        finally:
+            os.close(in_session)
+        return pid
+
+
+def default_signals() -> None:
+    """The default action for the signals the launcher (or a nanny's event loop) handles itself."""
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def run_child(argv: list[str], env: dict[str, str], log_path: str, cwd: str, inherited: list[int], tell_parent: int) -> None:
+    """In the forked child: a session of its own, output to ``log_path``, then the dask CLI. Never returns."""
+    code = 1
+    try:
+        os.setsid()
+        os.write(tell_parent, b"1")
+        os.close(tell_parent)
+        default_signals()
+        # The nanny forks its worker from a thread while its event loop holds SIGTERM and SIGINT:
+        # without this, the worker would inherit handlers that only wake the nanny's loop.
+        os.register_at_fork(after_in_child=default_signals)
+        for fd in inherited:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        import dask
+
+        dask.config.refresh()  # the requesting server's DASK_* variables
+        # The nanny forks its worker too: this process has distributed imported already.
+        dask.config.set({"distributed.worker.multiprocessing-method": "fork"})
+        command = importlib.import_module(argv[2]).main
+        sys.argv = [argv[2], *argv[3:]]
+        command.main(args=argv[3:], prog_name=argv[2], standalone_mode=True)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(socket_path: Path, idle_timeout: float, preload: list[str]) -> int:
+    """Run the launcher on ``socket_path`` until it has been idle for ``idle_timeout`` seconds."""
+    import fcntl
+
+    socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = open(socket_path.with_name(socket_path.name + ".lock"), "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"another launcher serves {socket_path}", flush=True)
+        return 0
+    started = time.perf_counter()
+    for module in preload:
+        importlib.import_module(module)
+    print(f"launcher {os.getpid()}: preloaded {', '.join(preload)} in {time.perf_counter() - started:.2f} s", flush=True)
+    socket_path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # only this user may ask for processes
+    try:
+        listener.bind(str(socket_path))
+    finally:
+        os.umask(old_umask)
+    listener.listen(64)
+    try:
+        Launcher(listener, idle_timeout).run()
+    finally:
+        socket_path.unlink(missing_ok=True)
+        listener.close()
+    return 0
+
+
+# -- the server's side ----------------------------------------------------------------------------
+
+
+class LaunchedProcess:
+    """A process forked by the launcher, awaited like ``asyncio.subprocess.Process``.
+
+    Its exit comes from the launcher's report or, if the launcher is gone, from polling psutil
+    (``returncode`` is then -1: the exit code is known only to the process's parent).
+    """
+
+    def __init__(self, pid: int, create_time: float | None):
+        self.pid = pid
+        self.create_time = create_time
+        self.returncode: int | None = None
+        self._exited = asyncio.get_running_loop().create_future()
+
+    def _set_exited(self, returncode: int) -> None:
+        if not self._exited.done():
+            self.returncode = returncode
+            self._exited.set_result(returncode)
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exited)
+
+    def is_running(self) -> bool:
+        """True while the PID still names this process (psutil: alive, not a zombie, same create time)."""
+        try:
+            process = psutil.Process(self.pid)
+            if self.create_time is not None and abs(process.create_time() - self.create_time) > 0.01:
+                return False
+            return process.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    async def poll_until_gone(self) -> None:
+        while self.returncode is None:
+            if not await asyncio.get_running_loop().run_in_executor(None, self.is_running):
+                self._set_exited(-1)
+                return
+            await asyncio.sleep(POLL_INTERVAL)
+
+
+class LauncherUnavailable(Exception):
+    """The warm launcher could not be started or reached."""
+
+
+class WarmLauncher(LoggingConfigurable):
+    """The server's connection to the warm launcher of its work folder (started or re-used on demand)."""
+
+    enabled = Bool(
+        True,
+        config=True,
+        help="Fork local schedulers and workers from a warm launcher process that has distributed and the "
+        "dashboard imported already (starts in tens of milliseconds instead of about a second). When off, or "
+        "when the launcher cannot start, every process is a fresh `python -m distributed.cli.dask_*`.",
+    )
+    idle_timeout = Float(
+        2.0,
+        config=True,
+        help="Seconds the launcher stays with no server connected and no process running before it exits "
+        "(while it runs processes, e.g. clusters kept for the next server, it stays).",
+    )
+    start_timeout = Float(
+        60.0, config=True, help="Seconds to wait for the launcher to start before falling back to plain processes."
+    )
+    retry_after = Float(
+        60.0, config=True, help="Seconds to use plain processes after the launcher failed, before trying it again."
+    )
+    preload = List(
+        Unicode(),
+        default_value=DEFAULT_PRELOAD,
+        config=True,
+        help="Modules the launcher imports before it forks anything.",
+    )
+
+    def __init__(self, workdir: Path, **kwargs):
+        super().__init__(**kwargs)
+        self.socket_path = socket_path_for(Path(workdir))
+        self.log_path = Path(workdir) / "launcher.log"
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task | None = None
+        self._connecting: asyncio.Task | None = None
+        self._process: subprocess.Popen | None = None
+        self._replies: dict[int, asyncio.Future] = {}
+        self._launched: dict[int, LaunchedProcess] = {}
+        self._exits: dict[int, int] = {}  # reported exits of processes no one is watching yet
+        self._next_id = 0
+        self._failed_at: float | None = None
+        self._closing = False
+        self.pid: int | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
+
+    async def spawn(self, command: list[str], env: dict[str, str], log_path: Path) -> LaunchedProcess | None:
+        """Fork ``command`` from the launcher; ``None`` when it cannot (the caller starts a plain process)."""
+        if not self.enabled or not forkable(command):
+            return None
+        try:
+            await self.ensure()
+            reply = await self._request(
+                {"op": "spawn", "name": log_path.stem, "argv": command, "env": env, "log": str(log_path), "cwd": str(log_path.parent)}
+            )
+        except LauncherUnavailable as exc:
+            self._give_up(str(exc))
+            return None
+        if "error" in reply:
+            self._give_up(reply["error"])
+            return None
+        return self.watch(reply["pid"], reply.get("create_time"), poll=False)
+
+    def watch(self, pid: int, create_time: float | None = None, *, poll: bool = True) -> LaunchedProcess:
+        """A :class:`LaunchedProcess` for ``pid``, e.g. one that an earlier server (or launcher) started.
+
+        Its exit comes from the launcher's report when the launcher is its parent, else (``poll``,
+        or once the launcher is gone) from polling psutil, so a re-adopted process stays watchable.
+        """
+        process = self._launched.get(pid)
+        if process is None or process.create_time != create_time:
+            process = self._launched[pid] = LaunchedProcess(pid, create_time)
+            process._exited.add_done_callback(lambda _: self._launched.pop(pid, None) if self._launched.get(pid) is process else None)
+        if pid in self._exits:
+            process._set_exited(self._exits.pop(pid))
+        elif poll or not self.connected:
+            asyncio.ensure_future(process.poll_until_gone())
+        return process
+
+    async def warm_up(self) -> None:
+        """Connect to (or start) the launcher now; logs and falls back like :meth:`spawn` if it cannot."""
+        try:
+            await self.ensure()
+        except LauncherUnavailable as exc:
+            self._give_up(str(exc))
+
+    async def ensure(self) -> None:
+        """Connect to the launcher, starting one if none runs; raises :class:`LauncherUnavailable`."""
+        if self.connected:
+            return
+        if self._failed_at is not None and time.monotonic() - self._failed_at < self.retry_after:
+            raise LauncherUnavailable("it failed recently")
+        if self._connecting is None or self._connecting.done():
+            self._connecting = asyncio.ensure_future(self._connect())
+        await asyncio.shield(self._connecting)
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.start_timeout
+        if self._process is not None and self._process.poll() is not None:
+            self._process = None  # an earlier launcher of ours, gone since
+        starts = 0
+        while True:
+            try:
+                self._reader, self._writer = await asyncio.open_unix_connection(str(self.socket_path))
+                break
+            except OSError:
+                pass
+            exited = self._process.poll() if self._process is not None else None
+            if exited:
+                raise LauncherUnavailable(f"it exited with code {exited}; see {self.log_path}")
+            # None started yet, or ours exited 0: another launcher held the lock (it may have gone since).
+            if (self._process is None or exited == 0) and starts < 3:
+                await self._start_process()
+                starts += 1
+            if loop.time() > deadline:
+                raise LauncherUnavailable(f"it did not answer within {self.start_timeout:g} s; see {self.log_path}")
+            await asyncio.sleep(0.02)
+        self._failed_at = None
+        self._read_task = asyncio.ensure_future(self._read_loop(self._reader))
+        self.pid = (await self._request({"op": "info"}))["pid"]
+        self.log.info("clustermgr: warm launcher %s at %s", self.pid, self.socket_path)
+
+    async def _start_process(self) -> None:
+        # subprocess.Popen, not asyncio's: asyncio kills a child whose transport is collected, and the
+        # launcher must outlive this server (start_new_session: no signal to the server reaches it).
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable, "-c", f"import sys; from {__name__} import main; sys.exit(main())",
+            str(self.socket_path), "--idle-timeout", str(self.idle_timeout),
+        ]  # fmt: skip
+        if self.preload != DEFAULT_PRELOAD:  # by default its command line names no dask CLI: it is none
+            command += ["--preload", ",".join(self.preload)]
+
+        def start() -> subprocess.Popen:
+            with open(self.log_path, "ab") as out:
+                return subprocess.Popen(
+                    command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                )  # fmt: skip
+
+        self._process = await asyncio.get_running_loop().run_in_executor(None, start)
+
+    async def _request(self, message: dict) -> dict:
+        if not self.connected:
+            raise LauncherUnavailable("not connected")
+        self._next_id += 1
+        message = {**message, "id": self._next_id}
+        future = self._replies[self._next_id] = asyncio.get_running_loop().create_future()
+        try:
+            self._writer.write(json.dumps(message).encode() + b"\n")
+            await self._writer.drain()
+            return await asyncio.wait_for(future, 30)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise LauncherUnavailable(f"lost the connection: {exc!r}") from exc
+        finally:
+            self._replies.pop(message["id"], None)
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while line := await reader.readline():
+                message = json.loads(line)
+                if message.get("event") == "exited":
+                    process = self._launched.get(message["pid"])
+                    if process is None:
+                        self._exits[message["pid"]] = message["returncode"]
+                    else:
+                        process._set_exited(message["returncode"])
+                elif (future := self._replies.get(message.get("id"))) is not None and not future.done():
+                    future.set_result(message)
+        except (OSError, ValueError) as exc:
+            self.log.warning("clustermgr: lost the warm launcher: %r", exc)
+        finally:
+            self._disconnected()
+
+    def _disconnected(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._writer = self._reader = None
+        for future in self._replies.values():
+            if not future.done():
+                future.set_exception(LauncherUnavailable("the launcher went away"))
+        if not self._closing:
+            for process in list(self._launched.values()):  # their exits can no longer be reported
+                asyncio.ensure_future(process.poll_until_gone())
+
+    def _give_up(self, reason: str) -> None:
+        self._failed_at = time.monotonic()
+        self.log.warning("clustermgr: warm launcher unavailable (%s); starting plain processes", reason)
+
+    async def close(self) -> None:
+        """Disconnect. The launcher keeps running its processes and exits once it has none."""
+        self._closing = True
+        if self._writer is not None:
+            self._writer.close()
+        if self._read_task is not None:
+            await asyncio.gather(self._read_task, return_exceptions=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("socket", type=Path, help="the unix socket to serve")
+    parser.add_argument("--idle-timeout", type=float, default=2.0, help="exit after this long with no server and no child")
+    parser.add_argument("--preload", default=",".join(DEFAULT_PRELOAD), help="comma-separated modules to import first")
+    args = parser.parse_args(argv)
+    return serve(args.socket, args.idle_timeout, [m for m in args.preload.split(",") if m])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

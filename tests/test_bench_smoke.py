@@ -1,0 +1,40 @@
+"""Given ``benchmarks/bench.py --smoke``, the benchmark runs end to end, writes well-formed rows and leaves no process."""
+
+import json
+import math
+import subprocess
+import sys
+
+from .helpers import REPO
+
+ROW_KEYS = {"name", "value", "unit", "target", "pass"}
+
+
+def test_bench_smoke_writes_rows_with_their_verdicts_and_leaves_no_process(tmp_path):
+    # Given the smoke mode of the benchmark (small: 1 repetition, 10 clusters, 5 subscribers)
+    out = tmp_path / "rows.json"
+    # When it runs (its exit code is non-zero if any process it started is still there at the end)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench.py"), "--smoke", "--no-chart", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    # Then every row is {name, value, unit, target, pass}, with pass = value <= target where there is a target
+    rows = json.loads(out.read_text())
+    for row in rows:
+        assert ROW_KEYS <= set(row) <= ROW_KEYS | {"note"}, row
+        assert isinstance(row["value"], (int, float)) and math.isfinite(row["value"]), row
+        assert row["pass"] == (None if row["target"] is None else row["value"] <= row["target"]), row
+    names = {row["name"] for row in rows}
+    # And the targets of the issue are all there, measured against LocalCluster in the same run
+    assert {
+        "create -> 2 workers running: ratio clustermgr / LocalCluster",
+        "scale 2 -> 4 workers: ratio clustermgr / LocalCluster",
+        "delete: ratio clustermgr / LocalCluster",
+        "warm launcher idle memory (RSS)",
+        "push p99 with 5 subscribers",
+        "GET list p99 at 10 clusters (0 workers each)",
+        "server RSS per cluster (10 clusters)",
+        "adaptive: first decision after a burst (1 s interval)",
+    } <= names
+    assert "| benchmark | value | target | pass | note |" in out.with_suffix(".md").read_text()
