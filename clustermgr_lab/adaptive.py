@@ -63,6 +63,15 @@ class AdaptSettings:
         }
 
 
+def counted(n: int, noun: str) -> str:
+    """``"1 worker"``, ``"3 workers"``: a count with its noun, as the sidebar shows counts.
+
+    >>> counted(1, "worker"), counted(0, "interval")
+    ('1 worker', '0 intervals')
+    """
+    return f"{n} {noun if n == 1 else noun + 's'}"
+
+
 def _positive_seconds(value: Any, field_name: str, low: float, high: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise InvalidRequest(f"must be a number of seconds from {low:g} to {high:g}, not {value!r}", field_name)
@@ -229,11 +238,11 @@ class AdaptivePolicy:
             plan = group.count
             if want > plan:
                 self._low_streak[group.name] = 0
-                reason = reasons[group.name] if desired[group.name] > plan else f"adaptive minimum is {low} workers"
+                reason = reasons[group.name] if desired[group.name] > plan else f"adaptive minimum is {counted(low, 'worker')}"
                 proposals.append(Proposal(group.name, plan, want, reason))
             elif want < plan:
                 if plan > high:
-                    proposals.append(Proposal(group.name, plan, want, f"adaptive maximum is {high} workers"))
+                    proposals.append(Proposal(group.name, plan, want, f"adaptive maximum is {counted(high, 'worker')}"))
                     continue
                 if group.is_general and total_desired < load.workers_holding_data:
                     self._low_streak[group.name] = 0
@@ -243,8 +252,8 @@ class AdaptivePolicy:
                 self._low_streak[group.name] = streak
                 if streak >= self.settings.wait_count:
                     self._low_streak[group.name] = 0
-                    why = "idle" if desired[group.name] == 0 else f"load wants {desired[group.name]} workers"
-                    proposals.append(Proposal(group.name, plan, want, f"{why} for {streak} intervals"))
+                    why = "idle" if desired[group.name] == 0 else f"load wants {counted(desired[group.name], 'worker')}"
+                    proposals.append(Proposal(group.name, plan, want, f"{why} for {counted(streak, 'interval')}"))
             else:
                 self._low_streak[group.name] = 0
         return proposals, notes
@@ -269,7 +278,7 @@ class AdaptivePolicy:
             desired[group.name] = want
             reasons[group.name] = (
                 "stored data fills over 60% of worker memory" if load.memory_pressure and want
-                else f"{load.ready} tasks queued, {duration}"
+                else f"{counted(load.ready, 'task')} queued, {duration}"
             )
         # Work restricted to a resource grows the groups that provide it.
         for group in spec.groups:

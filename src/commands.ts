@@ -87,8 +87,12 @@ export function addCommands(options: {
   commands.addCommand(CommandIDs.showSidebar, {
     label: 'Show Clusters Sidebar',
     caption: 'Show the Dask clusters sidebar and move the focus into it',
-    // The sidebar moves the focus into itself when activated.
-    execute: () => shell.activateById(options.sidebarId)
+    // The sidebar moves the focus into itself when activated; the command
+    // palette hands the focus back when it closes, so activate once more then.
+    execute: () => {
+      shell.activateById(options.sidebarId);
+      setTimeout(() => shell.activateById(options.sidebarId), 100);
+    }
   });
 
   commands.addCommand(CommandIDs.insertClientCell, {

@@ -66,13 +66,12 @@ export class ClusterSidebar extends ReactWidget {
       (target ?? this.node).focus();
     };
     focusInside();
-    // A sidebar shown for the first time renders a moment later, and the
-    // command palette hands the focus back when it closes: try again then.
-    setTimeout(() => {
-      if (!this.node.contains(document.activeElement) || document.activeElement === this.node) {
+    // A sidebar shown for the first time renders a frame later.
+    requestAnimationFrame(() => {
+      if (document.activeElement === this.node) {
         focusInside();
       }
-    }, 100);
+    });
   }
 
   protected render(): React.ReactElement {

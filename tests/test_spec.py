@@ -146,6 +146,19 @@ def test_policy_grows_at_once_and_shrinks_only_after_wait_count_intervals():
     assert [(p.before, p.after, p.reason) for p in proposals] == [(4, 1, "idle for 3 intervals")]
 
 
+def test_policy_reasons_count_in_singular_and_plural():
+    # Given an adaptive group of 2-thread workers that shrinks after one low interval
+    spec = parse_spec({"groups": [{"name": "default", "count": 0, "threads": 2, "memory": "1GB"}]})
+    policy = AdaptivePolicy(parse_adapt({"minimum": 1, "maximum": 5, "wait_count": 1}, spec))
+    # When one task is queued, Then the reason says "1 task" (as the sidebar shows it)
+    proposals, _ = policy.propose(spec, Load(cores_wanted=1, ready=1), {"default": []})
+    assert proposals[0].reason == "1 task queued, 5 s target duration"
+    # And an idle group shrinks after "1 interval"
+    spec = spec.with_count("default", 3)
+    proposals, _ = policy.propose(spec, Load(cores_wanted=0, workers_holding_data=0), {"default": ["a", "b", "c"]})
+    assert [p.reason for p in proposals] == ["idle for 1 interval"]
+
+
 def test_policy_holds_workers_that_keep_data_and_says_why():
     spec = parse_spec({"groups": [{"name": "default", "count": 2, "threads": 1, "memory": "1GB"}]})
     policy = AdaptivePolicy(parse_adapt({"minimum": 0, "maximum": 4, "wait_count": 1}, spec))

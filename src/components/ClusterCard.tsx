@@ -142,6 +142,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
     );
   };
 
+  // `live` actions need the server (the default): disabled while offline.
   const action = (
     id: string,
     text: string,
@@ -376,7 +377,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
         )}
       </div>
       )}
-      <DashboardPlots cluster={cluster} commands={commands} />
+      {!stopped && <DashboardPlots cluster={cluster} commands={commands} />}
     </li>
   );
 }

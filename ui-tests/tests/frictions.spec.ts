@@ -356,9 +356,7 @@ test('dragging a card selects no text; Client code goes into notebooks, files an
   const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="a"]');
 
   // Drag from the card's (selectable) address across the page onto a cell.
-  await page.notebook.createNew('drag.ipynb');
-  await page.notebook.setCell(0, 'markdown', 'Some text the drag passes over');
-  await page.notebook.runCell(0);
+  await page.notebook.createNew('drag.ipynb', { kernel: null });
   const from = (await card.locator('.cm-ClusterCard-address').boundingBox())!;
   const to = (await page.locator('.jp-NotebookPanel .jp-Cell').first().boundingBox())!;
   await page.mouse.move(from.x + 10, from.y + 5);
@@ -402,7 +400,7 @@ test('dragging a card selects no text; Client code goes into notebooks, files an
   // A console: the card's button writes into its prompt.
   await page.evaluate(() =>
     (window as any).jupyterapp.commands.execute('console:create', {
-      kernelPreference: { name: 'python3' }
+      kernelPreference: { shouldStart: false, canStart: false }
     })
   );
   await expect(page.locator('.jp-CodeConsole-promptCell')).toBeVisible({ timeout: 60000 });
