@@ -22,10 +22,10 @@ LABEXT_VERSION ?= 7.0.0
 # apt-get needs root; use sudo when not running as root.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Single-node SLURM for tests/test_slurm.py: started before pytest, stopped after (pass or fail).
-SLURM_START := $(SUDO) bash ci/slurm/start-slurm.sh
-SLURM_STOP := $(SUDO) bash ci/slurm/stop-slurm.sh
+SLURM_START := $(SUDO) bash $(CURDIR)/ci/slurm/start-slurm.sh
+SLURM_STOP := $(SUDO) bash $(CURDIR)/ci/slurm/stop-slurm.sh
 # Single-node Grid Engine for the `sge` backend's test (tests/test_hpc.py): ~15-30 s the first time.
-GRIDENGINE_START := $(SUDO) bash ci/gridengine/start-gridengine.sh
+GRIDENGINE_START := $(SUDO) bash $(CURDIR)/ci/gridengine/start-gridengine.sh
 
 export PATH := $(VENV)/bin:$(PATH)
 export VIRTUAL_ENV := $(VENV)
@@ -98,17 +98,21 @@ pytest: sshd install
 
 # The UI tests start their own JupyterLab on 127.0.0.1:$(LAB_PORT) (CI=1: never
 # reuse a running one).
+# SLURM stays up for the UI tests too (tests/hpc.spec.ts creates a SLURM cluster through the sidebar).
 define run_ui_tests
 	cd ui-tests && jlpm install
-	cd ui-tests && CI=1 CHROMIUM_PATH="$(CHROMIUM)" jlpm playwright test
+	trap '$(SLURM_STOP)' EXIT; $(SLURM_START); cd ui-tests && CI=1 CHROMIUM_PATH="$(CHROMIUM)" jlpm playwright test
 endef
 
 ui-test: chromium install
 	$(run_ui_tests)
 
+# One shell for both suites, so SLURM is started once and stopped at the end, pass or fail.
 test: chromium sshd install
-	$(run_pytest)
-	$(run_ui_tests)
+	cd ui-tests && jlpm install
+	trap '$(SLURM_STOP)' EXIT; $(SLURM_START); $(GRIDENGINE_START); \
+	  "$(VENV_PY)" -m pytest; \
+	  cd ui-tests && CI=1 CHROMIUM_PATH="$(CHROMIUM)" jlpm playwright test
 
 # --- benchmarks (not part of `make test`; the test suite runs only bench.py --smoke) ----
 
