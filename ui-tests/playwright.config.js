@@ -38,6 +38,9 @@ module.exports = {
     command: 'jlpm start',
     url: `http://127.0.0.1:${port}/lab`,
     timeout: 120000,
-    reuseExistingServer: !process.env.CI
+    reuseExistingServer: !process.env.CI,
+    // SIGTERM, not Playwright's default SIGKILL: the server then stops its clusters
+    // (on_shutdown = "stop" in jupyter_server_test_config.py) and leaves no process behind.
+    gracefulShutdown: { signal: 'SIGTERM', timeout: 30000 }
   }
 };
