@@ -307,13 +307,7 @@ class ManagedCluster:
                 await self._fail(reason)
             return
         try:
-            self._link = SchedulerLink(
-                self.endpoint.address,
-                self._worker_added,
-                self._worker_removed,
-                self._scheduler_lost,
-                on_responsive=self._scheduler_responsive,
-            )
+            self._link = self._new_link()
             await self._link.start()
         except Exception as exc:
             await self._fail(f"could not reconnect to the scheduler at {self.endpoint.address}: {exc}")
@@ -330,6 +324,16 @@ class ManagedCluster:
         if self.adapt:
             self._start_adaptive()
         self._changed()
+
+    def _new_link(self) -> SchedulerLink:
+        """The link to this cluster's scheduler: its worker stream and heartbeat feed this cluster."""
+        return SchedulerLink(
+            self.endpoint.address,
+            self._worker_added,
+            self._worker_removed,
+            self._scheduler_lost,
+            on_responsive=self._scheduler_responsive,
+        )
 
     async def _scheduler_mismatch(self) -> str | None:
         """Why the stored scheduler cannot be re-adopted, or None when it answers with its stored id."""
@@ -369,13 +373,7 @@ class ManagedCluster:
         try:
             self.endpoint = await scheduler
             if self.lifecycle == PENDING:
-                self._link = SchedulerLink(
-                    self.endpoint.address,
-                    self._worker_added,
-                    self._worker_removed,
-                    self._scheduler_lost,
-                    on_responsive=self._scheduler_responsive,
-                )
+                self._link = self._new_link()
                 await self._link.start()
         except Exception as exc:
             if self.lifecycle == PENDING:
