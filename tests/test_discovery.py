@@ -4,6 +4,7 @@ closed or when its kernel dies."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 from .helpers import call
@@ -29,6 +30,13 @@ async def run_in_kernel(client, code: str) -> str:
     return "".join(output).strip()
 
 
+def scheduler_address(output: str) -> str:
+    """The address a cell printed; the kernel's stderr (e.g. distributed's warnings) may be interleaved with it."""
+    found = re.search(r"tcp://[\w.\-\[\]:]+", output)
+    assert found, f"no scheduler address in the cell's output: {output!r}"
+    return found.group(0)
+
+
 async def listed(jp_fetch, address: str) -> dict | None:
     _, data = await call(jp_fetch, "GET", "clusters", expect=200)
     return next((c for c in data["clusters"] if c["scheduler_address"] == address), None)
@@ -42,10 +50,10 @@ async def test_a_notebooks_local_cluster_is_discovered_and_leaves_when_closed(jp
     try:
         await client.wait_for_ready(timeout=120)
         # When it starts a LocalCluster, as a notebook would
-        address = await run_in_kernel(
+        address = scheduler_address(await run_in_kernel(
             client,
             f"from distributed import LocalCluster\ncluster = {CLUSTER}\nprint(cluster.scheduler_address)",
-        )
+        ))
         started = time.monotonic()
         # Then the server lists it within 2 s, as an external cluster discovered in a notebook
         while (cluster := await listed(jp_fetch, address)) is None and time.monotonic() - started < 30:
@@ -68,7 +76,7 @@ async def test_a_notebooks_local_cluster_is_discovered_and_leaves_when_closed(jp
             assert time.monotonic() - closed < 30, "still listed after the cluster closed"
             await asyncio.sleep(0.1)
         # And one whose kernel dies without closing it leaves too
-        address = await run_in_kernel(client, f"cluster = {CLUSTER}\nprint(cluster.scheduler_address)")
+        address = scheduler_address(await run_in_kernel(client, f"cluster = {CLUSTER}\nprint(cluster.scheduler_address)"))
         await wait_until(lambda: listed(jp_fetch, address), "listed")
     finally:
         client.stop_channels()
