@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import os
 import subprocess
 import sys
 import time
@@ -66,8 +67,9 @@ def grid_engine_unusable() -> str | None:
     return None
 
 
+# Outside CI a machine without Grid Engine skips these; in CI (`make test` starts it) they run, and fail if it is missing.
 _no_grid_engine = grid_engine_unusable()
-requires_grid_engine = pytest.mark.skipif(_no_grid_engine is not None, reason=f"Grid Engine is not usable here: {_no_grid_engine}")
+requires_grid_engine = pytest.mark.skipif(_no_grid_engine is not None and not os.environ.get("CI"), reason=f"Grid Engine is not usable here: {_no_grid_engine}")
 
 
 # -- refused at server start ------------------------------------------------------------------------
