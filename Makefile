@@ -31,14 +31,16 @@ export PATH := $(VENV)/bin:$(PATH)
 export VIRTUAL_ENV := $(VENV)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help venv install build lab test pytest ui-test chromium sshd clean bench
+.PHONY: help venv install build lab test pytest ui-test chromium sshd clean bench lint lint-deps ts-test
 
 help:
 	@echo "make lab     - install into .venv and start JupyterLab (127.0.0.1:$(LAB_PORT))"
-	@echo "make test    - install, run pytest, then the galata UI tests"
+	@echo "make test    - install, lint, TypeScript unit tests, pytest, then the galata UI tests"
 	@echo "make install - create/update .venv and install the package (editable, with test extras)"
 	@echo "make build   - rebuild the frontend (jlpm build) after an install"
 	@echo "make pytest / make ui-test - run one test suite"
+	@echo "make lint    - ruff (lint + format check), prettier --check, eslint; bash ci/lint-fix.sh fixes what it can"
+	@echo "make ts-test - the TypeScript unit and parity tests (jest)"
 	@echo "make bench   - benchmarks/results/<date>.json + .png: targets, side by side with dask-labextension"
 	@echo "make clean   - remove build outputs (keeps .venv)"
 
@@ -107,8 +109,24 @@ endef
 ui-test: chromium install
 	$(run_ui_tests)
 
+# --- lint and TypeScript unit tests (`make test` runs both first: fast fail) -------
+
+# What they need when run alone: ruff (the `test` extras), jlpm (jupyterlab) and the root node_modules.
+lint-deps: venv
+	@[ -x "$(VENV)/bin/ruff" ] && [ -x "$(VENV)/bin/jlpm" ] || "$(MAKE)" install
+	jlpm install
+
+lint: lint-deps
+	ruff check .
+	ruff format --check .
+	jlpm prettier:check
+	jlpm eslint:check
+
+ts-test: lint-deps
+	jlpm test
+
 # One shell for both suites, so SLURM is started once and stopped at the end, pass or fail.
-test: chromium sshd install
+test: install lint ts-test chromium sshd
 	cd ui-tests && jlpm install
 	trap '$(SLURM_STOP)' EXIT; $(SLURM_START); $(GRIDENGINE_START); \
 	  "$(VENV_PY)" -m pytest; \
