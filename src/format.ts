@@ -40,7 +40,11 @@ export function formatSize(bytes: number): string {
 /**
  * A count with its noun, singular or plural: `1 core`, `2 cores`, `1.5 cores`.
  */
-export function plural(count: number, noun: string, nouns = `${noun}s`): string {
+export function plural(
+  count: number,
+  noun: string,
+  nouns = `${noun}s`
+): string {
   const text = Number.isInteger(count) ? String(count) : formatCores(count);
   return `${text} ${count === 1 ? noun : nouns}`;
 }
@@ -58,38 +62,38 @@ const SIZE_UNITS: { [unit: string]: number } = {
   tb: 1e12,
   p: 1e15,
   pb: 1e15,
+  ki: 2 ** 10,
   kib: 2 ** 10,
+  mi: 2 ** 20,
   mib: 2 ** 20,
+  gi: 2 ** 30,
   gib: 2 ** 30,
+  ti: 2 ** 40,
   tib: 2 ** 40,
+  pi: 2 ** 50,
   pib: 2 ** 50
 };
 
 /**
- * Read a size the way the server does (`dask.utils.parse_bytes`):
- * `4 GiB`, `4GB`, `1.5 gb`, `1e9`, or a plain byte count.
- * Returns `null` for anything else; the server has the last word.
+ * Read a size the way the server does (`dask.utils.parse_bytes`, and no
+ * size without a digit): `4 GiB`, `4GB`, `1.5 gb`, `8Gi`, `1e9`, or a plain
+ * byte count. Returns `null` for anything else; the server has the last word.
  */
 export function parseSize(text: string): number | null {
-  const match = /^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)?\s*([a-z]*)\s*$/i.exec(
-    text
+  // parse_bytes drops the spaces, then reads the trailing letters as the unit.
+  const compact = text.trim().replace(/ /g, '');
+  const match = /^([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)([a-z]*)$/i.exec(
+    compact
   );
-  if (!match || (match[1] === undefined && !match[2])) {
+  if (!match) {
     return null;
   }
   const factor = SIZE_UNITS[match[2].toLowerCase()];
   if (factor === undefined) {
     return null;
   }
-  const value = match[1] === undefined ? 1 : Number(match[1]);
-  return Math.floor(value * factor);
-}
-
-/**
- * A whole, non-negative number from a text field, else `null`.
- */
-export function parseCount(text: string): number | null {
-  return /^\s*\d+\s*$/.test(text) ? Number(text) : null;
+  // int() in Python: towards zero.
+  return Math.trunc(Number(match[1]) * factor);
 }
 
 /**

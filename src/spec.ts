@@ -3,8 +3,8 @@
  * their requests, and the client-side preview of what a target resolves to
  * (the server resolves the same way: round up to whole workers).
  */
-import { exactSize, formatSize, parseCount, plural } from './format';
-import { checkAmount, checkCount, checkSize } from './validate';
+import { exactSize, formatSize, plural } from './format';
+import { checkAmount, checkCount, checkSize, readNumber } from './validate';
 import {
   AdaptUnit,
   IWorkerGroupRequest,
@@ -63,12 +63,13 @@ export function newGroupDraft(groups: IGroupDraft[]): IGroupDraft {
 }
 
 /**
- * The request for a draft. Numbers that do not parse are sent as typed, so
- * the server explains what is wrong with them next to the field.
+ * The request for a draft. Numbers go as the numbers the editor read (`3.0`
+ * is 3); text that is no number is sent as typed, so the server explains
+ * what is wrong with it next to the field.
  */
 export function groupRequest(draft: IGroupDraft): IWorkerGroupRequest {
   const asNumber = (text: string) => {
-    const value = parseCount(text);
+    const value = readNumber(text);
     return (value ?? text) as number;
   };
   return {

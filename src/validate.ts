@@ -9,13 +9,27 @@ import { parseSize } from './format';
  * A value as typed: its number, or why there is none.
  */
 export type Checked =
-  | { value: number; error: null }
-  | { value: null; error: string };
+  { value: number; error: null } | { value: null; error: string };
 
 const ok = (value: number): Checked => ({ value, error: null });
 const bad = (error: string): Checked => ({ value: null, error });
 
 const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i;
+
+/**
+ * The server's largest count (`spec.LARGEST_COUNT`) and first size past its
+ * largest (`spec.LARGEST_SIZE` is 2 ** 63 - 1, which a double cannot hold).
+ */
+export const LARGEST_COUNT = 2 ** 31 - 1;
+const TOO_LARGE_SIZE = 2 ** 63;
+
+/**
+ * A number as typed (`3`, `3.0`, `1e3`, `-2`), else `null`: what a request
+ * sends as a number, so the server reads the same value the editor checked.
+ */
+export function readNumber(text: string): number | null {
+  return NUMBER.test(text) ? Number(text) : null;
+}
 
 /**
  * A whole number of `noun` (plural), at least `minimum`.
@@ -38,6 +52,9 @@ export function checkCount(text: string, noun: string, minimum = 0): Checked {
   if (value < minimum) {
     return bad(`Enter at least ${minimum}`);
   }
+  if (value > LARGEST_COUNT) {
+    return bad(`Enter at most ${LARGEST_COUNT} ${noun}`);
+  }
   return ok(value);
 }
 
@@ -45,7 +62,10 @@ export function checkCount(text: string, noun: string, minimum = 0): Checked {
  * A size with its unit (`4 GiB`, `512MB`). A bare number is refused rather
  * than read as bytes: `4` is far more likely to mean 4 GiB than 4 bytes.
  */
-export function checkSize(text: string, options: { allowZero?: boolean } = {}): Checked {
+export function checkSize(
+  text: string,
+  options: { allowZero?: boolean } = {}
+): Checked {
   const trimmed = text.trim();
   if (!trimmed) {
     return bad('Enter a size, e.g. 4 GiB');
@@ -68,6 +88,9 @@ export function checkSize(text: string, options: { allowZero?: boolean } = {}): 
   }
   if (bytes === 0 && !options.allowZero) {
     return bad('Must be more than 0, e.g. 4 GiB');
+  }
+  if (bytes >= TOO_LARGE_SIZE) {
+    return bad('Too large: at most 8 EiB');
   }
   return ok(bytes);
 }
