@@ -1,17 +1,131 @@
 /**
  * The limits a plan is checked against before it is sent: the server's
- * worker limit per cluster, and (for local workers) this machine's size.
+ * worker limit and caps per cluster, and (for local workers) this machine's
+ * size.
  */
 import { formatSize, plural } from './format';
 import { ITotals } from './spec';
 import { ILimits, IWorkerGroupSpec } from './types';
 
 /**
+ * The caps the server checks a cluster's plan against (its `Limits`, one
+ * set per backend); `null`: no cap of that kind.
+ */
+export interface ICaps {
+  max_cores: number | null;
+  max_memory: number | null;
+  gpus_per_worker: number | null;
+  max_gpus: number | null;
+  memory_per_worker: number | null;
+  /** Where the workers run, in words: "this machine", "a compute node". */
+  where?: string;
+}
+
+/**
+ * Limits with the caps of each backend, when the server gives them.
+ */
+export type ILimitsWithCaps = ILimits & { caps?: { [backend: string]: ICaps } };
+
+/**
+ * Which cap a plan goes past, the request field the server names for it, and
+ * why, in words.
+ */
+export interface ICapRefusal {
+  cap: keyof Omit<ICaps, 'where'>;
+  field: string;
+  message: string;
+}
+
+type PlannedGroup = Pick<
+  IWorkerGroupSpec,
+  'name' | 'count' | 'threads' | 'memory' | 'gpus'
+>;
+
+const REFUSED = 'the server will refuse it';
+
+/**
+ * The first cap of all workers together that `planned` goes past, as the
+ * server checks them: cores, then GPUs, then memory.
+ */
+function totalsRefusal(
+  planned: ITotals,
+  caps: ICaps,
+  field: string
+): ICapRefusal | null {
+  const where = caps.where ?? 'this server';
+  if (caps.max_cores !== null && planned.cores > caps.max_cores) {
+    return {
+      cap: 'max_cores',
+      field,
+      message: `Above the limit of ${plural(caps.max_cores, 'core')} per cluster: ${REFUSED}`
+    };
+  }
+  if (caps.max_gpus !== null && planned.gpus > caps.max_gpus) {
+    return {
+      cap: 'max_gpus',
+      field,
+      message: `More than the ${plural(caps.max_gpus, 'GPU')} of ${where}: ${REFUSED}`
+    };
+  }
+  if (caps.max_memory !== null && planned.memory > caps.max_memory) {
+    return {
+      cap: 'max_memory',
+      field,
+      message: `Above the limit of ${formatSize(caps.max_memory)} of memory per cluster: ${REFUSED}`
+    };
+  }
+  return null;
+}
+
+/**
+ * Why the server refuses a plan, as its `Limits.check` does: the first group
+ * whose workers ask for more GPUs or memory each than `where` has, else the
+ * first cap all workers together go past; `null` when it fits.
+ *
+ * `groupsField` is where the groups are in the request (`spec.groups`) when
+ * it gave them: a group's problem is then named per group.
+ */
+export function capRefusal(
+  groups: ReadonlyArray<PlannedGroup>,
+  caps: ICaps,
+  field: string,
+  groupsField?: string
+): ICapRefusal | null {
+  const where = caps.where ?? 'this server';
+  for (const [i, g] of groups.entries()) {
+    const at = (key: string) =>
+      groupsField ? `${groupsField}[${i}].${key}` : field;
+    if (caps.gpus_per_worker !== null && g.gpus > caps.gpus_per_worker) {
+      return {
+        cap: 'gpus_per_worker',
+        field: at('gpus'),
+        message: `Group ${g.name} asks for ${plural(g.gpus, 'GPU')} per worker; ${where} has ${caps.gpus_per_worker}`
+      };
+    }
+    if (caps.memory_per_worker !== null && g.memory > caps.memory_per_worker) {
+      return {
+        cap: 'memory_per_worker',
+        field: at('memory'),
+        message: `Group ${g.name} asks for ${formatSize(g.memory)} per worker; ${where} has ${formatSize(caps.memory_per_worker)}`
+      };
+    }
+  }
+  const planned: ITotals = { workers: 0, cores: 0, memory: 0, gpus: 0 };
+  for (const g of groups) {
+    planned.workers += g.count;
+    planned.cores += g.count * g.threads;
+    planned.memory += g.count * g.memory;
+    planned.gpus += g.count * g.gpus;
+  }
+  return totalsRefusal(planned, caps, field);
+}
+
+/**
  * Why a plan may not work out, in words; empty when it fits.
  */
 export function limitWarnings(
   planned: ITotals,
-  limits: ILimits | null,
+  limits: ILimitsWithCaps | null,
   backend: string
 ): string[] {
   if (!limits) {
@@ -20,8 +134,13 @@ export function limitWarnings(
   const warnings: string[] = [];
   if (planned.workers > limits.max_workers) {
     warnings.push(
-      `Above the limit of ${plural(limits.max_workers, 'worker')} per cluster: the server will refuse it`
+      `Above the limit of ${plural(limits.max_workers, 'worker')} per cluster: ${REFUSED}`
     );
+  }
+  const caps = limits.caps?.[backend];
+  const refusal = caps ? totalsRefusal(planned, caps, '') : null;
+  if (refusal) {
+    warnings.push(refusal.message);
   }
   // Only local workers share this machine; batch jobs run elsewhere.
   if (backend === 'local') {

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import pytest
 
 from clustermgr_lab.errors import InvalidRequest
-from clustermgr_lab.spec import WorkerGroup, parse_count, parse_size, parse_target, workers_for
+from clustermgr_lab.limits import Limits
+from clustermgr_lab.spec import WorkerGroup, WorkerSpec, parse_count, parse_size, parse_spec, parse_target, workers_for
 
 CASES = json.loads((Path(__file__).parent / "parity_cases.json").read_text())
 
@@ -52,3 +54,46 @@ def test_targets_need_the_workers_the_sidebar_previews(case):
     target = parse_target({case["unit"]: case["sent"]})
     # When the server resolves the target, Then it asks for the workers the preview showed
     assert workers_for(group, target.unit, target.amount) == case["workers"]
+
+
+# What the server's message says for each cap (Limits.check names no cap; its message does).
+CAP_WORDS = {
+    "max_cores": "cores in all",
+    "max_memory": "of memory in all",
+    "max_gpus": "GPUs in all",
+    "gpus_per_worker": "GPUs per worker",
+    "memory_per_worker": "per worker;",
+}
+
+
+@pytest.mark.parametrize("case", _named(CASES["caps"], "about"))
+def test_caps_refuse_what_the_sidebar_warns_about(case):
+    # Given a server's caps and a plan of worker groups
+    limits = Limits(**case["caps"])
+    spec = WorkerSpec(tuple(WorkerGroup(**group) for group in case["groups"]))
+    check = functools.partial(limits.check, spec, "spec", groups_field=case.get("groups_field"))
+    if case["refused"] is None:
+        # When the server checks the plan, Then it takes it
+        check()
+    else:
+        # When the server checks the plan, Then it refuses it for the cap the sidebar names, at the same field
+        with pytest.raises(InvalidRequest) as refused:
+            check()
+        assert refused.value.field == case["refused"]["field"]
+        assert CAP_WORDS[case["refused"]["cap"]] in refused.value.message
+
+
+@pytest.mark.parametrize("case", _named(CASES["max_workers"], "counts"))
+def test_the_worker_limit_refuses_what_the_sidebar_warns_about(case):
+    # Given a plan of groups with these worker counts
+    data = {
+        "groups": [{"name": f"g{i}", "count": n, "threads": 1, "memory": "1 GiB"} for i, n in enumerate(case["counts"])]
+    }
+    if case["refused"]:
+        # When the server reads it under its worker limit, Then it refuses it
+        with pytest.raises(InvalidRequest) as refused:
+            parse_spec(data, max_workers=case["max_workers"])
+        assert refused.value.field == "spec.groups"
+    else:
+        # When the server reads it under its worker limit, Then it takes it
+        assert parse_spec(data, max_workers=case["max_workers"]).total_workers == sum(case["counts"])

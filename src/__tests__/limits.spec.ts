@@ -1,7 +1,13 @@
 /**
  * The warnings the editors show before a plan is sent.
  */
-import { addTotals, limitWarnings, otherGroupsTotals } from '../limits';
+import {
+  addTotals,
+  capRefusal,
+  ICaps,
+  limitWarnings,
+  otherGroupsTotals
+} from '../limits';
 import { ITotals } from '../spec';
 import { ILimits, IWorkerGroupSpec } from '../types';
 
@@ -42,6 +48,52 @@ describe('limitWarnings', () => {
 
   it('does not hold batch workers to this machine’s size', () => {
     expect(limitWarnings(plan(4, 64, 512 * GiB), limits, 'slurm')).toEqual([]);
+  });
+});
+
+describe('caps', () => {
+  const caps: ICaps = {
+    max_cores: 16,
+    max_memory: 64 * GiB,
+    gpus_per_worker: 1,
+    max_gpus: 2,
+    memory_per_worker: 32 * GiB,
+    where: 'a compute node'
+  };
+  const withCaps = { ...limits, caps: { slurm: caps } };
+
+  it('warns that the server refuses a plan past a cap of all workers', () => {
+    expect(limitWarnings(plan(17, 17, GiB), withCaps, 'slurm')).toEqual([
+      'Above the limit of 12 workers per cluster: the server will refuse it',
+      'Above the limit of 16 cores per cluster: the server will refuse it'
+    ]);
+    expect(limitWarnings(plan(2, 2, 65 * GiB), withCaps, 'slurm')).toEqual([
+      'Above the limit of 64 GiB of memory per cluster: the server will refuse it'
+    ]);
+    expect(
+      limitWarnings({ ...plan(3, 3, GiB), gpus: 3 }, withCaps, 'slurm')
+    ).toEqual([
+      'More than the 2 GPUs of a compute node: the server will refuse it'
+    ]);
+  });
+
+  it('holds a backend only to its own caps', () => {
+    expect(limitWarnings(plan(2, 17, GiB), withCaps, 'sge')).toEqual([]);
+  });
+
+  it('names the group whose workers are too large, in its words', () => {
+    const groups = [
+      { name: 'cpu', count: 1, threads: 1, memory: GiB, gpus: 0 },
+      { name: 'big', count: 1, threads: 1, memory: 48 * GiB, gpus: 0 }
+    ];
+    expect(capRefusal(groups, caps, 'spec', 'spec.groups')).toEqual({
+      cap: 'memory_per_worker',
+      field: 'spec.groups[1].memory',
+      message: 'Group big asks for 48 GiB per worker; a compute node has 32 GiB'
+    });
+    expect(capRefusal(groups, caps, 'scale.workers')?.field).toBe(
+      'scale.workers'
+    );
   });
 });
 

@@ -3,6 +3,7 @@
  * the server's tests (tests/test_parity.py) also read.
  */
 import cases from '../../tests/parity_cases.json';
+import { capRefusal, ICaps, limitWarnings } from '../limits';
 import { groupRequest, IGroupDraft, workersFor } from '../spec';
 import { checkAmount, checkCount, checkSize } from '../validate';
 
@@ -26,6 +27,26 @@ interface IWorkersCase {
   unit: 'workers' | 'cores' | 'memory';
   amount: string;
   workers: number;
+}
+
+interface ICapsCase {
+  about: string;
+  caps: ICaps;
+  groups: {
+    name: string;
+    count: number;
+    threads: number;
+    memory: number;
+    gpus: number;
+  }[];
+  groups_field?: string;
+  refused: { cap: string; field: string } | null;
+}
+
+interface IMaxWorkersCase {
+  counts: number[];
+  max_workers: number;
+  refused: boolean;
 }
 
 const draft = (count: string): IGroupDraft => ({
@@ -86,6 +107,41 @@ describe('workers for a target', () => {
       // When the preview resolves it, Then it needs the workers the server resolves
       const perWorker = { threads: c.threads, memory: memory!, gpus: 0 };
       expect(workersFor(perWorker, c.unit, amount!)).toBe(c.workers);
+    }
+  );
+});
+
+describe('caps', () => {
+  it.each(cases.caps as ICapsCase[])('$about', (c: ICapsCase) => {
+    // Given the server's caps and a plan of worker groups
+    // When the sidebar checks the plan against them
+    const refusal = capRefusal(c.groups, c.caps, 'spec', c.groups_field);
+    // Then it refuses it for the cap the server names, at the same field
+    expect(refusal && { cap: refusal.cap, field: refusal.field }).toEqual(
+      c.refused
+    );
+  });
+});
+
+describe('the worker limit', () => {
+  it.each(cases.max_workers as IMaxWorkersCase[])(
+    '$counts workers under a limit of $max_workers',
+    (c: IMaxWorkersCase) => {
+      // Given a plan of groups with these worker counts
+      const workers = c.counts.reduce((a, b) => a + b, 0);
+      const limits = {
+        max_workers: c.max_workers,
+        max_clusters: 1,
+        machine: { cores: 1, memory: 1 }
+      };
+      // When the sidebar previews it (batch workers: no machine warnings)
+      const warnings = limitWarnings(
+        { workers, cores: 0, memory: 0, gpus: 0 },
+        limits,
+        'slurm'
+      );
+      // Then it says the server refuses it exactly when the server does
+      expect(warnings.length > 0).toBe(c.refused);
     }
   );
 });
