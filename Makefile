@@ -116,11 +116,14 @@ lint-deps: venv
 	@[ -x "$(VENV)/bin/ruff" ] && [ -x "$(VENV)/bin/jlpm" ] || "$(MAKE)" install
 	jlpm install
 
+# Every check runs, so one run lists all there is to fix; the target fails if any failed.
 lint: lint-deps
-	ruff check .
-	ruff format --check .
-	jlpm prettier:check
-	jlpm eslint:check
+	status=0; \
+	  ruff check --output-format concise . || status=1; \
+	  ruff format --check --output-format concise . || status=1; \
+	  jlpm prettier:check || status=1; \
+	  jlpm eslint:check || status=1; \
+	  exit $$status
 
 ts-test: lint-deps
 	jlpm test
