@@ -525,7 +525,7 @@ class ClusterManager(LoggingConfigurable):
         """Register a listener and return the snapshot it starts from."""
         self._flush()
         self._listeners.add(listener)
-        return {"type": "snapshot", "seq": self.seq, "clusters": self.list()}
+        return {"type": "snapshot", "seq": self.seq, "clusters": self.list(), "status": self.status()}
 
     def unsubscribe(self, listener: Listener) -> None:
         self._listeners.discard(listener)

@@ -43,7 +43,7 @@ MAX_EVENTS_PER_CLUSTER = 200
 #: Free bytes below which the store's file system counts as full (a write could not complete).
 MIN_FREE_BYTES = 256 * 1024
 #: What each write check writes (and rewrites): room for a record or two, so a check passes only if a save would.
-HEADROOM_BYTES = 64 * 1024
+HEADROOM_BYTES = 16 * 1024
 
 #: The schema's history: ``(version, what it changes, SQL statements)``. Append, never edit.
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
@@ -161,27 +161,43 @@ class ClusterStore:
                 "the cluster store %s is empty (0 bytes): it was cut short or truncated; "
                 "clusters are looked for in their manifests in the work folder", self.path,
             )  # fmt: skip
-        self._lock_fd = self._lock()
+        self._legacy_lock_fd: int | None = None
         try:
+            self._lock_fd = self._lock()
             try:
                 self._db = self._open()
             except sqlite3.DatabaseError as exc:
                 self._db = self._replace_unreadable(exc)
         except BaseException:
-            os.close(self._lock_fd)
+            for fd in (getattr(self, "_lock_fd", None), self._legacy_lock_fd):
+                if fd is not None:
+                    os.close(fd)
             raise
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clustermgr-store")
 
     # -- opening ---------------------------------------------------------------------------------
 
     def _lock(self) -> int:
-        """Lock the store file itself (``flock``, close-on-exec): the lock lives as long as this server."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        """Lock the store file itself (``flock``, close-on-exec): the lock lives as long as this server.
+
+        The lock file the first release used (``<store>.lock``) is locked too, so that a server of that
+        release still running on the store during an upgrade is not joined by this one.
+        """
+        if self._legacy_lock_fd is None:
+            self._legacy_lock_fd = self._lock_file(self.path.with_name(self.path.name + ".lock"))
+            os.ftruncate(self._legacy_lock_fd, 0)
+            os.pwrite(self._legacy_lock_fd, str(os.getpid()).encode(), 0)
+        return self._lock_file(self.path)
+
+    def _lock_file(self, path: Path) -> int:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = lock_holder(path)
+            if holder is None:  # /proc/locks does not say (not Linux): the first release wrote its PID there
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or None
             os.close(fd)
-            holder = lock_holder(self.path)
             raise StoreLocked(
                 f"the cluster store {self.path} is in use by another Jupyter server "
                 f"(pid {holder if holder is not None else 'unknown'}); "
@@ -426,6 +442,7 @@ class ClusterStore:
         self._writer.shutdown(wait=True)
         self._db.close()
         os.close(self._lock_fd)
+        os.close(self._legacy_lock_fd)
 
 
 class _Replaced(OSError):

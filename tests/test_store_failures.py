@@ -20,7 +20,7 @@ import requests
 
 from clustermgr_lab.client import ClusterManagerAPIError
 
-from .helpers import validate_response
+from .helpers import validate_response, validate_stream_message
 from .server_process import JupyterServer, eventually, kill_leftovers, orphans, stored_cluster_ids, stored_workers
 
 ONE = {"groups": [{"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}]}
@@ -99,6 +99,10 @@ def test_a_full_store_refuses_new_work_before_anything_starts_and_recovers(place
     place.remember(store, kept["id"])
     assert status_of(server) == {"store": {"writable": True, "error": None}}
     folders = sorted(p.name for p in place.workdir.iterdir())
+    stream = client.watch(timeout=30)
+    snapshot = next(stream)
+    validate_stream_message(snapshot)
+    assert snapshot["status"] == {"store": {"writable": True, "error": None}}
 
     # When the disk is full
     filler = fill(small_disk)
@@ -111,15 +115,20 @@ def test_a_full_store_refuses_new_work_before_anything_starts_and_recovers(place
     refused(lambda: client.scale(kept["id"], 2))
     time.sleep(1)  # what a started worker would take to be requested
     assert running_with(1)(client.get(kept["id"])) and client.get(kept["id"])["spec"]["groups"][0]["count"] == 1
-    # And the status endpoint and the log say so
+    # And the status endpoint, the stream and the log say so
     status = status_of(server)["store"]
     assert status["writable"] is False and str(store) in status["error"]
+    pushed = next(m for m in stream if m["type"] == "status")
+    validate_stream_message(pushed)
+    assert pushed["status"]["store"]["writable"] is False
     assert "cannot be written" in server.log_text()
 
     # When the disk has room again
     filler.unlink()
     # Then the server notices by itself, and takes new clusters again
     eventually(lambda: status_of(server)["store"]["writable"], 30, "the store to be writable again")
+    assert next(m for m in stream if m["type"] == "status")["status"]["store"]["writable"] is True
+    stream.close()
     assert "can be written again" in server.log_text()
     after = client.create(name="after", spec=ONE)
     client.wait(after["id"], running_with(1), timeout=120)
