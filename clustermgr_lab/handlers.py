@@ -98,9 +98,7 @@ class ClustersHandler(BaseHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        body = self.json_body()
-        await self.manager.ensure_store_writable()  # a 503 before anything starts, if it cannot be recorded
-        cluster = self.manager.create(body)
+        cluster = await self.manager.create_durably(self.json_body())  # a 503 before anything starts, if not recorded
         self.reply(self.manager.describe(cluster), status=202)
 
 
@@ -113,9 +111,7 @@ class ClusterHandler(BaseHandler):
     @web.authenticated
     @authorized
     async def patch(self, cluster_id: str) -> None:
-        body = self.json_body()
-        await self.manager.ensure_store_writable()
-        extra = self.manager.update(cluster_id, body)
+        extra = await self.manager.update_durably(cluster_id, self.json_body())
         self.reply({**self.manager.describe(self.manager.get(cluster_id)), **extra})
 
     @web.authenticated

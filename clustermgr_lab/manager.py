@@ -22,7 +22,7 @@ from .adaptive import AdaptSettings, parse_adapt
 from .backends import BACKENDS, LocalBackend
 from .backends.external import ExternalBackend, parse_scheduler_address
 from .backends.launcher import WarmLauncher
-from .cluster import FAILED, STOPPED, STOPPING, ManagedCluster
+from .cluster import FAILED, PENDING, RUNNING, STOPPED, STOPPING, ManagedCluster
 from .errors import Conflict, InvalidRequest, NotFound, StoreUnavailable
 from .idle import parse_idle_timeout
 from .limits import Limits
@@ -596,6 +596,22 @@ class ClusterManager(LoggingConfigurable):
         """
         self._loop = self._loop or asyncio.get_running_loop()
         await asyncio.wrap_future(self.store.check_later())
+
+    async def create_durably(self, body: Any) -> ManagedCluster:
+        """:meth:`create`, once a write has shown that the store can record the new cluster."""
+        if not (isinstance(body, Mapping) and "attach" in body):  # attached clusters are not stored
+            await self.ensure_store_writable()
+        return self.create(body)
+
+    async def update_durably(self, cluster_id: str, body: Any) -> dict[str, Any]:
+        """:meth:`update`, once a write has shown that the store can record the change.
+
+        A change the cluster refuses anyway (unknown, stopping, attached) is refused first, without waiting.
+        """
+        cluster = self.get(cluster_id)
+        if cluster.backend.can_scale and cluster.lifecycle in (PENDING, RUNNING):
+            await self.ensure_store_writable()
+        return self.update(cluster_id, body)
 
     def _store_health_changed(self, health: StoreHealth) -> None:
         """On the writer thread: hand the change to the event loop."""
