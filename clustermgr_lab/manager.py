@@ -20,6 +20,8 @@ from traitlets.config import LoggingConfigurable
 
 from .adaptive import AdaptSettings, parse_adapt
 from .backends import BACKENDS, LocalBackend
+from .backends.base import SchedulerEndpoint
+from .backends.local import SCHEDULER
 from .backends.external import ExternalBackend, parse_scheduler_address
 from .backends.launcher import WarmLauncher
 from .cluster import FAILED, PENDING, RUNNING, STOPPED, STOPPING, ManagedCluster
@@ -151,11 +153,15 @@ class ClusterManager(LoggingConfigurable):
         self._store_watch: asyncio.TimerHandle | None = None
         self._events_written: dict[str, int] = {}
         self._stored: list[tuple[ManagedCluster, dict]] = []
+        self._unrestorable: list[dict] = []
         for record in self._stored_records():
             try:
                 self._stored.append((self._restore(record), record))
             except Exception:  # one record this server cannot take must not keep it from serving
-                self.log.exception("cluster %s: cannot restore it from the store; left out", record.get("id"))
+                self.log.exception(
+                    "cluster %s: cannot restore it from the store; what still runs of it is stopped", record.get("id")
+                )
+                self._unrestorable.append(record)
 
     def _stored_records(self) -> list[dict]:
         """The records of the store; of a damaged store, what could be read; and the clusters only their manifests know."""
@@ -222,6 +228,7 @@ class ClusterManager(LoggingConfigurable):
     async def readopt_all(self) -> None:
         """Re-adopt every stored cluster (at start-up, once the event loop runs); concurrently."""
         stored, self._stored = self._stored, []
+        unrestorable, self._unrestorable = self._unrestorable, []
 
         async def readopt(cluster: ManagedCluster, record: dict) -> None:
             try:
@@ -235,7 +242,25 @@ class ClusterManager(LoggingConfigurable):
             else:
                 self.log.info("cluster %s (%s): %s", cluster.id, cluster.name, cluster.status)
 
-        await asyncio.gather(*(readopt(c, r) for c, r in stored))
+        await asyncio.gather(*(readopt(c, r) for c, r in stored), *(self._stop_leftovers(r) for r in unrestorable))
+
+    async def _stop_leftovers(self, record: dict) -> None:
+        """Stop the recorded processes or jobs of a cluster that cannot be restored (never leave them running unseen)."""
+        processes = {w["name"]: w["process"] for w in record.get("workers") or [] if w.get("process")}
+        scheduler = (record.get("backend_state") or {}).get(SCHEDULER)
+        if scheduler:
+            processes[SCHEDULER] = scheduler
+        try:
+            backend = self._with_launcher(BACKENDS[record["backend"]](record["id"], Path(record["workdir"])))
+            await backend.adopt(SchedulerEndpoint(record.get("scheduler_address") or "", None), processes)
+            running = sorted(backend.started() | set(backend.pids()))
+            await backend.close()
+        except Exception as exc:
+            self.log.error(
+                "cluster %s: could not stop what may still run of it (%s): %s", record.get("id"), exc, processes
+            )
+            return
+        self.log.warning("cluster %s: not restored; stopped what still ran of it: %s", record["id"], running or "nothing")
 
     def _load_templates(self) -> dict[str, Template]:
         builtin = builtin_templates() if self.include_builtin_templates else []

@@ -161,3 +161,34 @@ async def test_start_up_removes_the_discovery_folders_of_servers_that_are_gone(s
         await asyncio.sleep(0.1)
     assert not stale_discovery["dead"].exists() and not stale_discovery["reused"].exists()
     assert (stale_discovery["live"] / "abc.json").exists()
+
+
+async def test_what_runs_of_a_cluster_that_cannot_be_restored_is_stopped(tmp_path, caplog):
+    # Given a store with a cluster record this server cannot restore (its spec does not parse),
+    # whose scheduler and worker processes still run
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    scheduler, worker = (subprocess.Popen(sleeper, start_new_session=True) for _ in range(2))
+    records = {name: {"pid": p.pid, "create_time": psutil.Process(p.pid).create_time()} for name, p in (("scheduler", scheduler), ("default-1", worker))}
+    record = stored_cluster("bad123", tmp_path / "work" / "bad123", {"default-1": records["default-1"]}, scheduler=records["scheduler"])
+    record["spec"] = {"groups": "not a list"}
+    store_path = tmp_path / "clusters.sqlite3"
+    store = ClusterStore(store_path)
+    store.save(record, [])
+    store.close()
+    try:
+        # When a manager starts on it
+        with caplog.at_level(logging.WARNING):
+            manager = ClusterManager(workdir=str(tmp_path / "work"), store_path=str(store_path), log=logging.getLogger("test-manager"))
+            await manager.readopt_all()
+        # Then its processes are stopped, and the log says which
+        for process in (scheduler, worker):
+            deadline = time.monotonic() + 15
+            while process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert process.poll() is not None
+        assert any("bad123: not restored; stopped what still ran of it: ['default-1', 'scheduler']" in r.getMessage() for r in caplog.records)
+        await manager.close_all()
+    finally:
+        for process in (scheduler, worker):
+            process.kill()
+            process.wait()
