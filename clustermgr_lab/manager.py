@@ -154,6 +154,7 @@ class ClusterManager(LoggingConfigurable):
         self._events_written: dict[str, int] = {}
         self._stored: list[tuple[ManagedCluster, dict]] = []
         self._unrestorable: list[dict] = []
+        self._unforgotten: dict[str, Path | None] = {}  # deleted clusters the store could not forget yet
         for record in self._stored_records():
             try:
                 self._stored.append((self._restore(record), record))
@@ -514,8 +515,15 @@ class ClusterManager(LoggingConfigurable):
         cluster = self._clusters.pop(cluster_id, None)
         self._dirty.discard(cluster_id)
         self._events_written.pop(cluster_id, None)
-        self._write(self.store.delete_later(cluster_id, cluster.backend.workdir if cluster else None))
+        self._write_delete(cluster_id, cluster.backend.workdir if cluster else None)
         self._emit({"type": "removed", "id": cluster_id})
+
+    def _write_delete(self, cluster_id: str, workdir: Path | None) -> None:
+        """Have the store forget a cluster; if it cannot now, it does once it can be written again."""
+        self._unforgotten.pop(cluster_id, None)
+        self._write(
+            self.store.delete_later(cluster_id, workdir), lambda: self._unforgotten.setdefault(cluster_id, workdir)
+        )
 
     async def close_all(self) -> None:
         """At a clean server stop: keep every cluster running for the next server (``on_shutdown = "keep"``)
@@ -647,6 +655,9 @@ class ClusterManager(LoggingConfigurable):
         if health.writable:
             for cluster in list(self._clusters.values()):  # what could not be written meanwhile
                 self._persist(cluster)
+            for cluster_id, workdir in list(self._unforgotten.items()):
+                if cluster_id not in self._clusters:
+                    self._write_delete(cluster_id, workdir)
         elif self._store_watch is None:
             self._watch_store()
 

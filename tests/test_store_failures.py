@@ -95,7 +95,9 @@ def test_a_full_store_refuses_new_work_before_anything_starts_and_recovers(place
     server = place.server(store)
     client = server.client()
     kept = client.create(name="kept", spec=ONE)
+    doomed = client.create(name="doomed", spec={"groups": [{**ONE["groups"][0], "count": 0}]})
     client.wait(kept["id"], running_with(1), timeout=120)
+    client.wait(doomed["id"], running_with(0), timeout=120)
     place.remember(store, kept["id"])
     assert status_of(server) == {"store": {"writable": True, "error": None}}
     folders = sorted(p.name for p in place.workdir.iterdir())
@@ -109,7 +111,7 @@ def test_a_full_store_refuses_new_work_before_anything_starts_and_recovers(place
     # Then creating a cluster is refused with a 503 that says why, and nothing is created or started
     error = refused(lambda: client.create(name="refused", spec=ONE))
     assert str(store) in error.message and "space" in error.message
-    assert [c["name"] for c in client.list()] == ["kept"]
+    assert sorted(c["name"] for c in client.list()) == ["doomed", "kept"]
     assert sorted(p.name for p in place.workdir.iterdir()) == folders
     # And scaling is refused too, and the cluster keeps its plan and its worker
     refused(lambda: client.scale(kept["id"], 2))
@@ -122,6 +124,9 @@ def test_a_full_store_refuses_new_work_before_anything_starts_and_recovers(place
     validate_stream_message(pushed)
     assert pushed["status"]["store"]["writable"] is False
     assert "cannot be written" in server.log_text()
+    # And deleting a cluster still works (it frees resources), though the store cannot forget it yet
+    client.delete(doomed["id"], wait=True, timeout=60)
+    assert doomed["id"] in stored_cluster_ids(store)
 
     # When the disk has room again
     filler.unlink()
@@ -130,6 +135,8 @@ def test_a_full_store_refuses_new_work_before_anything_starts_and_recovers(place
     assert next(m for m in stream if m["type"] == "status")["status"]["store"]["writable"] is True
     stream.close()
     assert "can be written again" in server.log_text()
+    # And the store has forgotten the cluster deleted meanwhile
+    eventually(lambda: doomed["id"] not in stored_cluster_ids(store), 30, "the deleted cluster to leave the store")
     after = client.create(name="after", spec=ONE)
     client.wait(after["id"], running_with(1), timeout=120)
     place.remember(store, after["id"])
