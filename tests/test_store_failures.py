@@ -21,7 +21,14 @@ import requests
 from clustermgr_lab.client import ClusterManagerAPIError
 
 from .helpers import validate_response, validate_stream_message
-from .server_process import JupyterServer, eventually, kill_leftovers, orphans, stored_cluster_ids, stored_workers
+from .server_process import (
+    JupyterServer,
+    eventually,
+    kill_leftovers,
+    orphans,
+    stored_cluster_ids,
+    stored_workers,
+)
 
 ONE = {"groups": [{"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}]}
 

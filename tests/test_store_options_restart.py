@@ -8,7 +8,13 @@ import subprocess
 
 import pytest
 
-from .server_process import JupyterServer, eventually, kill_leftovers, orphans, stored_workers
+from .server_process import (
+    JupyterServer,
+    eventually,
+    kill_leftovers,
+    orphans,
+    stored_workers,
+)
 from .test_slurm import requires_slurm
 
 WORKERS = {"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}

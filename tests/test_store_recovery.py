@@ -4,6 +4,7 @@ discovery folders that killed servers left behind."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -18,7 +19,14 @@ import pytest
 from clustermgr_lab.manager import ClusterManager
 from clustermgr_lab.store import ClusterStore
 
-from .server_process import JupyterServer, eventually, kill_leftovers, orphans, same_process, stored_workers
+from .server_process import (
+    JupyterServer,
+    eventually,
+    kill_leftovers,
+    orphans,
+    same_process,
+    stored_workers,
+)
 from .test_orphans import stored_cluster
 
 ONE = {"groups": [{"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}]}
@@ -152,8 +160,6 @@ def stale_discovery(jp_server_config, tmp_path):
 
 
 async def test_start_up_removes_the_discovery_folders_of_servers_that_are_gone(stale_discovery, jp_serverapp):
-    import asyncio
-
     # Given discovery folders left by a killed server, a live one, and one whose PID was reused
     # When the server starts (jp_serverapp), then the folders of servers that are gone are removed, and only those
     deadline = time.monotonic() + 30
@@ -184,7 +190,7 @@ async def test_what_runs_of_a_cluster_that_cannot_be_restored_is_stopped(tmp_pat
         for process in (scheduler, worker):
             deadline = time.monotonic() + 15
             while process.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
+                await asyncio.sleep(0.05)
             assert process.poll() is not None
         assert any("bad123: not restored; stopped what still ran of it: ['default-1', 'scheduler']" in r.getMessage() for r in caplog.records)
         await manager.close_all()

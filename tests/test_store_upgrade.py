@@ -7,22 +7,33 @@ import json
 import signal
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from clustermgr_lab import record as codec
-from clustermgr_lab.backends.base import SchedulerEndpoint
-from clustermgr_lab.backends.local import LocalBackend, TrackedProcess, scheduler_command, worker_command
-from clustermgr_lab.cluster import ManagedCluster, WorkerRecord, shape_of
 from clustermgr_lab.adaptive import parse_adapt
+from clustermgr_lab.backends.base import SchedulerEndpoint
+from clustermgr_lab.backends.local import (
+    LocalBackend,
+    TrackedProcess,
+    scheduler_command,
+    worker_command,
+)
+from clustermgr_lab.cluster import ManagedCluster, WorkerRecord, shape_of
 from clustermgr_lab.spec import parse_spec
 from clustermgr_lab.store import SCHEMA_VERSION, ClusterStore
 
 from .helpers import subprocess_env
-from .server_process import JupyterServer, eventually, kill_leftovers, orphans, same_process, stored_workers
+from .server_process import (
+    JupyterServer,
+    eventually,
+    kill_leftovers,
+    orphans,
+    same_process,
+    stored_workers,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store-v1.sql"
 SPEC = {"groups": [{"name": "default", "count": 2, "threads": 1, "memory": "256 MiB"}]}
@@ -99,7 +110,7 @@ def released_store(tmp_path):
             folder.mkdir(parents=True)
             scheduler = _start(scheduler_command(folder / "scheduler.json", idle_timeout=idle_timeout), folder / "scheduler.log")
             processes.append(scheduler)
-            info = eventually(lambda: _scheduler_file(folder / "scheduler.json"), 60, "the scheduler file")
+            info = eventually(lambda folder=folder: _scheduler_file(folder / "scheduler.json"), 60, "the scheduler file")
             group = parse_spec(json.loads(spec)).groups[0]
             workers = {}
             for (name,) in db.execute("SELECT name FROM workers WHERE cluster_id = ?", (cluster_id,)).fetchall():
@@ -121,7 +132,7 @@ def released_store(tmp_path):
         db.commit()
         db.close()
         for cluster_id, records in clusters.items():
-            eventually(lambda: _workers_connected(tmp_path / "work" / cluster_id, len(records) - 1), 90, "the workers to connect")
+            eventually(lambda c=cluster_id, n=len(records) - 1: _workers_connected(workdir / c, n), 90, "the workers to connect")
         yield store, workdir, clusters
     finally:
         db.close()
