@@ -156,6 +156,7 @@ class ClusterStore:
         self.health = StoreHealth()
         self.on_health: Callable[[StoreHealth], None] | None = None  # called on the writer thread
         self._health_lock = threading.Lock()
+        self._manifest_failing: set[str] = set()
         if self.path.exists() and self.path.stat().st_size == 0 and not Path(f"{self.path}-wal").exists():
             self.log.warning(
                 "the cluster store %s is empty (0 bytes): it was cut short or truncated; "
@@ -351,8 +352,11 @@ class ClusterStore:
                 )
         try:
             codec.write_manifest(record, self.path)
+            self._manifest_failing.discard(record["id"])
         except (OSError, ValueError) as exc:  # the store has it: the manifest is only the fallback
-            self.log.warning("cluster %s: could not write its manifest in %s: %s", record["id"], record["workdir"], exc)
+            if record["id"] not in self._manifest_failing:  # once, not at every save
+                self._manifest_failing.add(record["id"])
+                self.log.warning("cluster %s: could not write its manifest in %s: %s", record["id"], record["workdir"], exc)
 
     def delete(self, cluster_id: str, workdir: str | Path | None = None) -> None:
         """Forget a cluster (it has been stopped): its manifest, its row, its workers and events."""
