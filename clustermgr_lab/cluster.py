@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
+from . import record as cluster_record
 from .adaptive import AdaptivePolicy, AdaptRange, AdaptSettings, Load, parse_adapt, parse_adapt_off
 from .backends.base import Backend, SchedulerEndpoint
 from .backends.local import SCHEDULER as SCHEDULER_PROCESS
@@ -208,7 +209,7 @@ class ManagedCluster:
     # -- what a store keeps, and what a restarted server makes of it -------------------------
 
     def to_record(self) -> dict[str, Any]:
-        """Everything a restarted server needs to re-adopt this cluster (JSON-ready; see ``store.py``)."""
+        """Everything a restarted server needs to re-adopt this cluster (JSON-ready; the fields: :mod:`.record`)."""
         processes = self.backend.process_records()
         workers = [
             {"name": r.name, "group": r.group, "shape": _shape_to_json(r.shape), "process": processes.get(r.name, {})}
@@ -220,7 +221,7 @@ class ManagedCluster:
             for name, process in processes.items()
             if name not in self._workers and name != SCHEDULER_PROCESS
         ]
-        return {
+        return cluster_record.build({
             "id": self.id,
             "name": self.name,
             "template": self.template,
@@ -238,10 +239,11 @@ class ManagedCluster:
             "created": self.created.isoformat(),
             "backend_state": {SCHEDULER_PROCESS: processes.get(SCHEDULER_PROCESS)},
             "workers": workers,
-        }
+        })
 
     def restore(self, record: Mapping[str, Any]) -> None:
         """Take the state of a stored cluster (before :meth:`readopt`); nothing is started or stopped."""
+        record = cluster_record.checked(record)
         # Until re-adopted, a cluster that was running is pending: nothing has been checked yet.
         self.lifecycle = record["status"] if record["status"] in (FAILED, STOPPED, STOPPING) else PENDING
         self.error = record.get("error")

@@ -42,6 +42,24 @@ def _existing_preloads(value: str | None) -> list[str]:
     return [parsed] if isinstance(parsed, str) else [str(p) for p in parsed]
 
 
+def remove_stale_folders(parent: Path, log) -> None:
+    """Remove the ``server-<pid>`` discovery folders of servers that are gone (killed servers leave theirs).
+
+    A folder is stale when its PID is not running, or runs a process started after the folder was made (a reused PID).
+    """
+    for folder in parent.glob("server-*"):
+        pid = folder.name.removeprefix("server-")
+        if not pid.isdigit() or int(pid) == os.getpid() or folder.is_symlink() or not folder.is_dir():
+            continue
+        try:
+            alive = psutil.Process(int(pid)).create_time() <= folder.stat().st_mtime + 1
+        except (psutil.Error, OSError, OverflowError):
+            alive = False
+        if not alive:
+            shutil.rmtree(folder, ignore_errors=True)
+            log.info("removed the discovery folder %s of a server that is gone", folder)
+
+
 class ClusterDiscovery(LoggingConfigurable):
     """Lists the Dask schedulers started in this server's kernels (``LocalCluster()`` in a notebook)."""
 
@@ -102,6 +120,10 @@ class ClusterDiscovery(LoggingConfigurable):
         await asyncio.to_thread(shutil.rmtree, self.folder, True)
 
     async def _watch(self) -> None:
+        try:
+            await asyncio.to_thread(remove_stale_folders, self.folder.parent, self.log)
+        except OSError as exc:
+            self.log.warning("clustermgr: could not remove stale discovery folders: %s", exc)
         while True:
             try:
                 announcements = await asyncio.to_thread(self._read_if_changed)

@@ -67,3 +67,10 @@ class SchedulerTimeout(ClusterManagerError):
 
     code = "scheduler_timeout"
     status = 504
+
+
+class StoreUnavailable(ClusterManagerError):
+    """The cluster store cannot be written (disk full, read-only, deleted): nothing is started until it can (503)."""
+
+    code = "store_unavailable"
+    status = 503

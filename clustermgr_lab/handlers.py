@@ -97,8 +97,8 @@ class ClustersHandler(BaseHandler):
 
     @web.authenticated
     @authorized
-    def post(self) -> None:
-        cluster = self.manager.create(self.json_body())
+    async def post(self) -> None:
+        cluster = await self.manager.create_durably(self.json_body())  # a 503 before anything starts, if not recorded
         self.reply(self.manager.describe(cluster), status=202)
 
 
@@ -110,8 +110,8 @@ class ClusterHandler(BaseHandler):
 
     @web.authenticated
     @authorized
-    def patch(self, cluster_id: str) -> None:
-        extra = self.manager.update(cluster_id, self.json_body())
+    async def patch(self, cluster_id: str) -> None:
+        extra = await self.manager.update_durably(cluster_id, self.json_body())
         self.reply({**self.manager.describe(self.manager.get(cluster_id)), **extra})
 
     @web.authenticated
@@ -133,6 +133,13 @@ class TemplatesHandler(BaseHandler):
     @authorized
     def get(self) -> None:
         self.reply({"templates": self.manager.list_templates(), "limits": self.manager.limits()})
+
+
+class StatusHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        self.reply(self.manager.status())
 
 
 class OpenAPIHandler(BaseHandler):
@@ -209,6 +216,7 @@ def route_table() -> list[tuple[str, type]]:
         (url_path_join(api, "clusters", cluster_id), ClusterHandler),
         (url_path_join(api, "clusters", cluster_id, "events"), EventsHandler),
         (url_path_join(api, "templates"), TemplatesHandler),
+        (url_path_join(api, "status"), StatusHandler),
         (url_path_join(api, "stream"), StreamHandler),
         (url_path_join(api, "openapi.json"), OpenAPIHandler),
         dashboard_route(),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -20,19 +20,23 @@ from traitlets.config import LoggingConfigurable
 
 from .adaptive import AdaptSettings, parse_adapt
 from .backends import BACKENDS, LocalBackend
+from .backends.base import SchedulerEndpoint
+from .backends.local import SCHEDULER
 from .backends.external import ExternalBackend, parse_scheduler_address
 from .backends.launcher import WarmLauncher
-from .cluster import FAILED, STOPPED, STOPPING, ManagedCluster
-from .errors import Conflict, InvalidRequest, NotFound
+from .cluster import FAILED, PENDING, RUNNING, STOPPED, STOPPING, ManagedCluster
+from .errors import Conflict, InvalidRequest, NotFound, StoreUnavailable
 from .idle import parse_idle_timeout
 from .limits import Limits
 from .machine import detect_gpus, total_memory
 from .options import parse_backend_options, resolve_user_options
 from .spec import WorkerSpec, parse_size, parse_spec, parse_target, resolve_target
-from .store import ClusterStore
+from .record import read_manifests
+from .store import ClusterStore, StoreHealth
 from .templates import Template, builtin_templates, parse_template
 
 Listener = Callable[[dict], None]
+STORE_RETRY_SECONDS = 2.0
 
 
 def _only_fields(body: Any, allowed: set[str], what: str) -> Mapping[str, Any]:
@@ -144,15 +148,36 @@ class ClusterManager(LoggingConfigurable):
         self._gpus = self.gpus if self.gpus is not None else detect_gpus()
         self._max_memory = parse_size(self.max_memory, "ClusterManager.max_memory")
         self.store = ClusterStore(self.store_path, log=self.log)
-        # One thread writes the store, in order; the event loop only hands it snapshots.
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clustermgr-store")
+        self.store.on_health = self._store_health_changed
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._store_watch: asyncio.TimerHandle | None = None
         self._events_written: dict[str, int] = {}
         self._stored: list[tuple[ManagedCluster, dict]] = []
-        for record in self.store.load():
+        self._unrestorable: list[dict] = []
+        self._unforgotten: dict[str, Path | None] = {}  # deleted clusters the store could not forget yet
+        for record in self._stored_records():
             try:
                 self._stored.append((self._restore(record), record))
             except Exception:  # one record this server cannot take must not keep it from serving
-                self.log.exception("cluster %s: cannot restore it from the store; left out", record.get("id"))
+                self.log.exception(
+                    "cluster %s: cannot restore it from the store; what still runs of it is stopped", record.get("id")
+                )
+                self._unrestorable.append(record)
+
+    def _stored_records(self) -> list[dict]:
+        """The records of the store; of a damaged store, what could be read; and the clusters only their manifests know."""
+        records = {r["id"]: r for r in self.store.salvaged}
+        for record in self.store.salvaged:
+            self.log.warning("cluster %s (%s): recovered from the unreadable store", record["id"], record["name"])
+        records.update({r["id"]: r for r in self.store.load()})
+        for record in read_manifests(Path(self.workdir), self.store.path):
+            if record["id"] not in records:
+                self.log.warning(
+                    "cluster %s (%s): not in the store %s; recovered from its manifest in %s",
+                    record["id"], record["name"], self.store.path, record["workdir"],
+                )  # fmt: skip
+                records[record["id"]] = record
+        return sorted(records.values(), key=lambda r: r["created"])
 
     def warm_up(self) -> None:
         """Start (or connect to) the warm launcher in the background, so the first cluster starts fast."""
@@ -204,6 +229,7 @@ class ClusterManager(LoggingConfigurable):
     async def readopt_all(self) -> None:
         """Re-adopt every stored cluster (at start-up, once the event loop runs); concurrently."""
         stored, self._stored = self._stored, []
+        unrestorable, self._unrestorable = self._unrestorable, []
 
         async def readopt(cluster: ManagedCluster, record: dict) -> None:
             try:
@@ -213,11 +239,29 @@ class ClusterManager(LoggingConfigurable):
                 return
             if record["status"] == STOPPING:  # was being deleted when the last server stopped
                 self._forget(cluster.id)
-                await asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, cluster.backend.workdir, True)
+                await self._remove_workdir(cluster)
             else:
                 self.log.info("cluster %s (%s): %s", cluster.id, cluster.name, cluster.status)
 
-        await asyncio.gather(*(readopt(c, r) for c, r in stored))
+        await asyncio.gather(*(readopt(c, r) for c, r in stored), *(self._stop_leftovers(r) for r in unrestorable))
+
+    async def _stop_leftovers(self, record: dict) -> None:
+        """Stop the recorded processes or jobs of a cluster that cannot be restored (never leave them running unseen)."""
+        processes = {w["name"]: w["process"] for w in record.get("workers") or [] if w.get("process")}
+        scheduler = (record.get("backend_state") or {}).get(SCHEDULER)
+        if scheduler:
+            processes[SCHEDULER] = scheduler
+        try:
+            backend = self._with_launcher(BACKENDS[record["backend"]](record["id"], Path(record["workdir"])))
+            await backend.adopt(SchedulerEndpoint(record.get("scheduler_address") or "", None), processes)
+            running = sorted(backend.started() | set(backend.pids()))
+            await backend.close()
+        except Exception as exc:
+            self.log.error(
+                "cluster %s: could not stop what may still run of it (%s): %s", record.get("id"), exc, processes
+            )
+            return
+        self.log.warning("cluster %s: not restored; stopped what still ran of it: %s", record["id"], running or "nothing")
 
     def _load_templates(self) -> dict[str, Template]:
         builtin = builtin_templates() if self.include_builtin_templates else []
@@ -252,6 +296,10 @@ class ClusterManager(LoggingConfigurable):
     def list_templates(self) -> list[dict[str, Any]]:
         return [t.to_dict() for t in self._templates.values()]
 
+    def status(self) -> dict[str, Any]:
+        """The health of what the manager depends on: whether its store can be written now."""
+        return {"store": {"writable": self.store.health.writable, "error": self.store.health.error}}
+
     def limits(self) -> dict[str, Any]:
         """What editors check a plan against: the per-cluster worker limit and this machine's size."""
         return {
@@ -269,12 +317,14 @@ class ClusterManager(LoggingConfigurable):
         """Validate, register and start a cluster in the background; returns it ``pending``.
 
         A body ``{"attach": "tcp://host:port"}`` attaches a cluster started elsewhere instead (:meth:`attach`).
+        Refused with :class:`StoreUnavailable` while the store cannot be written (see :meth:`ensure_store_writable`).
         """
         if isinstance(body, Mapping) and "attach" in body:
             body = _only_fields(body, {"attach", "name"}, "an attached cluster")
             name = _parse_name(body["name"]) if body.get("name") is not None else None
             return self.attach(parse_scheduler_address(body["attach"]), name)
         body = _only_fields(body, {"template", "name", "spec", "adapt", "idle_timeout", "options"}, "a new cluster")
+        self._require_writable_store("create a cluster")
         template_name = body.get("template", self.default_template)
         if template_name is None:
             template_name = self.default_template
@@ -386,6 +436,8 @@ class ClusterManager(LoggingConfigurable):
         if len(body) != 1:
             raise InvalidRequest("give exactly one of 'scale', 'spec', 'adapt', 'idle_timeout' or 'name'", None)
         (key, value), = body.items()
+        if cluster.backend.can_scale:
+            self._require_writable_store(f"change the {key} of cluster {cluster.name!r}")
         if key != "name" and not cluster.backend.can_scale:
             raise Conflict(
                 f"cannot change the {key} of cluster {cluster.name!r}: it was started elsewhere and is only "
@@ -452,9 +504,7 @@ class ClusterManager(LoggingConfigurable):
                 await cluster.close()
             finally:
                 self._forget(cluster_id)
-                await asyncio.get_running_loop().run_in_executor(
-                    None, shutil.rmtree, cluster.backend.workdir, True
-                )
+                await self._remove_workdir(cluster)
 
         cluster.lifecycle = STOPPING
         self._persist(cluster)  # a server that dies now leaves it to the next one to finish stopping
@@ -462,11 +512,18 @@ class ClusterManager(LoggingConfigurable):
         return cluster
 
     def _forget(self, cluster_id: str) -> None:
-        self._clusters.pop(cluster_id, None)
+        cluster = self._clusters.pop(cluster_id, None)
         self._dirty.discard(cluster_id)
         self._events_written.pop(cluster_id, None)
-        self._write(self.store.delete, cluster_id)
+        self._write_delete(cluster_id, cluster.backend.workdir if cluster else None)
         self._emit({"type": "removed", "id": cluster_id})
+
+    def _write_delete(self, cluster_id: str, workdir: Path | None) -> None:
+        """Have the store forget a cluster; if it cannot now, it does once it can be written again."""
+        self._unforgotten.pop(cluster_id, None)
+        self._write(
+            self.store.delete_later(cluster_id, workdir), lambda: self._unforgotten.setdefault(cluster_id, workdir)
+        )
 
     async def close_all(self) -> None:
         """At a clean server stop: keep every cluster running for the next server (``on_shutdown = "keep"``)
@@ -477,7 +534,7 @@ class ClusterManager(LoggingConfigurable):
             await asyncio.gather(*self._tasks, return_exceptions=True)
             for cluster in clusters:
                 self._forget(cluster.id)
-                shutil.rmtree(cluster.backend.workdir, ignore_errors=True)
+                await self._remove_workdir(cluster)
         else:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await asyncio.gather(*(c.detach() for c in clusters), return_exceptions=True)
@@ -486,8 +543,9 @@ class ClusterManager(LoggingConfigurable):
             self.log.info("clustermgr_lab: left %d cluster(s) running for the next server to re-adopt", len(clusters))
         self._clusters.clear()
         await self.launcher.close()  # it keeps running what was kept, and exits once it has nothing
-        await asyncio.get_running_loop().run_in_executor(None, self._writer.shutdown)
-        self.store.close()
+        if self._store_watch is not None:
+            self._store_watch.cancel()
+        await asyncio.get_running_loop().run_in_executor(None, self.store.close)  # after the queued writes
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -500,7 +558,7 @@ class ClusterManager(LoggingConfigurable):
         """Register a listener and return the snapshot it starts from."""
         self._flush()
         self._listeners.add(listener)
-        return {"type": "snapshot", "seq": self.seq, "clusters": self.list()}
+        return {"type": "snapshot", "seq": self.seq, "clusters": self.list(), "status": self.status()}
 
     def unsubscribe(self, listener: Listener) -> None:
         self._listeners.discard(listener)
@@ -532,15 +590,96 @@ class ClusterManager(LoggingConfigurable):
         written = self._events_written.get(cluster.id, 0)
         events = [e.to_dict() for e in cluster.events.since(written)]
         self._events_written[cluster.id] = cluster.events.appended
-        self._write(self.store.save, cluster.to_record(), events)
+        future = self.store.save_later(cluster.to_record(), events)
+        self._write(future, lambda: self._events_unwritten(cluster.id, written))
 
-    def _write(self, operation: Callable, *args: Any) -> None:
-        future = self._writer.submit(operation, *args)
-        future.add_done_callback(self._written)
+    def _events_unwritten(self, cluster_id: str, written: int) -> None:
+        """A save failed: its events go with the next save (e.g. once the store can be written again)."""
+        if cluster_id in self._events_written:
+            self._events_written[cluster_id] = min(self._events_written[cluster_id], written)
 
-    def _written(self, future: Future) -> None:
-        if future.exception() is not None:
-            self.log.error("could not write the cluster store %s: %s", self.store.path, future.exception())
+    def _write(self, future: Future, on_failure: Callable[[], None] | None = None) -> None:
+        """Follow a queued store write; a failure is logged by the store and shown by :meth:`status`."""
+        self._loop = self._loop or asyncio.get_event_loop()
+
+        def written(future: Future) -> None:
+            if future.exception() is not None and on_failure is not None:
+                self._call_in_loop(on_failure)
+
+        future.add_done_callback(written)
+
+    def _call_in_loop(self, callback: Callable[[], None]) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(callback)
+
+    def _require_writable_store(self, action: str) -> None:
+        health = self.store.health
+        if not health.writable:
+            raise StoreUnavailable(f"cannot {action} now: {health.error}; try again once it can be written")
+
+    async def ensure_store_writable(self) -> None:
+        """Check with a real write (on the store's writer thread) that the store can be written now.
+
+        Called before anything whose record must be durable (creating a cluster, changing it).
+
+        Raises
+        ------
+        StoreUnavailable
+            When it cannot: the request fails before anything is started.
+        """
+        self._loop = self._loop or asyncio.get_running_loop()
+        await asyncio.wrap_future(self.store.check_later())
+
+    async def create_durably(self, body: Any) -> ManagedCluster:
+        """:meth:`create`, once a write has shown that the store can record the new cluster."""
+        if not (isinstance(body, Mapping) and "attach" in body):  # attached clusters are not stored
+            await self.ensure_store_writable()
+        return self.create(body)
+
+    async def update_durably(self, cluster_id: str, body: Any) -> dict[str, Any]:
+        """:meth:`update`, once a write has shown that the store can record the change.
+
+        A change the cluster refuses anyway (unknown, stopping, attached) is refused first, without waiting.
+        """
+        cluster = self.get(cluster_id)
+        if cluster.backend.can_scale and cluster.lifecycle in (PENDING, RUNNING):
+            await self.ensure_store_writable()
+        return self.update(cluster_id, body)
+
+    def _store_health_changed(self, health: StoreHealth) -> None:
+        """On the writer thread: hand the change to the event loop."""
+        self._call_in_loop(lambda: self._on_store_health(health))
+
+    def _on_store_health(self, health: StoreHealth) -> None:
+        self._emit({"type": "status", "status": self.status()})
+        if health.writable:
+            for cluster in list(self._clusters.values()):  # what could not be written meanwhile
+                self._persist(cluster)
+            for cluster_id, workdir in list(self._unforgotten.items()):
+                if cluster_id not in self._clusters:
+                    self._write_delete(cluster_id, workdir)
+        elif self._store_watch is None:
+            self._watch_store()
+
+    def _watch_store(self) -> None:
+        """While the store cannot be written, try a write every few seconds, so that recovery shows by itself."""
+        self._store_watch = None
+        if self.store.health.writable:
+            return
+        self._write(self.store.check_later())
+        self._store_watch = self._loop.call_later(STORE_RETRY_SECONDS, self._watch_store)
+
+    async def _remove_workdir(self, cluster: ManagedCluster) -> None:
+        """Delete a cluster's work folder: only ever one inside the configured work folder."""
+        root = Path(self.workdir).resolve()
+        target = Path(cluster.backend.workdir).resolve()
+        if root not in target.parents:
+            self.log.error(
+                "cluster %s: its recorded work folder %s is not inside the work folder %s: not deleted",
+                cluster.id, target, root,
+            )  # fmt: skip
+            return
+        await asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, target, True)
 
     def _emit(self, message: dict, flush: bool = True) -> None:
         if flush:

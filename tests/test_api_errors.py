@@ -261,6 +261,7 @@ EVERY_CALL = [
     ("DELETE", ("clusters", "nope"), None),
     ("GET", ("clusters", "nope", "events"), None),
     ("GET", ("templates",), None),
+    ("GET", ("status",), None),
     ("GET", ("openapi.json",), None),
 ]
 

@@ -23,6 +23,7 @@ MATRIX = {
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)": {"GET", "PATCH", "DELETE", "OPTIONS"},
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/events": {"GET", "OPTIONS"},
     r"clustermgr/api/templates": {"GET", "OPTIONS"},
+    r"clustermgr/api/status": {"GET", "OPTIONS"},
     r"clustermgr/api/openapi.json": {"GET", "OPTIONS"},
     r"clustermgr/api/stream": {"WS"},
     r"clustermgr/dashboard/(?P<cluster_id>[A-Za-z0-9_-]+)(?P<proxied_path>/.*)?": {"GET", "HEAD", "WS"},
