@@ -327,7 +327,8 @@ class ManagedCluster:
 
     def _new_link(self) -> SchedulerLink:
         """The link to this cluster's scheduler: its worker stream and heartbeat feed this cluster."""
-        return SchedulerLink(
+        link = getattr(self.backend, "scheduler_link", SchedulerLink)  # foreign schedulers: observed by polling
+        return link(
             self.endpoint.address,
             self._worker_added,
             self._worker_removed,
@@ -660,7 +661,8 @@ class ManagedCluster:
             if self._shut_down_for_idleness():
                 asyncio.ensure_future(self._idle_stopped())
             else:
-                asyncio.ensure_future(self._fail("lost the connection to the scheduler"))
+                reason = getattr(self._link, "lost_reason", None)
+                asyncio.ensure_future(self._fail(reason or "lost the connection to the scheduler"))
 
     def _shut_down_for_idleness(self) -> bool:
         return bool(self.idle_timeout) and IDLE_SHUTDOWN_LOG_LINE in self.backend.log_tail(SCHEDULER_PROCESS, 40)

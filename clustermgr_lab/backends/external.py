@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from typing import Any, ClassVar
 
 from distributed.comm import parse_address, parse_host_port, unparse_host_port
-from distributed.core import rpc
 
 from ..errors import BackendError, Conflict, InvalidRequest
+from ..foreign_scheduler import ForeignSchedulerError, ForeignSchedulerLink, foreign_identity
 from ..spec import WorkerGroup
 from .base import Backend, SchedulerEndpoint
 
@@ -54,27 +52,26 @@ class ExternalBackend(Backend):
     description = "A scheduler started elsewhere; attached, never started or stopped here"
     can_scale = False
     connect_timeout: ClassVar[float] = 10.0
+    #: Observed by polling: subscribing would take the worker stream from the user's own Cluster object.
+    scheduler_link: ClassVar[type] = ForeignSchedulerLink
 
     def __init__(self, *args, address: str, **kwargs):
         super().__init__(*args, **kwargs)
         self.address = address
 
     async def start_scheduler(self) -> SchedulerEndpoint:
-        """Reach the scheduler and read where its dashboard is (on the scheduler's host, and nowhere else)."""
-        scheduler = rpc(self.address, timeout=self.connect_timeout)
+        """Reach the scheduler and read where its dashboard is (on the scheduler's host, and nowhere else).
+
+        It is an untrusted peer: its answer is size-capped, never unpickled, and checked against a schema.
+        """
         try:
-            # rpc's timeout bounds the connection only: a stopped scheduler accepts it and never answers
-            identity = await asyncio.wait_for(scheduler.identity(), self.connect_timeout)
-        except Exception as exc:
+            identity = await foreign_identity(self.address, self.connect_timeout)
+        except ForeignSchedulerError as exc:
             raise BackendError(f"cannot reach the scheduler at {self.address}: {exc}") from None
-        finally:
-            await scheduler.close_rpc()
-        if identity.get("type") != "Scheduler":
-            raise BackendError(f"{self.address} is not a Dask scheduler (it says it is a {identity.get('type')!r})")
         host = parse_host_port(parse_address(self.address)[1])[0]
-        dashboard_port = (identity.get("services") or {}).get("dashboard")
-        dashboard = unparse_host_port(host, dashboard_port) if dashboard_port else None
-        return SchedulerEndpoint(self.address, dashboard, identity.get("id"))  # the id: re-attached after a restart
+        port = identity.dashboard_port
+        dashboard = unparse_host_port(host, port) if port else None
+        return SchedulerEndpoint(self.address, dashboard, identity.scheduler_id)  # the id: re-attached after a restart
 
     async def scale_up(self, group: WorkerGroup, names: list[str]) -> None:
         raise Conflict(f"cluster {self.cluster_id} is attached: {NOT_OURS}")
