@@ -178,9 +178,10 @@ class ManagedCluster:
     def dashboard_address(self) -> str | None:
         """The dashboard's ``host:port`` while the scheduler is alive; None once it failed or stopped.
 
-        A dead scheduler's port may be taken by another process, which must never see our users' requests.
+        A dead scheduler's port may be taken by another process, which must never see our users' requests;
+        so until the scheduler is confirmed (``running``: its id checked after a restart), there is none either.
         """
-        if self.endpoint is None or self.lifecycle not in (PENDING, RUNNING):
+        if self.endpoint is None or self.lifecycle != RUNNING:
             return None
         return self.endpoint.dashboard_address
 
