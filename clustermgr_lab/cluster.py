@@ -179,9 +179,10 @@ class ManagedCluster:
     def dashboard_address(self) -> str | None:
         """The dashboard's ``host:port`` while the scheduler is alive; None once it failed or stopped.
 
-        A dead scheduler's port may be taken by another process, which must never see our users' requests.
+        A dead scheduler's port may be taken by another process, which must never see our users' requests;
+        so until the scheduler is confirmed (``running``: its id checked after a restart), there is none either.
         """
-        if self.endpoint is None or self.lifecycle not in (PENDING, RUNNING):
+        if self.endpoint is None or self.lifecycle != RUNNING:
             return None
         return self.endpoint.dashboard_address
 
@@ -329,7 +330,8 @@ class ManagedCluster:
 
     def _new_link(self) -> SchedulerLink:
         """The link to this cluster's scheduler: its worker stream and heartbeat feed this cluster."""
-        return SchedulerLink(
+        link = getattr(self.backend, "scheduler_link", SchedulerLink)  # foreign schedulers: observed by polling
+        return link(
             self.endpoint.address,
             self._worker_added,
             self._worker_removed,
@@ -662,7 +664,8 @@ class ManagedCluster:
             if self._shut_down_for_idleness():
                 asyncio.ensure_future(self._idle_stopped())
             else:
-                asyncio.ensure_future(self._fail("lost the connection to the scheduler"))
+                reason = getattr(self._link, "lost_reason", None)
+                asyncio.ensure_future(self._fail(reason or "lost the connection to the scheduler"))
 
     def _shut_down_for_idleness(self) -> bool:
         return bool(self.idle_timeout) and IDLE_SHUTDOWN_LOG_LINE in self.backend.log_tail(SCHEDULER_PROCESS, 40)

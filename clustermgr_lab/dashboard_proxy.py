@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlparse
+
 from jupyter_core.utils import ensure_async
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.utils import url_path_join
@@ -39,6 +41,15 @@ class DashboardProxyHandler(JSONErrorMixin, ProxyHandler):
     def __init__(self, *args, **kwargs):
         kwargs["host_allowlist"] = []  # set per request to the one host of that cluster's dashboard
         super().__init__(*args, **kwargs)
+        # jupyter-server-proxy's WebSocket mixin puts JupyterHandler's flush on the instance: wrap that one.
+        send_headers_and_body = self.flush
+
+        def flush(*args, **kwargs):
+            if not self._headers_written:
+                self._confine_response_headers()
+            return send_headers_and_body(*args, **kwargs)
+
+        self.flush = flush
 
     async def prepare(self, *args, **kwargs):
         # JupyterHandler's prepare (it identifies the user), not ProxyHandler's: that one redirects an anonymous
@@ -72,10 +83,26 @@ class DashboardProxyHandler(JSONErrorMixin, ProxyHandler):
         if cluster.status == UNRESPONSIVE:
             raise web.HTTPError(503, f"the scheduler of cluster {cluster_id!r} is not answering: {cluster.error}")
         host, port = address.rsplit(":", 1)
+        self._upstream = address
         host = host.strip("[]")
         self.host_allowlist = [host]
         self.proxy_base = url_path_join("clustermgr", "dashboard", cluster_id)  # redirects are rewritten below it
         return host, int(port)
+
+    def _confine_response_headers(self) -> None:
+        """Drop what a dashboard must not do to the browser on Jupyter's origin: set cookies, redirect off-site."""
+        self.clear_header("Set-Cookie")
+        location = self._headers.get("Location")
+        if location is None:
+            return
+        parsed = urlparse(location.strip())
+        prefix = url_path_join(self.base_url, "clustermgr", "dashboard", self.path_kwargs.get("cluster_id", ""))
+        upstream = getattr(self, "_upstream", None)
+        if parsed.netloc and upstream and parsed.netloc == upstream:  # the dashboard's own absolute URL: keep it here
+            self.set_header("Location", url_path_join(prefix, parsed.path or "/") + (f"?{parsed.query}" if parsed.query else ""))
+        elif parsed.scheme or parsed.netloc or location.strip().startswith(("//", "\\", "/\\")):
+            self.log.info("dashboard proxy: dropped an off-site redirect to %r", location[:200])
+            self.clear_header("Location")
 
     def proxy_request_headers(self):
         headers = super().proxy_request_headers()

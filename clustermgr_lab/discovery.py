@@ -12,17 +12,25 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import json
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
-import psutil
+import dask.config
 from traitlets import Bool, Float
 from traitlets.config import LoggingConfigurable
 
 from . import discovery_preload
+from .announcements import (
+    MAX_ANNOUNCEMENTS,
+    Announcement,
+    BadAnnouncement,
+    check_folder,
+    local_addresses,
+    parse_announcement,
+    read_file,
+)
 from .backends.external import parse_scheduler_address
 from .cluster import FAILED, STOPPED, STOPPING
 from .errors import ClusterManagerError, NotFound
@@ -30,11 +38,21 @@ from .manager import ClusterManager
 
 PRELOAD_ENV = "DASK_DISTRIBUTED__SCHEDULER__PRELOAD"
 DISCOVERED = "discovered"
+MAX_EXAMINED = 4 * MAX_ANNOUNCEMENTS  # files looked at per change of the folder
 
 
 def _existing_preloads(value: str | None) -> list[str]:
+    """The scheduler preloads a kernel would have without this server: the environment's, else the user's Dask config files.
+
+    The environment variable this server sets takes precedence over the config files in the
+    kernel, so the preloads named there are carried over into it: added to, never replaced.
+    """
     if not value:
-        return []
+        paths = dask.config._get_paths() if hasattr(dask.config, "_get_paths") else dask.config.paths
+        configured = dask.config.get("distributed.scheduler.preload", None, config=dask.config.collect(paths, env={}))
+        if not configured:
+            return []
+        return [configured] if isinstance(configured, str) else [str(p) for p in configured]
     try:  # Dask reads its environment variables as Python literals
         parsed = ast.literal_eval(value)
     except (ValueError, SyntaxError):
@@ -87,6 +105,8 @@ class ClusterDiscovery(LoggingConfigurable):
         self._mtime: int | None = None
         self._task: asyncio.Task | None = None
         self._saved_env: dict[str, str | None] = {}
+        self._reported: set[str] = set()  # announcement files already logged as unacceptable
+        self._reported_excess = False
 
     def kernel_environment(self) -> dict[str, str]:
         """The environment variables that make a kernel's schedulers announce themselves here."""
@@ -100,7 +120,12 @@ class ClusterDiscovery(LoggingConfigurable):
         """Give kernels started from now on the environment, and watch the folder."""
         if not self.enabled or self._task is not None:
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            check_folder(self.folder)
+        except PermissionError as exc:
+            self.log.error("clustermgr: cluster discovery is off: %s", exc)
+            return
         for name, value in self.kernel_environment().items():
             self._saved_env[name] = os.environ.get(name)
             os.environ[name] = value  # kernels inherit the server's environment
@@ -136,8 +161,12 @@ class ClusterDiscovery(LoggingConfigurable):
                 self.log.exception("clustermgr: cluster discovery failed; trying again")
             await asyncio.sleep(self.interval)
 
-    def _read_if_changed(self) -> dict[str, dict[str, Any]] | None:
-        """The announcements in the folder, or None when it did not change since the last look."""
+    def _read_if_changed(self) -> dict[str, Announcement] | None:
+        """The acceptable announcements in the folder, or None when it did not change since the last look.
+
+        Every file is untrusted input (see :mod:`clustermgr_lab.announcements`): one that fails a check
+        is skipped with one log line; one left by a kernel that died is removed.
+        """
         try:
             mtime = self.folder.stat().st_mtime_ns
         except FileNotFoundError:
@@ -145,30 +174,41 @@ class ClusterDiscovery(LoggingConfigurable):
         if mtime == self._mtime:
             return None
         self._mtime = mtime
-        announcements = {}
-        for path in self.folder.glob("*.json"):
+        names = sorted(entry.name for entry in os.scandir(self.folder) if entry.name.endswith(".json"))
+        if len(names) > MAX_EXAMINED and not self._reported_excess:
+            self.log.warning(
+                "clustermgr: %d announcement files in %s; reading the first %d only", len(names), self.folder, MAX_EXAMINED
+            )
+        self._reported_excess = len(names) > MAX_EXAMINED
+        allowed = local_addresses()
+        announcements: dict[str, Announcement] = {}
+        for name in names[:MAX_EXAMINED]:
+            if len(announcements) >= MAX_ANNOUNCEMENTS:
+                break
+            path = self.folder / name
             try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if not isinstance(data, dict) or not psutil.pid_exists(int(data.get("pid") or 0)):
-                path.unlink(missing_ok=True)  # left by a kernel that died without closing its cluster
-                continue
-            announcements[path.name] = data
+                announcements[name] = parse_announcement(read_file(path, os.getuid()), os.getpid(), allowed)
+            except BadAnnouncement as exc:
+                if "is gone" in str(exc):
+                    path.unlink(missing_ok=True)  # left by a kernel that died without closing its cluster
+                elif name not in self._reported:
+                    self.log.warning("clustermgr: ignoring announcement file %r: %s", name, exc)
+                self._reported.add(name)
+        self._reported &= set(names)
         return announcements
 
-    def _apply(self, announcements: dict[str, dict[str, Any]]) -> None:
+    def _apply(self, announcements: dict[str, Announcement]) -> None:
         for name in set(self._known) - set(announcements):
             self._detach(self._known.pop(name))
-        for name, data in announcements.items():
+        for name, announcement in announcements.items():
             if name not in self._known:
-                self._known[name] = self._attach(data)
+                self._known[name] = self._attach(announcement)
 
-    def _attach(self, data: dict[str, Any]) -> str | None:
+    def _attach(self, announcement: Announcement) -> str | None:
         try:
-            address = parse_scheduler_address(data.get("address"))
-            notebook = data.get("notebook")
-            label = Path(notebook).name if notebook else f"kernel {data.get('pid')}"
+            address = parse_scheduler_address(announcement.address)
+            notebook = announcement.notebook
+            label = Path(notebook).name if notebook else f"kernel {announcement.pid}"
             name = self.manager.unique_name(f"{label} {address.removeprefix('tcp://')}")
             return self.manager.attach(address, name, origin=DISCOVERED).id
         except ClusterManagerError as exc:  # e.g. attached by hand already

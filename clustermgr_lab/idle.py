@@ -11,10 +11,12 @@ from typing import Any
 from .errors import InvalidRequest
 
 MAX_IDLE_TIMEOUT = 30 * 86400.0
+#: Shorter timeouts (e.g. 1e-300) would stop a cluster before anyone could use it.
+MIN_IDLE_TIMEOUT = 1.0
 
 
 def parse_idle_timeout(value: Any, field_name: str = "idle_timeout") -> float | None:
-    """Seconds (a number above 0, at most 30 days), or None for no idle shutdown.
+    """Seconds (at least 1, at most 30 days), or None for no idle shutdown.
 
     Examples
     --------
@@ -23,9 +25,9 @@ def parse_idle_timeout(value: Any, field_name: str = "idle_timeout") -> float | 
     """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_IDLE_TIMEOUT:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_IDLE_TIMEOUT <= value <= MAX_IDLE_TIMEOUT:
         raise InvalidRequest(
-            f"must be a number of seconds above 0 and at most {MAX_IDLE_TIMEOUT:g} (30 days), or null, not {value!r}",
+            f"must be a number of seconds from {MIN_IDLE_TIMEOUT:g} to {MAX_IDLE_TIMEOUT:g} (30 days), or null, not {value!r}",
             field_name,
         )
     return float(value)

@@ -73,7 +73,10 @@ class ClusterManager(LoggingConfigurable):
         "scale targets and adaptive maxima are refused with a 400.",
     )
     max_clusters = Int(
-        8, config=True, help="Most clusters this server runs at once, those still stopping included."
+        8,
+        config=True,
+        help="Most clusters this server lists at once: those it runs (still stopping included) and those "
+        "attached or discovered in notebooks.",
     )
     stream_buffer_limit = Int(
         4 * 2**20,
@@ -356,12 +359,7 @@ class ClusterManager(LoggingConfigurable):
         if name is not None:
             self._require_unique_name(name)
         # A stopping cluster still has its processes: it counts until they are gone.
-        live = [c for c in self._clusters.values() if c.lifecycle not in (STOPPED, FAILED)]
-        live = [c for c in live if c.backend.can_scale]  # attached clusters run on someone else's resources
-        if len(live) >= self.max_clusters:
-            stopping = sum(1 for c in live if c.lifecycle == STOPPING)
-            still = f" ({stopping} of them still stopping)" if stopping else ""
-            raise Conflict(f"this server already runs {len(live)} clusters{still}, the most it allows")
+        self._check_cluster_limit()
 
         cluster_id = uuid.uuid4().hex[:8]
         workdir = Path(self.workdir) / cluster_id
@@ -397,14 +395,32 @@ class ClusterManager(LoggingConfigurable):
             self._require_unique_name(name)
         else:
             name = self.unique_name(f"{origin.capitalize()} {address.removeprefix('tcp://')}")
+        self._check_cluster_limit()
         cluster_id = uuid.uuid4().hex[:8]
         backend = ExternalBackend(cluster_id, Path(self.workdir) / cluster_id, address=address)
+        backend.listed_as = lambda scheduler_id: next(
+            (
+                c.name
+                for c in self._clusters.values()
+                if c.id != cluster_id and c.endpoint and c.endpoint.scheduler_id == scheduler_id
+                and c.lifecycle not in (STOPPED, FAILED)
+            ),
+            None,
+        )
         cluster = ManagedCluster(
             cluster_id, name, origin, backend, WorkerSpec(()), on_change=self._cluster_changed, max_workers=self.max_workers
         )
         self._register(cluster)
         self.log.info("cluster %s (%s) %s: scheduler %s", cluster_id, name, origin, address)
         return cluster
+
+    def _check_cluster_limit(self) -> None:
+        """Refuse a new cluster past ``max_clusters``: attached and discovered ones count too, stopping ones until gone."""
+        live = [c for c in self._clusters.values() if c.lifecycle not in (STOPPED, FAILED)]
+        if len(live) >= self.max_clusters:
+            stopping = sum(1 for c in live if c.lifecycle == STOPPING)
+            still = f" ({stopping} of them still stopping)" if stopping else ""
+            raise Conflict(f"this server already lists {len(live)} clusters{still}, the most it allows")
 
     def _register(self, cluster: ManagedCluster) -> None:
         self._clusters[cluster.id] = cluster

@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+import re
 import shlex
 import signal
 import sys
@@ -71,6 +72,12 @@ class SubmitRefused(BackendError):
     """The queueing system refused a job (unknown partition, bad account, impossible request...)."""
 
 
+#: A path written into the job script's command line: no shell metacharacters, spaces or line breaks can reach it.
+script_path = opt.matching(
+    re.compile(r"/[A-Za-z0-9_./+@%=,:~-]*"),
+    "an absolute path of letters, digits and _ . / + @ % = , : ~ - only (it is written into the job script)",
+)
+
 BATCH_OPTIONS: dict[str, opt.BackendOption] = {
     "queue": opt.BackendOption(opt.word, "partition / queue the jobs go to"),
     "account": opt.BackendOption(opt.word, "account (project) the jobs are charged to"),
@@ -80,8 +87,8 @@ BATCH_OPTIONS: dict[str, opt.BackendOption] = {
     "interface": opt.BackendOption(opt.word, "network interface the workers listen on, e.g. ib0 (lo: single node)"),
     "scheduler_host": opt.BackendOption(opt.host, "address the scheduler listens on, reachable from the compute nodes"),
     "scheduler_interface": opt.BackendOption(opt.word, "network interface the scheduler listens on (wins over scheduler_host)"),
-    "python": opt.BackendOption(opt.absolute_path, "the Python that runs the workers on the compute nodes"),
-    "local_directory": opt.BackendOption(opt.absolute_path, "node-local scratch folder for the workers' spilled data"),
+    "python": opt.BackendOption(script_path, "the Python that runs the workers on the compute nodes"),
+    "local_directory": opt.BackendOption(script_path, "node-local scratch folder for the workers' spilled data"),
     "gpu_directive": opt.BackendOption(opt.gpu_directive, "directive for groups with GPUs, with {gpus}; null: none"),
 }
 
@@ -158,8 +165,9 @@ class BatchBackend(LocalBackend):
             memory=group.memory,
             processes=1,
             interface=self.interface,
-            python=self.python,
-            local_directory=self.local_directory,
+            # Checked by script_path already; quoted as well, since dask-jobqueue joins them into a shell line.
+            python=shlex.quote(self.python),
+            local_directory=shlex.quote(self.local_directory) if self.local_directory else None,
             log_directory=str(self.workdir),
             queue=self.queue,
             walltime=self.walltime,

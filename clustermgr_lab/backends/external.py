@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from distributed.comm import parse_address, parse_host_port, unparse_host_port
-from distributed.core import rpc
 
 from ..errors import BackendError, Conflict, InvalidRequest
+from ..foreign_scheduler import ForeignSchedulerError, ForeignSchedulerLink, foreign_identity
 from ..spec import WorkerGroup
 from .base import Backend, SchedulerEndpoint
 
@@ -22,6 +20,8 @@ def parse_scheduler_address(value: Any, field: str = "attach") -> str:
     Examples
     --------
     >>> parse_scheduler_address("tcp://127.0.0.1:8786")
+    'tcp://127.0.0.1:8786'
+    >>> parse_scheduler_address("localhost:8786")
     'tcp://127.0.0.1:8786'
     """
     if not isinstance(value, str) or not value.strip():
@@ -36,6 +36,12 @@ def parse_scheduler_address(value: Any, field: str = "attach") -> str:
         raise InvalidRequest(f"must be a scheduler address such as 'tcp://127.0.0.1:8786', not {value!r}", field) from None
     if scheme != "tcp" or not host or not port:
         raise InvalidRequest(f"must be a tcp:// scheduler address with a host and a port, not {value!r}", field)
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise InvalidRequest(f"must name a port from 1 to 65535, not {port!r} (in {value!r})", field)
+    if not host.isprintable() or len(host) > 253:
+        raise InvalidRequest(f"must name a printable host of at most 253 characters, not {value!r}", field)
+    if host.lower() == "localhost":  # the same scheduler as 127.0.0.1: one name, so it is listed once
+        host = "127.0.0.1"
     return f"tcp://{unparse_host_port(host, port)}"
 
 
@@ -54,27 +60,31 @@ class ExternalBackend(Backend):
     description = "A scheduler started elsewhere; attached, never started or stopped here"
     can_scale = False
     connect_timeout: ClassVar[float] = 10.0
+    #: Observed by polling: subscribing would take the worker stream from the user's own Cluster object.
+    scheduler_link: ClassVar[type] = ForeignSchedulerLink
 
     def __init__(self, *args, address: str, **kwargs):
         super().__init__(*args, **kwargs)
         self.address = address
+        #: Given a scheduler id, the name of another listed cluster with that scheduler (or None): set by the manager.
+        self.listed_as: Callable[[str], str | None] = lambda scheduler_id: None
 
     async def start_scheduler(self) -> SchedulerEndpoint:
-        """Reach the scheduler and read where its dashboard is (on the scheduler's host, and nowhere else)."""
-        scheduler = rpc(self.address, timeout=self.connect_timeout)
+        """Reach the scheduler and read where its dashboard is (on the scheduler's host, and nowhere else).
+
+        It is an untrusted peer: its answer is size-capped, never unpickled, and checked against a schema.
+        """
         try:
-            # rpc's timeout bounds the connection only: a stopped scheduler accepts it and never answers
-            identity = await asyncio.wait_for(scheduler.identity(), self.connect_timeout)
-        except Exception as exc:
+            identity = await foreign_identity(self.address, self.connect_timeout)
+        except ForeignSchedulerError as exc:
             raise BackendError(f"cannot reach the scheduler at {self.address}: {exc}") from None
-        finally:
-            await scheduler.close_rpc()
-        if identity.get("type") != "Scheduler":
-            raise BackendError(f"{self.address} is not a Dask scheduler (it says it is a {identity.get('type')!r})")
+        other = self.listed_as(identity.scheduler_id)
+        if other is not None:  # e.g. attached as 127.0.0.1 and again by this host's name
+            raise BackendError(f"the scheduler at {self.address} ({identity.scheduler_id}) is listed already, as {other!r}")
         host = parse_host_port(parse_address(self.address)[1])[0]
-        dashboard_port = (identity.get("services") or {}).get("dashboard")
-        dashboard = unparse_host_port(host, dashboard_port) if dashboard_port else None
-        return SchedulerEndpoint(self.address, dashboard, identity.get("id"))  # the id: re-attached after a restart
+        port = identity.dashboard_port
+        dashboard = unparse_host_port(host, port) if port else None
+        return SchedulerEndpoint(self.address, dashboard, identity.scheduler_id)  # the id: re-attached after a restart
 
     async def scale_up(self, group: WorkerGroup, names: list[str]) -> None:
         raise Conflict(f"cluster {self.cluster_id} is attached: {NOT_OURS}")

@@ -33,6 +33,8 @@ import os
 import selectors
 import signal
 import socket
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -55,6 +57,10 @@ DEFAULT_PRELOAD = [
 SOCKET_NAME = "launcher.sock"
 MAX_SOCKET_PATH = 100  # sockaddr_un holds 108 bytes
 POLL_INTERVAL = 0.5  # seconds between psutil checks once the launcher cannot report an exit
+MAX_LINE_BYTES = 1 << 20  # one request (a spawn's environment included); a longer line drops its client
+MAX_PENDING_BYTES = 4 << 20  # replies a client has not read yet; past it the client is dropped
+MAX_CLIENTS = 64
+ACCEPT_PAUSE = 0.5  # seconds without accepting after accept() failed (e.g. out of file descriptors)
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +74,29 @@ def socket_path_for(workdir: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"clustermgr-{os.getuid()}-{digest}" / SOCKET_NAME
 
 
+def check_socket_folder(folder: Path) -> None:
+    """Refuse a socket folder this user does not own alone: whoever can write there can replace the socket.
+
+    Raises
+    ------
+    PermissionError
+        Saying who owns it or which mode lets others in.
+    """
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode):
+        raise PermissionError(f"{folder} is not a folder")
+    if info.st_uid != os.getuid():
+        raise PermissionError(f"{folder} belongs to uid {info.st_uid}, not to this user (uid {os.getuid()})")
+    if info.st_mode & 0o022:
+        raise PermissionError(f"{folder} can be written by others (mode {stat.S_IMODE(info.st_mode):o})")
+
+
+def peer_uid(connection: socket.socket) -> int:
+    """The uid of the process at the other end of a unix socket (``SO_PEERCRED``)."""
+    credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", credentials)[1]
+
+
 def forkable(command: list[str]) -> bool:
     """True for ``[sys.executable, "-m", <a FORKABLE module>, ...]``."""
     return len(command) >= 3 and command[0] == sys.executable and command[1] == "-m" and command[2] in FORKABLE
@@ -76,16 +105,33 @@ def forkable(command: list[str]) -> bool:
 # -- the launcher process -----------------------------------------------------------------------
 
 
-class Launcher:
-    """The launcher process's loop: accept servers, fork on request, reap and report exits."""
+class Client:
+    """One connected server: what it sent that is not a whole line yet, and what it has not read yet."""
 
-    def __init__(self, listener: socket.socket, idle_timeout: float):
+    def __init__(self, connection: socket.socket):
+        self.connection = connection
+        self.incoming = bytearray()
+        self.outgoing = bytearray()
+
+
+class Launcher:
+    """The launcher process's loop: accept servers, fork on request, reap and report exits.
+
+    Every client is bounded (a line of at most :data:`MAX_LINE_BYTES`, replies pending up to
+    :data:`MAX_PENDING_BYTES`) and written to without blocking, so one client that misbehaves or never
+    reads is dropped without holding up the others; a request that is not a JSON object is answered
+    with an error; a failing ``accept`` (out of file descriptors) is logged and retried shortly after.
+    """
+
+    def __init__(self, listener: socket.socket, idle_timeout: float, lock_fd: int | None = None):
         self.listener = listener
         self.idle_timeout = idle_timeout
+        self.lock_fd = lock_fd
         self.selector = selectors.DefaultSelector()
-        self.clients: dict[socket.socket, bytearray] = {}
+        self.clients: dict[socket.socket, Client] = {}
         self.children: dict[int, str] = {}
         self.stopping = False
+        self.accept_paused_until: float | None = None
         self.wakeup_read, wakeup_write = os.pipe()
         os.set_blocking(self.wakeup_read, False)
         os.set_blocking(wakeup_write, False)
@@ -103,16 +149,20 @@ class Launcher:
     def run(self) -> None:
         idle_since: float | None = time.monotonic()
         while not self.stopping:
-            for key, _ in self.selector.select(timeout=1.0):
+            for key, events in self.selector.select(timeout=ACCEPT_PAUSE if self.accept_paused_until else 1.0):
                 if key.data == "accept":
-                    connection, _ = self.listener.accept()
-                    self.clients[connection] = bytearray()
-                    self.selector.register(connection, selectors.EVENT_READ, "client")
+                    self._accept()
                 elif key.data == "wakeup":
                     with contextlib.suppress(BlockingIOError):
                         os.read(self.wakeup_read, 512)
-                else:
-                    self._read(key.fileobj)
+                elif key.fileobj in self.clients:
+                    if events & selectors.EVENT_WRITE:
+                        self._flush(key.fileobj)
+                    if events & selectors.EVENT_READ and key.fileobj in self.clients:
+                        self._read(key.fileobj)
+            if self.accept_paused_until is not None and time.monotonic() >= self.accept_paused_until:
+                self.accept_paused_until = None
+                self.selector.register(self.listener, selectors.EVENT_READ, "accept")
             self._reap()
             if self.clients or self.children:
                 idle_since = None
@@ -122,45 +172,96 @@ class Launcher:
                 print(f"launcher {os.getpid()}: idle for {self.idle_timeout:g} s, exiting", flush=True)
                 return
 
+    def _accept(self) -> None:
+        try:
+            connection, _ = self.listener.accept()
+        except BlockingIOError:
+            return
+        except OSError as exc:  # EMFILE / ENFILE / ENOBUFS: stop accepting for a moment instead of spinning
+            print(f"launcher {os.getpid()}: cannot accept a connection: {exc}; retrying in {ACCEPT_PAUSE:g} s", flush=True)
+            self.selector.unregister(self.listener)
+            self.accept_paused_until = time.monotonic() + ACCEPT_PAUSE
+            return
+        try:
+            uid = peer_uid(connection)
+        except OSError:
+            uid = -1
+        if uid != os.getuid() or len(self.clients) >= MAX_CLIENTS:
+            why = f"uid {uid} is not this launcher's user" if uid != os.getuid() else f"{MAX_CLIENTS} clients already"
+            print(f"launcher {os.getpid()}: refused a connection: {why}", flush=True)
+            connection.close()
+            return
+        connection.setblocking(False)
+        self.clients[connection] = Client(connection)
+        self.selector.register(connection, selectors.EVENT_READ, "client")
+
     def _read(self, connection: socket.socket) -> None:
         try:
             data = connection.recv(1 << 16)
+        except BlockingIOError:
+            return
         except OSError:
             data = b""
         if not data:
             self._drop(connection)
             return
-        buffer = self.clients[connection]
-        buffer += data
-        while b"\n" in buffer:
-            line, _, rest = bytes(buffer).partition(b"\n")
-            buffer[:] = rest
+        client = self.clients[connection]
+        client.incoming += data
+        while (newline := client.incoming.find(b"\n")) >= 0 and newline <= MAX_LINE_BYTES:
+            line = bytes(client.incoming[:newline])
+            del client.incoming[: newline + 1]
             try:
                 request = json.loads(line)
             except ValueError:
-                request = {"op": None}
+                request = None
             self._send(connection, self._answer(request))
+            if connection not in self.clients:
+                return
+        if len(client.incoming) > MAX_LINE_BYTES:
+            print(f"launcher {os.getpid()}: dropped a client that sent a line over {MAX_LINE_BYTES} bytes", flush=True)
+            self._drop(connection)
 
-    def _answer(self, request: dict) -> dict:
-        reply: dict[str, Any] = {"id": request.get("id")}
+    def _answer(self, request: Any) -> dict:
+        if not isinstance(request, dict):
+            return {"id": None, "error": "a request must be one JSON object per line"}
+        reply: dict[str, Any] = {"id": request.get("id") if isinstance(request.get("id"), (int, str)) else None}
         if request.get("op") == "spawn":
             try:
                 pid = self._fork(request)
             except Exception as exc:
                 return {**reply, "error": f"{type(exc).__name__}: {exc}"}
-            self.children[pid] = request.get("name", "")
+            self.children[pid] = str(request.get("name", ""))
             with contextlib.suppress(psutil.Error):
                 reply["create_time"] = psutil.Process(pid).create_time()
             return {**reply, "pid": pid}
         if request.get("op") == "info":
             return {**reply, "pid": os.getpid(), "children": {str(p): n for p, n in self.children.items()}}
-        return {**reply, "error": f"unknown op {request.get('op')!r}"}
+        return {**reply, "error": f"unknown op {str(request.get('op'))[:40]!r}"}
 
     def _send(self, connection: socket.socket, message: dict) -> None:
+        client = self.clients.get(connection)
+        if client is None:
+            return
+        client.outgoing += json.dumps(message).encode() + b"\n"
+        if len(client.outgoing) > MAX_PENDING_BYTES:
+            print(f"launcher {os.getpid()}: dropped a client that does not read its replies", flush=True)
+            self._drop(connection)
+            return
+        self._flush(connection)
+
+    def _flush(self, connection: socket.socket) -> None:
+        client = self.clients[connection]
         try:
-            connection.sendall(json.dumps(message).encode() + b"\n")
+            sent = connection.send(client.outgoing) if client.outgoing else 0
+        except BlockingIOError:
+            sent = 0
         except OSError:
             self._drop(connection)
+            return
+        del client.outgoing[:sent]
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if client.outgoing else 0)
+        if self.selector.get_key(connection).events != events:
+            self.selector.modify(connection, events, "client")
 
     def _drop(self, connection: socket.socket) -> None:
         if self.clients.pop(connection, None) is not None:
@@ -182,11 +283,19 @@ class Launcher:
                 self._send(connection, event)
 
     def _fork(self, request: dict) -> int:
-        argv = request["argv"]
-        if not forkable(argv):
-            raise ValueError(f"not a command this launcher runs: {argv[:3]}")
+        argv = request.get("argv")
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv) or not forkable(argv):
+            raise ValueError(f"not a command this launcher runs: {str(argv)[:200]}")
+        env = request.get("env") or {}
+        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise ValueError("env must be an object of strings")
+        if not isinstance(request.get("log"), str) or not isinstance(request.get("cwd") or "/", str):
+            raise ValueError("log and cwd must be paths")
+        # The child must hold none of these: above all the lock, or no launcher could start after this one died.
         inherited = [self.listener.fileno(), self.wakeup_read, self.wakeup_write, self.selector.fileno()]
         inherited += [c.fileno() for c in self.clients]
+        if self.lock_fd is not None:
+            inherited.append(self.lock_fd)
         sys.stdout.flush()
         sys.stderr.flush()
         # The reply waits until the child is in its own session: a killpg(pid) right after it must work.
@@ -194,7 +303,7 @@ class Launcher:
         pid = os.fork()
         if pid == 0:
             os.close(in_session)
-            run_child(argv, request.get("env") or {}, request["log"], request.get("cwd") or "/", inherited, tell_parent)
+            run_child(argv, env, request["log"], request.get("cwd") or "/", inherited, tell_parent)
         os.close(tell_parent)
         try:
             os.read(in_session, 1)  # b"" if the child died first: its exit is reported as usual
@@ -208,6 +317,15 @@ def default_signals() -> None:
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)
+
+
+def set_process_title(argv: list[str]) -> None:
+    """Show the dask command in ``ps`` and ``/proc/PID/cmdline``, not the launcher's (needs ``setproctitle``)."""
+    try:
+        import setproctitle
+    except ImportError:
+        return
+    setproctitle.setproctitle(" ".join(argv))
 
 
 def run_child(argv: list[str], env: dict[str, str], log_path: str, cwd: str, inherited: list[int], tell_parent: int) -> None:
@@ -230,6 +348,7 @@ def run_child(argv: list[str], env: dict[str, str], log_path: str, cwd: str, inh
         os.dup2(out, 2)
         os.close(out)
         os.chdir(cwd)
+        set_process_title(argv)  # before the environment is replaced: setproctitle finds argv's memory through it
         os.environ.clear()
         os.environ.update(env)
         import dask
@@ -257,6 +376,13 @@ def serve(socket_path: Path, idle_timeout: float, preload: list[str]) -> int:
     import fcntl
 
     socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        check_socket_folder(socket_path.parent)
+    except PermissionError as exc:
+        print(f"launcher {os.getpid()}: refusing to serve {socket_path}: {exc}", flush=True)
+        return 2
+    # Close-on-exec (Python's default), and closed in every forked child (see Launcher._fork): the lock
+    # dies with this process, so a new launcher can start at once after this one crashed.
     lock = open(socket_path.with_name(socket_path.name + ".lock"), "a")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -276,7 +402,7 @@ def serve(socket_path: Path, idle_timeout: float, preload: list[str]) -> int:
         os.umask(old_umask)
     listener.listen(64)
     try:
-        Launcher(listener, idle_timeout).run()
+        Launcher(listener, idle_timeout, lock.fileno()).run()
     finally:
         socket_path.unlink(missing_ok=True)
         listener.close()
@@ -435,12 +561,23 @@ class WarmLauncher(LoggingConfigurable):
         if self._process is not None and self._process.poll() is not None:
             self._process = None  # an earlier launcher of ours, gone since
         starts = 0
+        try:
+            self.socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            check_socket_folder(self.socket_path.parent)
+        except OSError as exc:  # PermissionError included: someone else's folder, or one others can write
+            raise LauncherUnavailable(f"its socket folder is not safe to use: {exc}") from None
         while True:
             try:
                 self._reader, self._writer = await asyncio.open_unix_connection(str(self.socket_path))
-                break
             except OSError:
                 pass
+            else:
+                uid = peer_uid(self._writer.get_extra_info("socket"))
+                if uid == os.getuid():
+                    break
+                self._writer.close()
+                self._reader = self._writer = None
+                raise LauncherUnavailable(f"the process serving {self.socket_path} runs as uid {uid}, not as this user")
             exited = self._process.poll() if self._process is not None else None
             if exited:
                 raise LauncherUnavailable(f"it exited with code {exited}; see {self.log_path}")
@@ -495,6 +632,8 @@ class WarmLauncher(LoggingConfigurable):
         try:
             while line := await reader.readline():
                 message = json.loads(line)
+                if not isinstance(message, dict):
+                    raise ValueError(f"the launcher sent {line[:80]!r}, not a JSON object")
                 if message.get("event") == "exited":
                     process = self._launched.get(message["pid"])
                     if process is None:
@@ -503,7 +642,7 @@ class WarmLauncher(LoggingConfigurable):
                         process._set_exited(message["returncode"])
                 elif (future := self._replies.get(message.get("id"))) is not None and not future.done():
                     future.set_result(message)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             self.log.warning("clustermgr: lost the warm launcher: %r", exc)
         finally:
             self._disconnected()
@@ -518,6 +657,11 @@ class WarmLauncher(LoggingConfigurable):
         if not self._closing:
             for process in list(self._launched.values()):  # their exits can no longer be reported
                 asyncio.ensure_future(process.poll_until_gone())
+            # While a server is connected the launcher never exits on its own: it crashed or was killed.
+            # A new one starts now, so the next cluster does not wait for it (or start plain processes).
+            self.log.warning("clustermgr: the warm launcher %s went away; starting a new one", self.pid)
+            self.pid = None
+            asyncio.ensure_future(self.warm_up())
 
     def _give_up(self, reason: str) -> None:
         self._failed_at = time.monotonic()

@@ -1,0 +1,97 @@
+"""A hostile peer that speaks just enough of distributed's TCP framing to be attached as a scheduler (for tests).
+
+``python hostile_scheduler.py MODE PORT_FILE [MARKER]`` listens on 127.0.0.1, writes its port to
+PORT_FILE, and answers every call according to MODE:
+
+- ``nthreads``: an identity whose worker has ``nthreads: "abc"``;
+- ``gpu-inf``: an identity whose worker has ``resources: {"GPU": inf}``;
+- ``huge-frame``: a length header of 1.5 GB, then 256 MiB of data actually sent;
+- ``pickle``: an identity whose id is a pickled object that creates the folder MARKER when unpickled;
+- ``silent``: accepts connections and never answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+import struct
+import sys
+
+import msgpack
+
+MODE, PORT_FILE = sys.argv[1], sys.argv[2]
+MARKER = sys.argv[3] if len(sys.argv) > 3 else "/nonexistent"
+
+
+class Trap:
+    def __reduce__(self):
+        return (os.mkdir, (MARKER,))
+
+
+def frame(*frames: bytes) -> bytes:
+    prelude = struct.pack(f"<Q{len(frames)}Q", len(frames), *map(len, frames))
+    return struct.pack("<Q", len(prelude) + sum(map(len, frames))) + prelude + b"".join(frames)
+
+
+def identity() -> list[bytes]:
+    worker = {"name": "w", "nthreads": 2, "memory_limit": 2**30, "resources": {}}
+    ident = {"type": "Scheduler", "id": "Scheduler-hostile", "services": {}, "workers": {"tcp://127.0.0.1:9": worker}}
+    if MODE == "nthreads":
+        worker["nthreads"] = "abc"
+    elif MODE == "gpu-inf":
+        worker["resources"] = {"GPU": float("inf")}
+    elif MODE == "pickle":
+        ident["id"] = {"__Pickled__": 1}
+        sub = msgpack.dumps({"pickled-obj": pickle.dumps(Trap()), "num-sub-frames": 0})
+        return [msgpack.dumps(ident), sub]
+    return [msgpack.dumps(ident)]
+
+
+async def read_message(reader: asyncio.StreamReader) -> dict:
+    (length,) = struct.unpack("<Q", await reader.readexactly(8))
+    data = await reader.readexactly(length)
+    (count,) = struct.unpack_from("<Q", data)
+    lengths = struct.unpack_from(f"<{count}Q", data, 8)
+    start = 8 * (count + 1)
+    return msgpack.loads(data[start : start + lengths[0]], strict_map_key=False)
+
+
+async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        if MODE == "silent":
+            await reader.read()
+            return
+        writer.write(frame(msgpack.dumps({"compression": None, "python": (3, 11, 0), "pickle-protocol": 5})))
+        await read_message(reader)  # the peer's handshake
+        while True:
+            message = await read_message(reader)
+            if message.get("op") == "echo":
+                writer.write(frame(msgpack.dumps(message.get("data"))))
+            elif MODE == "huge-frame":
+                writer.write(struct.pack("<Q", 1_500_000_000))
+                chunk = bytes(2**20)
+                for _ in range(256):
+                    writer.write(chunk)
+                    await writer.drain()
+            else:
+                writer.write(frame(*identity()))
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+async def main() -> None:
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    with open(PORT_FILE + ".part", "w") as out:
+        out.write(str(port))
+    os.rename(PORT_FILE + ".part", PORT_FILE)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,270 @@
+"""Given a real warm launcher process and misbehaving clients, then it answers or drops bad input, bounds each client,
+survives running out of file descriptors, serves only its own user from a folder only its user can write, and a
+launcher that dies is replaced at once (its forked processes do not hold its lock)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from clustermgr_lab.backends.launcher import LauncherUnavailable, WarmLauncher, socket_path_for
+from clustermgr_lab.backends.local import LocalBackend
+
+from .helpers import alive, subprocess_env
+
+NOBODY = 65534
+
+
+def start_launcher(socket_path: Path, log: Path, max_fds: int | None = None) -> subprocess.Popen:
+    """A launcher that preloads nothing (fast to start), on ``socket_path``."""
+
+    def limit() -> None:
+        if max_fds is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max_fds, max_fds))
+
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "clustermgr_lab.backends.launcher", str(socket_path), "--idle-timeout", "30", "--preload", ""],
+            env=subprocess_env(PYTHONUNBUFFERED="1"), stdin=subprocess.DEVNULL, stdout=out, stderr=out, preexec_fn=limit,
+        )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not socket_path.exists():
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+    return process
+
+
+@pytest.fixture
+def launcher(tmp_path):
+    processes = []
+
+    def start(max_fds: int | None = None) -> tuple[subprocess.Popen, Path]:
+        socket_path = tmp_path / "l.sock"
+        process = start_launcher(socket_path, tmp_path / "launcher.log", max_fds)
+        processes.append(process)
+        return process, socket_path
+
+    yield start
+    for process in processes:
+        process.kill()
+        process.wait()
+
+
+def connect(socket_path: Path) -> socket.socket:
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(10)
+    client.connect(str(socket_path))
+    return client
+
+
+def replies(client: socket.socket, n: int) -> list[dict]:
+    data = b""
+    while data.count(b"\n") < n:
+        chunk = client.recv(1 << 16)
+        assert chunk, f"connection closed after {data!r}"
+        data += chunk
+    return [json.loads(line) for line in data.splitlines()[:n]]
+
+
+def info(socket_path: Path) -> dict:
+    with connect(socket_path) as client:
+        client.sendall(b'{"op": "info", "id": 1}\n')
+        return replies(client, 1)[0]
+
+
+def test_lines_that_are_not_json_objects_are_answered_with_an_error(launcher):
+    process, socket_path = launcher()
+    with connect(socket_path) as client:
+        # When a client sends a list, a string, null, broken JSON, then a good request
+        client.sendall(b'[1, 2]\n"x"\nnull\n{bad\n{"op": "spawn", "argv": 5}\n{"op": "info", "id": 7}\n')
+        answers = replies(client, 6)
+    # Then each bad line gets an error, and the good one its answer: the launcher is still there
+    assert all("error" in a for a in answers[:5]), answers
+    assert answers[5]["id"] == 7 and answers[5]["pid"] == process.pid
+    assert process.poll() is None
+
+
+def test_a_line_without_an_end_is_bounded(launcher):
+    process, socket_path = launcher()
+    before = psutil.Process(process.pid).memory_info().rss
+    # When a client sends 32 MiB without a newline
+    with connect(socket_path) as client:
+        chunk = b"x" * 2**20
+        with pytest.raises(OSError):  # the launcher drops it once past the line limit
+            for _ in range(32):
+                client.sendall(chunk)
+            while client.recv(1 << 16):
+                pass
+            raise ConnectionResetError("closed by the launcher")
+    # Then the launcher did not keep it, and still serves others
+    grown = psutil.Process(process.pid).memory_info().rss - before
+    assert grown < 8 * 2**20, f"the launcher grew by {grown / 2**20:.0f} MiB"
+    assert info(socket_path)["pid"] == process.pid
+
+
+def test_a_client_that_never_reads_does_not_block_the_others(launcher):
+    process, socket_path = launcher()
+    # Given a client that sends 150,000 requests and never reads a reply
+    greedy = connect(socket_path)
+    flood = threading.Thread(target=_send_quietly, args=(greedy, b'{"op": "info"}\n' * 150_000), daemon=True)
+    flood.start()
+    try:
+        time.sleep(0.5)  # let the flood start; the outcome below is decided by a deadline, not by this pause
+        # When another client asks something, Then it is answered promptly
+        started = time.monotonic()
+        assert info(socket_path)["pid"] == process.pid
+        assert time.monotonic() - started < 5
+    finally:
+        greedy.close()
+        flood.join(15)
+    assert process.poll() is None
+
+
+def _send_quietly(client: socket.socket, data: bytes) -> None:
+    try:
+        client.settimeout(30)
+        client.sendall(data)
+    except OSError:
+        pass
+
+
+def test_running_out_of_file_descriptors_is_survived_and_logged(launcher, tmp_path):
+    # Given a launcher allowed only 24 open files
+    process, socket_path = launcher(max_fds=24)
+    clients = []
+    try:
+        # When 40 clients connect at once
+        for _ in range(40):
+            clients.append(connect(socket_path))
+        deadline = time.monotonic() + 15
+        while "cannot accept" not in (tmp_path / "launcher.log").read_text():
+            assert process.poll() is None, (tmp_path / "launcher.log").read_text()
+            assert time.monotonic() < deadline, (tmp_path / "launcher.log").read_text()
+            time.sleep(0.1)
+    finally:
+        for client in clients:
+            client.close()
+    # Then it logged why, is still running, and serves the next client once files are free again
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            assert info(socket_path)["pid"] == process.pid
+            break
+        except (OSError, AssertionError):
+            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "launcher.log").read_text()
+            time.sleep(0.2)
+
+
+def test_a_connection_from_another_user_is_refused(tmp_path):
+    # Given a launcher whose socket another user could reach (a folder others may enter, a socket anyone may open)
+    folder = Path(tempfile.mkdtemp(prefix="clustermgr-test-", dir="/tmp"))
+    os.chmod(folder, 0o755)
+    socket_path = folder / "l.sock"
+    process = start_launcher(socket_path, tmp_path / "launcher.log")
+    os.chmod(socket_path, 0o666)
+    try:
+        _probe_as_nobody(socket_path, tmp_path)
+    finally:
+        process.kill()
+        process.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _probe_as_nobody(socket_path: Path, tmp_path: Path) -> None:
+    # When a process of another user connects and asks for info
+    probe = (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])\n"
+        "s.sendall(b'{\"op\": \"info\"}\\n')\n"
+        "print(repr(s.recv(1000)))\n"
+    )
+    result = subprocess.run(
+        ["/usr/bin/python3", "-c", probe, str(socket_path)], capture_output=True, text=True, timeout=30,
+        preexec_fn=lambda: (os.setgid(NOBODY), os.setuid(NOBODY)),
+    )  # fmt: skip
+    # Then it gets nothing, and the launcher logs why
+    refused = result.stdout.strip() == "b''" or any(e in result.stderr for e in ("ConnectionReset", "BrokenPipe"))
+    assert refused, (result.stdout, result.stderr)
+    assert f"uid {NOBODY}" in (tmp_path / "launcher.log").read_text()
+
+
+@pytest.mark.parametrize("owner, mode", [(None, 0o777), (NOBODY, 0o700)])
+async def test_a_fallback_socket_folder_someone_else_could_write_is_refused(tmp_path, owner, mode):
+    # Given a work folder whose path is too long for a socket, so the socket goes to /tmp/clustermgr-<uid>-<digest>
+    workdir = tmp_path / ("w" * 120)
+    workdir.mkdir()
+    folder = socket_path_for(workdir).parent
+    assert str(folder).startswith("/tmp/clustermgr-")
+    shutil.rmtree(folder, ignore_errors=True)
+    # And that folder created beforehand by someone else, or writable by anyone
+    folder.mkdir()
+    os.chmod(folder, mode)
+    if owner is not None:
+        os.chown(folder, owner, owner)
+    launcher = WarmLauncher(workdir, start_timeout=20)
+    try:
+        # When the server wants its launcher, Then it refuses, saying why
+        with pytest.raises(LauncherUnavailable, match="belongs to uid|written by others"):
+            await launcher.ensure()
+        # And a launcher started there by hand refuses to serve, with a log line
+        result = subprocess.run(
+            [sys.executable, "-m", "clustermgr_lab.backends.launcher", str(folder / "launcher.sock"), "--preload", ""],
+            capture_output=True, text=True, timeout=60, env=subprocess_env(),
+        )  # fmt: skip
+        assert result.returncode == 2 and "refusing to serve" in result.stdout, (result.stdout, result.stderr)
+        assert not (folder / "launcher.sock").exists()
+    finally:
+        await launcher.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def test_a_killed_launcher_is_replaced_at_once_and_forked_processes_show_their_command(tmp_path):
+    # Given a scheduler forked by the launcher of a work folder
+    launcher = WarmLauncher(tmp_path, idle_timeout=1.0)
+    backend = LocalBackend("c1", tmp_path / "c1")
+    backend.launcher = launcher
+    await backend.start_scheduler()
+    scheduler = backend.pids()["scheduler"]
+    first = launcher.pid
+    try:
+        # Then the forked scheduler holds no handle on the launcher's lock, and ps shows a dask command
+        lock = str(launcher.socket_path) + ".lock"
+        held = [os.readlink(f"/proc/{scheduler}/fd/{fd}") for fd in os.listdir(f"/proc/{scheduler}/fd")]
+        assert lock not in held, held
+        deadline = time.monotonic() + 20  # the title is set in the child once it runs the dask command
+        while "clustermgr_lab.backends.launcher" in (title := " ".join(psutil.Process(scheduler).cmdline())):
+            assert time.monotonic() < deadline, title
+            await asyncio.sleep(0.1)
+        assert "dask" in title, title
+        # When the launcher is killed
+        os.kill(first, signal.SIGKILL)
+        # Then a new launcher serves within seconds (not after a 60 s fallback), and forks again
+        deadline = time.monotonic() + 20
+        while not (launcher.connected and launcher.pid not in (None, first)):
+            assert time.monotonic() < deadline, f"no new launcher; see {launcher.log_path.read_text()[-2000:]}"
+            await asyncio.sleep(0.1)
+        second = LocalBackend("c2", tmp_path / "c2")
+        second.launcher = launcher
+        await second.start_scheduler()
+        assert psutil.Process(second.pids()["scheduler"]).ppid() == launcher.pid
+        await second.close()
+    finally:
+        await backend.detach()
+        new = launcher.pid
+        await launcher.close()
+        for pid in alive([scheduler, first, new or first]):
+            os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,80 @@
+"""Given a notebook's own LocalCluster that this server discovered, when the user scales and adapts it, then it works as if
+no server were watching: no plugin replaced, no warning in the user's output, ``scheduler_info`` up to date."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from .test_discovery import listed, run_in_kernel, scheduler_address, wait_until
+
+OWN_CLUSTER = (
+    "from distributed import LocalCluster\n"
+    "cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=False, protocol='tcp', host='127.0.0.1',"
+    " dashboard_address='127.0.0.1:0')\n"
+    "print(cluster.scheduler_address)"
+)
+
+
+async def test_a_discovered_local_cluster_keeps_its_own_worker_stream(jp_fetch, jp_serverapp):
+    # Given a kernel of this server whose notebook started its own LocalCluster, listed by the server
+    kernel_id = await jp_serverapp.kernel_manager.start_kernel(kernel_name="python3")
+    client = jp_serverapp.kernel_manager.get_kernel(kernel_id).client()
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=120)
+        address = scheduler_address(await run_in_kernel(client, OWN_CLUSTER))
+        await wait_until(lambda: _running(jp_fetch, address), "listed and running", timeout=60)
+        # the server observes it for a while (several polls), as it would while the notebook is open
+        observed_since = time.monotonic()
+        while time.monotonic() - observed_since < 3:
+            await asyncio.sleep(0.5)
+            assert (await listed(jp_fetch, address))["status"] == "running"
+
+        # When the user scales it and waits for the workers, as a notebook does
+        output = await run_in_kernel(
+            client,
+            "cluster.scale(2)\n"
+            "cluster.wait_for_workers(2, timeout=60)\n"
+            "import time\n"
+            "deadline = time.monotonic() + 30\n"
+            "while len(cluster.scheduler_info['workers']) != 2 and time.monotonic() < deadline:\n"
+            "    time.sleep(0.05)\n"
+            "print('workers seen by the cluster object:', len(cluster.scheduler_info['workers']))",
+        )
+        # Then its own Cluster object sees both workers, and nothing was printed about a replaced plugin
+        assert "workers seen by the cluster object: 2" in output, output
+        assert "overwriting" not in output and "already contains a plugin" not in output, output
+        # And the server lists both workers too
+        await wait_until(lambda: _running_workers(jp_fetch, address, 2), "listed with 2 workers")
+
+        # When the user turns on distributed's own adaptive mode with a floor of 3 workers
+        output = await run_in_kernel(
+            client,
+            "adaptive = cluster.adapt(minimum=3, maximum=3, interval='100ms')\n"
+            "deadline = time.monotonic() + 60\n"
+            "while len(cluster.scheduler_info['workers']) != 3 and time.monotonic() < deadline:\n"
+            "    time.sleep(0.05)\n"
+            "print('workers after adapt:', len(cluster.scheduler_info['workers']))\n"
+            "plugins = sorted(cluster.scheduler.plugins)\n"
+            "print('plugins:', plugins)",
+        )
+        # Then it reaches 3 workers, and the scheduler holds no plugin of this server's
+        assert "workers after adapt: 3" in output, output
+        assert "overwriting" not in output, output
+        plugins = output.split("plugins:", 1)[1]
+        assert "clustermgr" not in plugins, plugins
+        await wait_until(lambda: _running_workers(jp_fetch, address, 3), "listed with 3 workers")
+    finally:
+        client.stop_channels()
+        await jp_serverapp.kernel_manager.shutdown_kernel(kernel_id, now=True)
+
+
+async def _running(jp_fetch, address: str) -> bool:
+    cluster = await listed(jp_fetch, address)
+    return cluster is not None and cluster["status"] == "running"
+
+
+async def _running_workers(jp_fetch, address: str, n: int) -> bool:
+    cluster = await listed(jp_fetch, address)
+    return cluster is not None and cluster["workers"]["running"] == n
