@@ -1,6 +1,7 @@
 /**
  * The limits a plan is checked against before it is sent: the server's
- * worker limit per cluster, and (for local workers) this machine's size.
+ * worker limit per cluster, and (for workers that run on the server's host)
+ * this machine's size.
  */
 import { formatSize, plural } from './format';
 import { ITotals } from './spec';
@@ -8,11 +9,13 @@ import { ILimits, IWorkerGroupSpec } from './types';
 
 /**
  * Why a plan may not work out, in words; empty when it fits.
+ * `runsProcessesHere`: the workers share this machine (the backend's
+ * `runs_processes_here` capability), so its cores and memory bound them.
  */
 export function limitWarnings(
   planned: ITotals,
   limits: ILimits | null,
-  backend: string
+  runsProcessesHere: boolean
 ): string[] {
   if (!limits) {
     return [];
@@ -23,8 +26,8 @@ export function limitWarnings(
       `Above the limit of ${plural(limits.max_workers, 'worker')} per cluster: the server will refuse it`
     );
   }
-  // Only local workers share this machine; batch jobs run elsewhere.
-  if (backend === 'local') {
+  // Batch jobs and remote hosts do not share this machine.
+  if (runsProcessesHere) {
     const { cores, memory } = limits.machine;
     if (planned.cores > cores) {
       warnings.push(
