@@ -8,6 +8,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 
+import { onlyObserved } from './capabilities';
 import { ClustersModel } from './model';
 import { ClusterManagerError } from './request';
 import { ICluster } from './types';
@@ -99,7 +100,7 @@ export function goneReason(
     return cluster.error ? `it failed: ${cluster.error}` : 'it failed';
   }
   if (cluster.status === 'stopping' || cluster.status === 'stopped') {
-    return cluster.backend === 'external' ? 'it was detached' : 'it was shut down';
+    return onlyObserved(cluster) ? 'it was detached' : 'it was shut down';
   }
   return null;
 }

@@ -6,6 +6,7 @@
 import { Notification } from '@jupyterlab/apputils';
 import * as React from 'react';
 
+import { capabilitiesOf } from './capabilities';
 import { AdaptiveEditor } from './components/AdaptiveEditor';
 import {
   FormBody,
@@ -90,6 +91,7 @@ function SpecForm(props: {
   form: FormBody<ICluster>;
 }): React.ReactElement {
   const { model, cluster } = props;
+  const capabilities = capabilitiesOf(cluster);
   const [groups, setGroups] = React.useState<IGroupDraft[]>(
     cluster.spec.groups.map(draftFromGroup)
   );
@@ -123,7 +125,8 @@ function SpecForm(props: {
         field="spec"
         idPrefix="cm-spec"
         limits={model.limits}
-        backend={cluster.backend}
+        runsProcessesHere={capabilities.runs_processes_here}
+        multipleGroups={capabilities.multiple_groups}
       />
       <p className="cm-Form-note">
         The new spec replaces the current one: workers are started or stopped

@@ -15,20 +15,22 @@ import { acceptClusterDrops } from './drop';
 import { addDashboardCommands } from './dashboardcommands';
 import { ClustersModel } from './model';
 import { ClusterSidebar } from './sidebar';
-import { CommandIDs, PLUGIN_ID } from './tokens';
+import { CommandIDs, IClustersModel, PLUGIN_ID } from './tokens';
 
+export { capabilitiesOf } from './capabilities';
 export { ClustersModel } from './model';
 export { ClusterManagerError, requestAPI } from './request';
-export { CommandIDs } from './tokens';
+export { CommandIDs, IClustersModel } from './tokens';
 export * from './types';
 
 // "dask" typed in the palette finds the commands.
 const PALETTE_CATEGORY = 'Dask Clusters';
 
-const plugin: JupyterFrontEndPlugin<void> = {
+const plugin: JupyterFrontEndPlugin<IClustersModel> = {
   id: PLUGIN_ID,
   description: 'A sidebar to manage Dask clusters run by the Jupyter server.',
   autoStart: true,
+  provides: IClustersModel,
   optional: [
     ILayoutRestorer,
     ICommandPalette,
@@ -45,7 +47,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     settingRegistry: ISettingRegistry | null,
     consoles: IConsoleTracker | null,
     editors: IEditorTracker | null
-  ) => {
+  ): IClustersModel => {
     const targets = { notebooks, consoles, editors };
     const model = new ClustersModel({
       serverSettings: app.serviceManager.serverSettings
@@ -106,6 +108,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           console.error('clustermgr-lab: cannot load settings', reason)
         );
     }
+    return model;
   }
 };
 

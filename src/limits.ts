@@ -1,7 +1,7 @@
 /**
  * The limits a plan is checked against before it is sent: the server's
- * worker limit and caps per cluster, and (for local workers) this machine's
- * size.
+ * worker limit and caps per cluster, and (for workers that run on the
+ * server's host) this machine's size.
  */
 import { formatSize, plural } from './format';
 import { ITotals } from './spec';
@@ -122,11 +122,14 @@ export function capRefusal(
 
 /**
  * Why a plan may not work out, in words; empty when it fits.
+ * `runsProcessesHere`: the workers share this machine (the backend's
+ * `runs_processes_here` capability), so its cores and memory bound them.
  */
 export function limitWarnings(
   planned: ITotals,
   limits: ILimitsWithCaps | null,
-  backend: string
+  runsProcessesHere: boolean,
+  backend?: string
 ): string[] {
   if (!limits) {
     return [];
@@ -137,13 +140,13 @@ export function limitWarnings(
       `Above the limit of ${plural(limits.max_workers, 'worker')} per cluster: ${REFUSED}`
     );
   }
-  const caps = limits.caps?.[backend];
+  const caps = backend === undefined ? undefined : limits.caps?.[backend];
   const refusal = caps ? totalsRefusal(planned, caps, '') : null;
   if (refusal) {
     warnings.push(refusal.message);
   }
-  // Only local workers share this machine; batch jobs run elsewhere.
-  if (backend === 'local') {
+  // Batch jobs and remote hosts do not share this machine.
+  if (runsProcessesHere) {
     const { cores, memory } = limits.machine;
     if (planned.cores > cores) {
       warnings.push(

@@ -1,6 +1,6 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
-import { IDisposable } from '@lumino/disposable';
+import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import {
@@ -10,6 +10,7 @@ import {
   jsonBody,
   requestAPI
 } from './request';
+import { IClustersModel } from './tokens';
 import {
   ICluster,
   IClusterChange,
@@ -27,17 +28,29 @@ import {
  * The clusters known to the Jupyter server, kept up to date.
  *
  * The model follows the `clustermgr/api/stream` WebSocket: a snapshot, then
- * one message per change. When the socket drops it reconnects with an
- * exponential backoff (and gets a fresh snapshot). While the stream cannot be
- * reached, each reconnection attempt falls back to one `GET` of the list, so
- * the list is never stale for longer than the backoff delay. Nothing is polled
- * while the stream is up.
+ * one message per change. A `Poll` runs the stream: each of its ticks is one
+ * connection, from opening to loss. When the socket drops after a snapshot
+ * it reconnects after the shortest delay (and gets a fresh snapshot); when it
+ * cannot connect, the poll backs off exponentially. While the stream cannot
+ * be reached, each reconnection attempt falls back to one `GET` of the list,
+ * so the list is never stale for longer than the backoff delay. Nothing is
+ * polled while the stream is up.
  */
-export class ClustersModel implements IDisposable {
+export class ClustersModel implements IClustersModel {
   constructor(options: ClustersModel.IOptions = {}) {
     this._settings = options.serverSettings ?? ServerConnection.makeSettings();
-    this._minDelay = options.reconnectMinDelay ?? 500;
-    this._maxDelay = options.reconnectMaxDelay ?? 30000;
+    this._stream = new Poll<void, void>({
+      auto: false,
+      factory: () => this._followStream(),
+      frequency: {
+        interval: options.reconnectMinDelay ?? 500,
+        max: options.reconnectMaxDelay ?? 30000,
+        backoff: 2
+      },
+      name: 'clustermgr:stream',
+      // Keep following while the page is hidden: the sidebar is live.
+      standby: 'never'
+    });
   }
 
   /**
@@ -228,10 +241,7 @@ export class ClustersModel implements IDisposable {
       return;
     }
     this._isDisposed = true;
-    if (this._reconnectTimer !== null) {
-      clearTimeout(this._reconnectTimer);
-      this._reconnectTimer = null;
-    }
+    this._stream.dispose();
     this._closeSocket();
     Signal.clearData(this);
   }
@@ -271,95 +281,87 @@ export class ClustersModel implements IDisposable {
       return;
     }
     this._changed.emit({ type: 'server' });
-    this._connect();
-  }
-
-  private _connect(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._reconnectTimer = null;
-    let socket: WebSocket;
-    try {
-      socket = new this._settings.WebSocket(this.streamUrl());
-    } catch (error) {
-      this._onStreamLost(false);
-      return;
-    }
-    this._socket = socket;
-    let gotSnapshot = false;
-
-    socket.onmessage = (event: MessageEvent) => {
-      if (this._socket !== socket) {
-        return;
-      }
-      let message: StreamMessage;
-      try {
-        message = JSON.parse(event.data as string) as StreamMessage;
-      } catch {
-        console.warn('clustermgr: ignoring a stream message that is not JSON');
-        return;
-      }
-      if (message.type === 'snapshot') {
-        gotSnapshot = true;
-        this._seq = message.seq;
-        this._attempt = 0;
-        this._lastError = null;
-        this._setConnected(true);
-        this._replaceAll(message.clusters ?? [], 'snapshot');
-        return;
-      }
-      if (!gotSnapshot) {
-        return;
-      }
-      if (this._seq !== null && message.seq !== this._seq + 1) {
-        // A message got lost: start over with a fresh snapshot.
-        console.warn(
-          `clustermgr: stream sequence gap (${this._seq} -> ${message.seq}), reconnecting`
-        );
-        this._closeSocket();
-        this._onStreamLost(true);
-        return;
-      }
-      this._seq = message.seq;
-      this._apply(message);
-    };
-
-    socket.onclose = () => {
-      if (this._socket !== socket) {
-        return;
-      }
-      this._socket = null;
-      this._onStreamLost(gotSnapshot);
-    };
-
-    socket.onerror = () => {
-      // `onclose` follows and does the work.
-    };
+    void this._stream.start();
   }
 
   /**
-   * The stream went away (or never came): mark disconnected, fetch the list
-   * once so the view is current, and schedule a reconnection.
+   * One tick of the stream's poll: connect, follow the stream until it is
+   * lost, then fetch the list once so the view is current. Resolves when
+   * the connection had got a snapshot (reconnect soon), rejects when it never
+   * did (the poll backs off).
    */
-  private _onStreamLost(wasConnected: boolean): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._setConnected(false);
-    this._seq = null;
-    if (!wasConnected) {
-      this._attempt += 1;
-    } else {
-      this._attempt = 0;
-    }
-    void this._refreshQuietly();
-    const base = Math.min(
-      this._maxDelay,
-      this._minDelay * Math.pow(2, Math.max(0, this._attempt - 1))
-    );
-    const delay = base * (0.8 + 0.4 * Math.random());
-    this._reconnectTimer = setTimeout(() => this._connect(), delay);
+  private _followStream(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let gotSnapshot = false;
+      const lost = () => {
+        if (this._isDisposed) {
+          return;
+        }
+        this._setConnected(false);
+        this._seq = null;
+        void this._refreshQuietly();
+        if (gotSnapshot) {
+          resolve();
+        } else {
+          reject();
+        }
+      };
+      let socket: WebSocket;
+      try {
+        socket = new this._settings.WebSocket(this.streamUrl());
+      } catch (error) {
+        lost();
+        return;
+      }
+      this._socket = socket;
+
+      socket.onmessage = (event: MessageEvent) => {
+        if (this._socket !== socket) {
+          return;
+        }
+        let message: StreamMessage;
+        try {
+          message = JSON.parse(event.data as string) as StreamMessage;
+        } catch {
+          console.warn('clustermgr: ignoring a stream message that is not JSON');
+          return;
+        }
+        if (message.type === 'snapshot') {
+          gotSnapshot = true;
+          this._seq = message.seq;
+          this._lastError = null;
+          this._setConnected(true);
+          this._replaceAll(message.clusters ?? [], 'snapshot');
+          return;
+        }
+        if (!gotSnapshot) {
+          return;
+        }
+        if (this._seq !== null && message.seq !== this._seq + 1) {
+          // A message got lost: start over with a fresh snapshot.
+          console.warn(
+            `clustermgr: stream sequence gap (${this._seq} -> ${message.seq}), reconnecting`
+          );
+          this._closeSocket();
+          lost();
+          return;
+        }
+        this._seq = message.seq;
+        this._apply(message);
+      };
+
+      socket.onclose = () => {
+        if (this._socket !== socket) {
+          return;
+        }
+        this._socket = null;
+        lost();
+      };
+
+      socket.onerror = () => {
+        // `onclose` follows and does the work.
+      };
+    });
   }
 
   private async _refreshQuietly(): Promise<void> {
@@ -463,17 +465,14 @@ export class ClustersModel implements IDisposable {
   }
 
   private _settings: ServerConnection.ISettings;
+  private _stream: Poll<void, void>;
   private _limits: ILimits | null = null;
-  private _minDelay: number;
-  private _maxDelay: number;
   private _clusters = new Map<string, ICluster>();
   private _history = new Map<string, ClustersModel.IHistoryPoint[]>();
   private _serverState: ClustersModel.ServerState = 'unknown';
   private _removed = new Set<string>();
   private _socket: WebSocket | null = null;
   private _seq: number | null = null;
-  private _attempt = 0;
-  private _reconnectTimer: ReturnType<typeof setTimeout> | null = null;
   private _started = false;
   private _connected = false;
   private _loaded = false;
@@ -494,16 +493,9 @@ export namespace ClustersModel {
    */
   export const HISTORY_POINTS = 300;
 
-  export type ServerState = 'unknown' | 'ok' | 'missing';
-
-  /**
-   * Worker counts at a moment (ms since the epoch).
-   */
-  export interface IHistoryPoint {
-    time: number;
-    running: number;
-    requested: number;
-  }
+  export type ServerState = IClustersModel.ServerState;
+  export type IHistoryPoint = IClustersModel.IHistoryPoint;
+  export type IChange = IClustersModel.IChange;
 
   export interface IOptions {
     /**
@@ -520,22 +512,5 @@ export namespace ClustersModel {
      * Largest reconnection delay in ms (default 30000).
      */
     reconnectMaxDelay?: number;
-  }
-
-  /**
-   * What changed.
-   */
-  export interface IChange {
-    type:
-      | 'snapshot'
-      | 'refresh'
-      | 'added'
-      | 'changed'
-      | 'removed'
-      | 'connection'
-      | 'server'
-      | 'error';
-    /** The cluster concerned, for added/changed/removed. */
-    id?: string;
   }
 }

@@ -149,6 +149,23 @@ export interface IEvent {
 }
 
 /**
+ * What a cluster's backend allows (the same for every cluster of a template).
+ * The sidebar reads these, never backend names.
+ */
+export interface ICapabilities {
+  /** Scale, adaptive mode and Worker Spec edits are accepted (else refused with 409). */
+  can_scale: boolean;
+  /** DELETE stops the cluster; when false it only detaches it ("Detach"). */
+  can_stop: boolean;
+  /** A Worker Spec may have more than one group. */
+  multiple_groups: boolean;
+  /** The cluster survives a restart of the Jupyter server. */
+  readoptable: boolean;
+  /** Its scheduler and workers run on the Jupyter server's host. */
+  runs_processes_here: boolean;
+}
+
+/**
  * A cluster as the server describes it.
  */
 export interface ICluster {
@@ -172,6 +189,8 @@ export interface ICluster {
   idle_timeout?: number | null;
   last_decision: IEvent | null;
   created: string;
+  /** What its backend allows (see `capabilitiesOf` for servers that predate it). */
+  capabilities?: ICapabilities;
 }
 
 /**
@@ -213,6 +232,8 @@ export interface ITemplate {
   adapt: IAdaptRequest | null;
   user_options: IUserOption[];
   idle_timeout?: number | null;
+  /** What clusters of this template allow. */
+  capabilities?: ICapabilities;
 }
 
 /**

@@ -28,26 +28,26 @@ const plan = (workers: number, cores: number, memory: number): ITotals => ({
 
 describe('limitWarnings', () => {
   it('says nothing about a plan that fits, or without limits', () => {
-    expect(limitWarnings(plan(2, 2, 4 * GiB), limits, 'local')).toEqual([]);
-    expect(limitWarnings(plan(99, 99, 99 * GiB), null, 'local')).toEqual([]);
+    expect(limitWarnings(plan(2, 2, 4 * GiB), limits, true)).toEqual([]);
+    expect(limitWarnings(plan(99, 99, 99 * GiB), null, true)).toEqual([]);
   });
 
   it('warns that the server refuses more workers than its limit', () => {
-    expect(limitWarnings(plan(13, 1, GiB), limits, 'slurm')).toEqual([
+    expect(limitWarnings(plan(13, 1, GiB), limits, false)).toEqual([
       'Above the limit of 12 workers per cluster: the server will refuse it'
     ]);
-    expect(limitWarnings(plan(12, 1, GiB), limits, 'slurm')).toEqual([]);
+    expect(limitWarnings(plan(12, 1, GiB), limits, false)).toEqual([]);
   });
 
   it('warns when local workers want more than this machine has', () => {
-    expect(limitWarnings(plan(4, 4, 16 * GiB), limits, 'local')).toEqual([
+    expect(limitWarnings(plan(4, 4, 16 * GiB), limits, true)).toEqual([
       'More than this machine’s 2 cores: workers will compete for them',
       'More than this machine’s 8 GiB of memory: workers may be killed'
     ]);
   });
 
   it('does not hold batch workers to this machine’s size', () => {
-    expect(limitWarnings(plan(4, 64, 512 * GiB), limits, 'slurm')).toEqual([]);
+    expect(limitWarnings(plan(4, 64, 512 * GiB), limits, false)).toEqual([]);
   });
 });
 
@@ -63,22 +63,22 @@ describe('caps', () => {
   const withCaps = { ...limits, caps: { slurm: caps } };
 
   it('warns that the server refuses a plan past a cap of all workers', () => {
-    expect(limitWarnings(plan(17, 17, GiB), withCaps, 'slurm')).toEqual([
+    expect(limitWarnings(plan(17, 17, GiB), withCaps, false, 'slurm')).toEqual([
       'Above the limit of 12 workers per cluster: the server will refuse it',
       'Above the limit of 16 cores per cluster: the server will refuse it'
     ]);
-    expect(limitWarnings(plan(2, 2, 65 * GiB), withCaps, 'slurm')).toEqual([
+    expect(limitWarnings(plan(2, 2, 65 * GiB), withCaps, false, 'slurm')).toEqual([
       'Above the limit of 64 GiB of memory per cluster: the server will refuse it'
     ]);
     expect(
-      limitWarnings({ ...plan(3, 3, GiB), gpus: 3 }, withCaps, 'slurm')
+      limitWarnings({ ...plan(3, 3, GiB), gpus: 3 }, withCaps, false, 'slurm')
     ).toEqual([
       'More than the 2 GPUs of a compute node: the server will refuse it'
     ]);
   });
 
   it('holds a backend only to its own caps', () => {
-    expect(limitWarnings(plan(2, 17, GiB), withCaps, 'sge')).toEqual([]);
+    expect(limitWarnings(plan(2, 17, GiB), withCaps, false, 'sge')).toEqual([]);
   });
 
   it('names the group whose workers are too large, in its words', () => {

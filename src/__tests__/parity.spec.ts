@@ -138,7 +138,7 @@ describe('the worker limit', () => {
       const warnings = limitWarnings(
         { workers, cores: 0, memory: 0, gpus: 0 },
         limits,
-        'slurm'
+        false
       );
       // Then it says the server refuses it exactly when the server does
       expect(warnings.length > 0).toBe(c.refused);

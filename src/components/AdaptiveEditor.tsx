@@ -1,7 +1,8 @@
 import * as React from 'react';
 
+import { capabilitiesOf } from '../capabilities';
 import { exactSize, formatCores, formatSize } from '../format';
-import { addTotals, limitWarnings, otherGroupsTotals } from '../limits';
+import { otherGroupsTotals } from '../limits';
 import { asServerError, ClusterManagerError } from '../request';
 import {
   convertAmount,
@@ -20,9 +21,8 @@ import {
   PatchClusterRequest
 } from '../types';
 import { checkAmount } from '../validate';
-import { FieldError, fieldMessage, FormError, invalidProps } from './FormDialog';
-import { Preview } from './Preview';
-import { UNITS } from './ScaleEditor';
+import { AmountField } from './AmountField';
+import { fieldMessage, FormError } from './FormDialog';
 
 /**
  * Adaptive mode of one group, as typed.
@@ -141,11 +141,12 @@ export interface IAdaptRangeFieldsProps {
   idPrefix: string;
   /**
    * For the preview's warnings: the server's limits, what the other groups
-   * add up to, and the backend (machine limits apply to local workers).
+   * add up to, and whether the workers run on this machine (the backend's
+   * `runs_processes_here`).
    */
   limits?: ILimits | null;
   others?: ITotals;
-  backend?: string;
+  runsProcessesHere: boolean;
 }
 
 /**
@@ -165,14 +166,6 @@ export function AdaptRangeFields(
     problems.maximum ?? fieldMessage(error, `${field}.maximum`);
   const unitMessage = fieldMessage(error, `${field}.unit`);
   const range = rangeTotals(draft, props.perWorker);
-  const others = props.others ?? { workers: 0, cores: 0, memory: 0, gpus: 0 };
-  const warnings = range
-    ? limitWarnings(
-        addTotals(others, range[1]),
-        props.limits ?? null,
-        props.backend ?? ''
-      )
-    : [];
   const switchUnit = (unit: AdaptUnit) => {
     const convert = (text: string) =>
       convertAmount(props.perWorker, draft.unit, unit, text);
@@ -196,53 +189,42 @@ export function AdaptRangeFields(
         </label>
       </legend>
       {draft.on && (
-        <>
-          <div className="cm-Field-row">
-            <label className="cm-Field">
-              <span className="cm-Field-label">Minimum</span>
-              <input
-                className="jp-mod-styled cm-AdaptRange-minimum"
-                value={draft.minimum}
-                onChange={e => set({ minimum: e.target.value })}
-                {...invalidProps(`${idPrefix}-min-error`, minMessage)}
-              />
-            </label>
-            <label className="cm-Field">
-              <span className="cm-Field-label">Maximum</span>
-              <input
-                className="jp-mod-styled cm-AdaptRange-maximum"
-                value={draft.maximum}
-                onChange={e => set({ maximum: e.target.value })}
-                {...invalidProps(`${idPrefix}-max-error`, maxMessage)}
-              />
-            </label>
-            <label className="cm-Field">
-              <span className="cm-Field-label">Unit</span>
-              <select
-                className="jp-mod-styled cm-AdaptRange-unit"
-                value={draft.unit}
-                onChange={e => switchUnit(e.target.value as AdaptUnit)}
-                {...invalidProps(`${idPrefix}-unit-error`, unitMessage)}
-              >
-                {UNITS.map(u => (
-                  <option key={u.value} value={u.value}>
-                    {u.label}
-                  </option>
-                ))}
-              </select>
-            </label>
-          </div>
-          <FieldError id={`${idPrefix}-min-error`} message={minMessage} />
-          <FieldError id={`${idPrefix}-max-error`} message={maxMessage} />
-          <FieldError id={`${idPrefix}-unit-error`} message={unitMessage} />
-          {!minMessage && !maxMessage && (
-            <Preview
-              className="cm-AdaptRange-preview"
-              text={range ? rangePreview(range) : ''}
-              warnings={warnings}
-            />
-          )}
-        </>
+        <AmountField
+          inputs={[
+            {
+              label: 'Minimum',
+              className: 'cm-AdaptRange-minimum',
+              value: draft.minimum,
+              onChange: minimum => set({ minimum }),
+              message: minMessage,
+              errorId: `${idPrefix}-min-error`
+            },
+            {
+              label: 'Maximum',
+              className: 'cm-AdaptRange-maximum',
+              value: draft.maximum,
+              onChange: maximum => set({ maximum }),
+              message: maxMessage,
+              errorId: `${idPrefix}-max-error`
+            }
+          ]}
+          unit={draft.unit}
+          onUnitChange={switchUnit}
+          unitClassName="cm-AdaptRange-unit"
+          unitMessage={unitMessage}
+          unitErrorId={`${idPrefix}-unit-error`}
+          preview={{
+            className: 'cm-AdaptRange-preview',
+            text: range ? rangePreview(range) : '',
+            // The most it may grow to is what the limits are about.
+            planned: range ? range[1] : null,
+            limits: {
+              limits: props.limits ?? null,
+              others: props.others,
+              runsProcessesHere: props.runsProcessesHere
+            }
+          }}
+        />
       )}
     </fieldset>
   );
@@ -346,7 +328,7 @@ export function AdaptiveEditor(props: IAdaptiveEditorProps): React.ReactElement 
           perWorker={g}
           limits={props.limits}
           others={otherGroupsTotals(groups, g.name)}
-          backend={cluster.backend}
+          runsProcessesHere={capabilitiesOf(cluster).runs_processes_here}
           error={errorGroup === g.name ? error : null}
           field="adapt"
           idPrefix={`cm-adapt-${i}`}

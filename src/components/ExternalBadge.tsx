@@ -1,14 +1,7 @@
 import * as React from 'react';
 
+import { onlyObserved } from '../capabilities';
 import { ICluster } from '../types';
-
-/**
- * Whether a cluster was started elsewhere (attached, or discovered in a
- * notebook): this server observes it, and never scales or stops it.
- */
-export function isExternal(cluster: ICluster): boolean {
-  return cluster.backend === 'external';
-}
 
 /**
  * The "external" mark of a card, saying where the cluster came from.
@@ -17,7 +10,9 @@ export function ExternalBadge(props: {
   cluster: ICluster;
 }): React.ReactElement | null {
   const { cluster } = props;
-  if (!isExternal(cluster)) {
+  // Started elsewhere (attached, or discovered in a notebook): this server
+  // observes it and cannot stop it.
+  if (!onlyObserved(cluster)) {
     return null;
   }
   const origin =

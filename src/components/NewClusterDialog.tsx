@@ -1,5 +1,6 @@
 import * as React from 'react';
 
+import { capabilitiesOf } from '../capabilities';
 import { ClustersModel } from '../model';
 import { asServerError, ClusterManagerError } from '../request';
 import {
@@ -153,6 +154,7 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
     adaptInline;
   const adaptDraftGroup =
     groups.find(g => g.name === adaptGroup) ?? groups[0];
+  const capabilities = capabilitiesOf(template);
 
   return (
     <div className="cm-NewCluster">
@@ -224,7 +226,8 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
         field="spec"
         idPrefix="cm-new"
         limits={props.model.limits}
-        backend={template?.backend}
+        runsProcessesHere={capabilities.runs_processes_here}
+        multipleGroups={capabilities.multiple_groups}
       />
       {groups.length > 1 && adapt.on && (
         <label className="cm-Field">
@@ -252,7 +255,7 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
         idPrefix="cm-new-adapt"
         limits={props.model.limits}
         others={otherDraftTotals(groups, adaptDraftGroup)}
-        backend={template?.backend}
+        runsProcessesHere={capabilities.runs_processes_here}
       />
     </div>
   );

@@ -1,18 +1,13 @@
 import * as React from 'react';
 
-import { addTotals, limitWarnings, otherGroupsTotals } from '../limits';
+import { capabilitiesOf } from '../capabilities';
+import { otherGroupsTotals } from '../limits';
 import { asServerError, ClusterManagerError } from '../request';
 import { convertAmount, formatTotals, totals, workersFor } from '../spec';
 import { AdaptUnit, ICluster, ILimits, IResolution, Target } from '../types';
 import { checkAmount } from '../validate';
+import { AmountField } from './AmountField';
 import { FieldError, fieldMessage, FormError, invalidProps } from './FormDialog';
-import { Preview } from './Preview';
-
-export const UNITS: ReadonlyArray<{ value: AdaptUnit; label: string }> = [
-  { value: 'workers', label: 'workers' },
-  { value: 'cores', label: 'cores' },
-  { value: 'memory', label: 'memory' }
-];
 
 export interface IScaleEditorProps {
   cluster: ICluster;
@@ -51,13 +46,6 @@ export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
     group && checked.value !== null
       ? totals(group, workersFor(group, unit, checked.value))
       : null;
-  const warnings = planned
-    ? limitWarnings(
-        addTotals(otherGroupsTotals(groups, group?.name), planned),
-        limits,
-        cluster.backend
-      )
-    : [];
   const adaptive = cluster.adapt?.groups.some(g => g.group === group?.name);
 
   props.register(async () => {
@@ -79,7 +67,6 @@ export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
   const amountField = `scale.${unit}`;
   const serverMessage = fieldMessage(error, amountField);
   const groupMessage = fieldMessage(error, 'scale.group');
-  const amountMessage = checked.error ?? serverMessage;
   const edit = (change: () => void) => {
     change();
     setError(null);
@@ -117,50 +104,39 @@ export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
           <FieldError id="cm-scale-group-error" message={groupMessage} />
         </label>
       )}
-      <div className="cm-Field">
-        <label className="cm-Field-label" htmlFor="cm-scale-amount">
-          Scale to
-        </label>
-        <div className="cm-Field-row">
-          <input
-            id="cm-scale-amount"
-            className="jp-mod-styled cm-ScaleEditor-amount"
-            value={amount}
-            onChange={e => edit(() => setAmount(e.target.value))}
-            placeholder={unit === 'memory' ? 'e.g. 16 GiB' : 'e.g. 4'}
-            {...invalidProps('cm-scale-amount-error', amountMessage)}
-          />
-          <select
-            className="jp-mod-styled cm-ScaleEditor-unit"
-            aria-label="Unit"
-            value={unit}
-            onChange={e =>
-              edit(() => {
-                const next = e.target.value as AdaptUnit;
-                setAmount(convertAmount(group ?? null, unit, next, amount));
-                setUnit(next);
-              })
-            }
-          >
-            {UNITS.map(u => (
-              <option key={u.value} value={u.value}>
-                {u.label}
-              </option>
-            ))}
-          </select>
-        </div>
-        {serverMessage && !checked.error ? (
-          <FieldError id="cm-scale-amount-error" message={serverMessage} />
-        ) : (
-          <Preview
-            id="cm-scale-amount-error"
-            className="cm-ScaleEditor-preview"
-            text={planned ? formatTotals(planned) : ''}
-            error={checked.error}
-            warnings={warnings}
-          />
-        )}
-      </div>
+      <AmountField
+        label="Scale to"
+        inputs={[
+          {
+            id: 'cm-scale-amount',
+            className: 'cm-ScaleEditor-amount',
+            value: amount,
+            onChange: text => edit(() => setAmount(text)),
+            placeholder: unit === 'memory' ? 'e.g. 16 GiB' : 'e.g. 4',
+            message: checked.error ? null : serverMessage,
+            unreadable: checked.error,
+            errorId: 'cm-scale-amount-error'
+          }
+        ]}
+        unit={unit}
+        onUnitChange={next =>
+          edit(() => {
+            setAmount(convertAmount(group ?? null, unit, next, amount));
+            setUnit(next);
+          })
+        }
+        unitClassName="cm-ScaleEditor-unit"
+        preview={{
+          className: 'cm-ScaleEditor-preview',
+          text: planned ? formatTotals(planned) : '',
+          planned,
+          limits: {
+            limits,
+            others: otherGroupsTotals(groups, group?.name),
+            runsProcessesHere: capabilitiesOf(cluster).runs_processes_here
+          }
+        }}
+      />
       {adaptive && (
         <p className="cm-Form-note">
           Adaptive mode is on for this group; scaling by hand turns it off.

@@ -1,7 +1,6 @@
 import { addIcon, closeIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { limitWarnings } from '../limits';
 import { ClusterManagerError } from '../request';
 import {
   formatTotals,
@@ -14,8 +13,8 @@ import {
 } from '../spec';
 import { ILimits } from '../types';
 import { checkCount, fieldLabel, stripField } from '../validate';
+import { PlanPreview } from './AmountField';
 import { FieldError, fieldMessage, invalidProps } from './FormDialog';
-import { Preview } from './Preview';
 
 /**
  * The columns of the table, with the request field each one fills.
@@ -45,11 +44,15 @@ export interface IWorkerSpecEditorProps {
   field: string;
   idPrefix: string;
   /**
-   * For the total's warnings: the server's limits and the backend (machine
-   * limits apply to local workers).
+   * For the total's warnings: the server's limits, and whether the workers
+   * run on this machine (the backend's `runs_processes_here`).
    */
   limits?: ILimits | null;
-  backend?: string;
+  runsProcessesHere: boolean;
+  /**
+   * Whether the backend takes more than one group (`multiple_groups`).
+   */
+  multipleGroups: boolean;
 }
 
 /**
@@ -183,16 +186,24 @@ export function WorkerSpecEditor(
           type="button"
           className="jp-mod-styled cm-SpecEditor-add"
           onClick={add}
+          disabled={!props.multipleGroups}
+          title={
+            props.multipleGroups
+              ? undefined
+              : 'This backend runs a single group of workers'
+          }
         >
           <addIcon.react tag="span" className="cm-ButtonIcon" />
           Add group
         </button>
-        <Preview
+        <PlanPreview
           className="cm-SpecEditor-total"
           text={all && groups.length > 1 ? `Total ${formatTotals(all)}` : ''}
-          warnings={
-            all ? limitWarnings(all, props.limits ?? null, props.backend ?? '') : []
-          }
+          planned={all}
+          limits={{
+            limits: props.limits ?? null,
+            runsProcessesHere: props.runsProcessesHere
+          }}
         />
       </div>
     </div>

@@ -22,6 +22,33 @@ export const CPU_AND_GPU_SPEC = {
   ]
 };
 
+/**
+ * What local processes allow (the API's `capabilities` of the `local` backend).
+ */
+export const LOCAL_CAPABILITIES = {
+  can_scale: true,
+  can_stop: true,
+  multiple_groups: true,
+  readoptable: true,
+  runs_processes_here: true
+};
+
+/**
+ * What a cluster started elsewhere allows (attached or discovered: `external`).
+ */
+export const EXTERNAL_CAPABILITIES = {
+  can_scale: false,
+  can_stop: false,
+  multiple_groups: false,
+  readoptable: false,
+  runs_processes_here: false
+};
+
+/**
+ * What batch jobs allow: their workers run on other hosts.
+ */
+export const BATCH_CAPABILITIES = { ...LOCAL_CAPABILITIES, runs_processes_here: false };
+
 export function fakeCluster(
   id: string,
   overrides: Record<string, unknown> = {}
@@ -56,6 +83,7 @@ export function fakeCluster(
     options: {},
     last_decision: null,
     created: '2026-01-01T00:00:00+00:00',
+    capabilities: LOCAL_CAPABILITIES,
     ...overrides
   };
 }
@@ -71,7 +99,8 @@ export const TEMPLATE_LIST = [
       ]
     },
     adapt: null,
-    user_options: []
+    user_options: [],
+    capabilities: LOCAL_CAPABILITIES
   },
   {
     name: 'local-adaptive',
@@ -83,7 +112,8 @@ export const TEMPLATE_LIST = [
       ]
     },
     adapt: { minimum: 0, maximum: 4, unit: 'workers' },
-    user_options: []
+    user_options: [],
+    capabilities: LOCAL_CAPABILITIES
   },
   {
     name: 'gpu',
@@ -91,7 +121,8 @@ export const TEMPLATE_LIST = [
     backend: 'local',
     spec: CPU_AND_GPU_SPEC,
     adapt: null,
-    user_options: []
+    user_options: [],
+    capabilities: LOCAL_CAPABILITIES
   }
 ];
 

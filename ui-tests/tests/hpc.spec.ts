@@ -6,7 +6,7 @@
  */
 import { expect, test } from '@jupyterlab/galata';
 
-import { fakeCluster, fakeServer, openSidebar } from './fakes';
+import { BATCH_CAPABILITIES, fakeCluster, fakeServer, openSidebar } from './fakes';
 import { CLUSTER_TIMEOUT, removeCluster, waitForCluster } from './helpers';
 
 test('user options are set in New Cluster and the card says why workers wait', async ({ page }) => {
@@ -62,6 +62,7 @@ test('the card shows pending reasons and a refused group', async ({ page }) => {
     fakeCluster('waits', {
       name: 'waits',
       backend: 'slurm',
+      capabilities: BATCH_CAPABILITIES,
       options: { walltime: '04:00:00' },
       workers: {
         requested: 4,

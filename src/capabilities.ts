@@ -1,0 +1,34 @@
+/**
+ * What a cluster or template allows, read from its `capabilities` (never
+ * from its backend's name).
+ */
+import { ICapabilities, ICluster, ITemplate } from './types';
+
+/**
+ * Everything allowed: what a server that does not send capabilities yet
+ * allows its own clusters.
+ */
+export const FULL_CAPABILITIES: Readonly<ICapabilities> = {
+  can_scale: true,
+  can_stop: true,
+  multiple_groups: true,
+  readoptable: true,
+  runs_processes_here: true
+};
+
+/**
+ * The capabilities of a cluster or template (all allowed when not sent).
+ */
+export function capabilitiesOf(
+  item: Pick<ICluster | ITemplate, 'capabilities'> | null | undefined
+): ICapabilities {
+  return { ...FULL_CAPABILITIES, ...(item?.capabilities ?? {}) };
+}
+
+/**
+ * Whether the server only observes a cluster started elsewhere (attached or
+ * discovered): it cannot stop it, so removing it only detaches it.
+ */
+export function onlyObserved(cluster: ICluster): boolean {
+  return !capabilitiesOf(cluster).can_stop;
+}

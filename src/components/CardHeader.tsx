@@ -1,0 +1,86 @@
+/**
+ * The top of a cluster card: name, template, origin and status, the
+ * cluster's errors, and its scheduler address with a copy button.
+ */
+import { copyIcon } from '@jupyterlab/ui-components';
+import * as React from 'react';
+
+import { ICluster } from '../types';
+import { SchedulerAddress } from './CardParts';
+import { ExternalBadge } from './ExternalBadge';
+
+/**
+ * Name, template, the "external" mark and the status badge.
+ */
+export function CardHeader(props: { cluster: ICluster }): React.ReactElement {
+  const { cluster } = props;
+  return (
+    <div className="cm-ClusterCard-header">
+      <span className="cm-ClusterCard-name" title={cluster.name}>
+        {cluster.name}
+      </span>
+      <span className="cm-ClusterCard-template" title={cluster.template}>
+        {cluster.template}
+      </span>
+      <ExternalBadge cluster={cluster} />
+      <span
+        className={`cm-StatusBadge cm-StatusBadge-${cluster.status}`}
+        aria-label={`Status: ${cluster.status}`}
+      >
+        {cluster.status}
+      </span>
+    </div>
+  );
+}
+
+/**
+ * The cluster's error, and each group's own (when it says something else).
+ */
+export function CardErrors(props: { cluster: ICluster }): React.ReactElement {
+  const { cluster } = props;
+  return (
+    <>
+      {cluster.error && (
+        <div className="cm-ClusterCard-error" role="alert">
+          {cluster.error}
+        </div>
+      )}
+      {cluster.workers.groups
+        .filter(g => g.error && g.error !== cluster.error)
+        .map(g => (
+          <div key={g.name} className="cm-ClusterCard-error" role="alert">
+            {`${g.name}: ${g.error}`}
+          </div>
+        ))}
+    </>
+  );
+}
+
+/**
+ * The scheduler address, and a button that copies it once there is one.
+ */
+export function CardScheduler(props: {
+  cluster: ICluster;
+  onCopy: () => void;
+}): React.ReactElement {
+  const { cluster } = props;
+  return (
+    <div className="cm-ClusterCard-scheduler">
+      <SchedulerAddress
+        address={cluster.scheduler_address}
+        clusterName={cluster.name}
+      />
+      {cluster.scheduler_address && (
+        <button
+          type="button"
+          className="jp-mod-styled cm-IconButton cm-CopyAddress"
+          aria-label={`Copy the scheduler address of ${cluster.name}`}
+          title="Copy the scheduler address"
+          onClick={props.onCopy}
+        >
+          <copyIcon.react tag="span" />
+        </button>
+      )}
+    </div>
+  );
+}

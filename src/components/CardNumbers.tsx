@@ -1,0 +1,132 @@
+/**
+ * The numbers of a cluster card: workers running and pending (per group),
+ * resources, user options, adaptive range, and the last scaling decision.
+ */
+import * as React from 'react';
+
+import { formatSize, formatTime, plural } from '../format';
+import { IAdaptRange, ICluster, IEvent } from '../types';
+import { blockedByClientData, GroupCounts, ShrinkHint } from './CardParts';
+import { formatOptions } from './UserOptionsFields';
+
+/**
+ * "2 pending — Resources", or "2 pending — 1 Resources, 1 Priority".
+ */
+export function pendingText(
+  pending: number,
+  reasons: { [reason: string]: number } | undefined
+): string {
+  const entries = Object.entries(reasons ?? {});
+  if (!pending || !entries.length) {
+    return `${pending} pending`;
+  }
+  const why =
+    entries.length === 1
+      ? entries[0][0]
+      : entries.map(([reason, n]) => `${n} ${reason}`).join(', ');
+  return `${pending} pending — ${why}`;
+}
+
+function rangeText(range: IAdaptRange): string {
+  if (range.unit === 'memory') {
+    return `${range.group} ${formatSize(range.minimum)}–${formatSize(range.maximum)}`;
+  }
+  return `${range.group} ${range.minimum}–${range.maximum} ${range.unit}`;
+}
+
+/**
+ * "2 → 4 workers (default)", for a scaling decision.
+ */
+function decisionChange(event: IEvent): string {
+  if (event.before === null || event.after === null) {
+    return '';
+  }
+  const group = event.group ? ` (${event.group})` : '';
+  return `${event.before} → ${plural(event.after, 'worker')}${group}`;
+}
+
+/**
+ * Workers, groups, resources, options and adaptive state, as a list.
+ */
+export function CardDetails(props: { cluster: ICluster }): React.ReactElement {
+  const { cluster } = props;
+  const { workers, resources } = cluster;
+  return (
+    <dl className="cm-ClusterCard-details">
+      <dt>Workers</dt>
+      <dd
+        className="cm-ClusterCard-workers"
+        aria-label={`Workers: ${workers.running} running, ${pendingText(workers.pending, workers.pending_reasons)}`}
+      >
+        <span className="cm-ClusterCard-workersRunning">{workers.running}</span>{' '}
+        running,{' '}
+        <span
+          className="cm-ClusterCard-workersPending"
+          title={(workers.waiting ?? [])
+            .map(w => `${w.name}: job ${w.job_id ?? '?'} ${w.reason}`)
+            .join('\n')}
+        >
+          {pendingText(workers.pending, workers.pending_reasons)}
+        </span>
+      </dd>
+      <GroupCounts groups={workers.groups ?? []} />
+      <dt>Resources</dt>
+      <dd className="cm-ClusterCard-resources">
+        <span className="cm-ClusterCard-cores">
+          {plural(resources.cores, 'core')}
+        </span>{' '}
+        ·{' '}
+        <span className="cm-ClusterCard-memory">
+          {formatSize(resources.memory)}
+        </span>{' '}
+        ·{' '}
+        <span className="cm-ClusterCard-gpus">
+          {plural(resources.gpus, 'GPU')}
+        </span>
+      </dd>
+      {Object.keys(cluster.options ?? {}).length > 0 && (
+        <>
+          <dt>Options</dt>
+          <dd className="cm-ClusterCard-options">
+            {formatOptions(cluster.options)}
+          </dd>
+        </>
+      )}
+      <dt>Adaptive</dt>
+      <dd className="cm-ClusterCard-adapt" data-adaptive={!!cluster.adapt}>
+        {cluster.adapt
+          ? `on · ${cluster.adapt.groups.map(rangeText).join(', ')}`
+          : 'off'}
+      </dd>
+    </dl>
+  );
+}
+
+/**
+ * The last scaling decision with its reason, and how to let adaptive mode
+ * shrink when a client's data holds workers.
+ */
+export function CardDecision(props: {
+  decision: IEvent | null;
+}): React.ReactElement | null {
+  const { decision } = props;
+  if (!decision) {
+    return null;
+  }
+  return (
+    <>
+      <div className="cm-ClusterCard-decision" aria-label="Last decision">
+        <span className="cm-ClusterCard-decisionChange">
+          {decisionChange(decision)}
+        </span>{' '}
+        <span className="cm-ClusterCard-decisionReason">{decision.message}</span>{' '}
+        <span className="cm-ClusterCard-decisionMeta">
+          {[decision.source, formatTime(decision.time)]
+            .filter(Boolean)
+            .join(' · ')}
+        </span>
+      </div>
+      {blockedByClientData(decision) && <ShrinkHint />}
+    </>
+  );
+}
