@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 
-from typing import Any, ClassVar
+from typing import Any
 
 from distributed.comm import parse_address, parse_host_port, unparse_host_port
 from distributed.core import rpc
 
 from ..errors import BackendError, Conflict, InvalidRequest
 from ..spec import WorkerGroup
-from .base import Backend, SchedulerEndpoint
+from traitlets import Float
+
+from .base import Backend, Capabilities, SchedulerEndpoint
 
 NOT_OURS = "its workers are started and stopped by whoever started it, not by this server; scale it there"
 
@@ -52,8 +54,10 @@ class ExternalBackend(Backend):
 
     name = "external"
     description = "A scheduler started elsewhere; attached, never started or stopped here"
-    can_scale = False
-    connect_timeout: ClassVar[float] = 10.0
+    capabilities = Capabilities(
+        can_scale=False, can_stop=False, multiple_groups=False, readoptable=False, runs_processes_here=False
+    )
+    connect_timeout = Float(10.0, config=True, help="Seconds to wait for the scheduler to answer when attaching.")
 
     def __init__(self, *args, address: str, **kwargs):
         super().__init__(*args, **kwargs)
