@@ -13,7 +13,7 @@ Everything is measured in one run, in interleaved order: clustermgr through its 
 WebSocket stream (a Jupyter server subprocess), ``LocalCluster`` in this process, and
 dask-labextension in a second Jupyter server run by the Python of its own venv (``make bench``
 creates it with pip from PyPI). Every process started carries ``CLUSTERMGR_BENCH_RUN``; the run
-fails if any of them is left at the end (same check as ``run.py``).
+fails if any of them is left at the end (:func:`harness.reap_leftovers`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ import psutil
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run as base  # noqa: E402  (the server, stream and raw-cluster helpers of run.py)
-from run import BenchError, Server, Stream, log, now, percentile  # noqa: E402
+import harness as base  # noqa: E402  (the server, stream and raw-cluster helpers)
+from harness import BenchError, Server, Stream, log, now, percentile  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MiB = 2**20

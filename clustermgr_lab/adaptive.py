@@ -1,8 +1,9 @@
 """Adaptive mode: the settings (ranges per group) and the policy that turns load into targets.
 
 Pure domain logic. The periodic callback that feeds the policy lives in
-:mod:`clustermgr_lab.cluster`; the policy only *decides*, and its decisions go through the same
-scale routine as a manual scale.
+:mod:`clustermgr_lab.adaptive_controller`; the policy only *decides*, and its decisions go through
+the same scale routine as a manual scale. The policy is pluggable
+(``c.ClusterManager.adaptive_policy``): :class:`AdaptivePolicy` by default, or :class:`GradualPolicy`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Mapping
 from dask.utils import format_bytes
 
 from .errors import InvalidRequest
+from .fields import reject_unknown_fields
 from .spec import WorkerGroup, WorkerSpec, parse_count, parse_size, workers_for
 
 UNITS = ("workers", "cores", "memory")
@@ -101,9 +103,7 @@ def parse_adapt(
     if not isinstance(data, Mapping):
         raise InvalidRequest(f"must be an object or null, not {type(data).__name__}", field_name)
     allowed = {"minimum", "maximum", "unit", "group", "interval", "wait_count", "target_duration", "enabled"}
-    for key in data:
-        if key not in allowed:
-            raise InvalidRequest(f"unknown field {key!r}; expected one of: {', '.join(sorted(allowed))}", f"{field_name}.{key}")
+    reject_unknown_fields(data, allowed, field_name)
     if data.get("enabled", True) is not True:
         raise InvalidRequest(
             f"must be true, or false alone with 'group' to turn a group off, not {data['enabled']!r}",
@@ -151,13 +151,27 @@ def parse_adapt(
     return settings
 
 
+@dataclass(frozen=True)
+class AdaptOff:
+    """A request to turn adaptive mode off for one group (the others stay adaptive)."""
+
+    group: str
+
+
+def parse_adapt_change(
+    data: Any, spec: WorkerSpec, current: AdaptSettings | None = None, *, max_workers: int | None = None
+) -> AdaptSettings | AdaptOff | None:
+    """A PATCH's ``adapt`` value, parsed once: new settings, :class:`AdaptOff` for one group, or None (all off)."""
+    if data is None:
+        return None
+    if isinstance(data, Mapping) and data.get("enabled") is False:
+        return AdaptOff(parse_adapt_off(data, spec))
+    return parse_adapt(data, spec, current, max_workers=max_workers)
+
+
 def parse_adapt_off(data: Mapping[str, Any], spec: WorkerSpec, *, field_name: str = "adapt") -> str:
     """Validate ``{"enabled": false, "group"?}`` and return the group to turn adaptive mode off for."""
-    for key in data:
-        if key not in ("enabled", "group"):
-            raise InvalidRequest(
-                f"unknown field {key!r}; turning a group off takes only 'enabled' and 'group'", f"{field_name}.{key}"
-            )
+    reject_unknown_fields(data, ("enabled", "group"), field_name)
     group_name = data.get("group")
     if group_name is not None and not isinstance(group_name, str):
         raise InvalidRequest(f"must be a group name, not {group_name!r}", f"{field_name}.group")
@@ -295,3 +309,28 @@ class AdaptivePolicy:
             desired[group.name] = busy + extra
             reasons[group.name] = f"tasks need {', '.join(needed)}" if needed else "tasks running"
         return desired, reasons
+
+
+class GradualPolicy(AdaptivePolicy):
+    """:class:`AdaptivePolicy`, but a group grows by at most ``max_step`` workers per interval.
+
+    For sites where a burst of jobs is unwelcome (a shared batch queue): load that wants ten more
+    workers gets them one interval at a time. Shrinking is unchanged.
+    """
+
+    max_step = 1
+
+    def propose(
+        self,
+        spec: WorkerSpec,
+        load: Load,
+        members: Mapping[str, list[str]],
+    ) -> tuple[list[Proposal], list[tuple[str, str]]]:
+        proposals, notes = super().propose(spec, load, members)
+        stepped = []
+        for proposal in proposals:
+            if proposal.after > proposal.before + self.max_step:
+                after = proposal.before + self.max_step
+                proposal = replace(proposal, after=after, reason=f"{proposal.reason} (growing by {self.max_step} per interval)")
+            stepped.append(proposal)
+        return stepped, notes

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
-from jupyter_core.utils import ensure_async
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.utils import url_path_join
 from jupyter_server_proxy.handlers import ProxyHandler
@@ -13,15 +12,13 @@ from tornado.httpclient import HTTPClientError
 
 from .cluster import UNRESPONSIVE
 from .errors import NotFound
-from .handlers import JSONErrorMixin
-
-AUTH_RESOURCE = "clustermgr"
+from .web_base import JSONErrorMixin, ReadAccessMixin
 
 #: Request headers that carry the user's Jupyter credentials: a scheduler never sees them.
 CREDENTIAL_HEADERS = ("Authorization", "Cookie", "X-XSRFToken", "X-Xsrftoken", "X-CSRFToken")
 
 
-class DashboardProxyHandler(JSONErrorMixin, ProxyHandler):
+class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
     """Proxies ``clustermgr/dashboard/{id}/{path}`` (GET, HEAD and WebSocket) to that cluster's dashboard.
 
     The target is looked up from the cluster id, never taken from the URL, so this cannot be
@@ -30,7 +27,6 @@ class DashboardProxyHandler(JSONErrorMixin, ProxyHandler):
     and any other verb is answered with a JSON 405.
     """
 
-    auth_resource = AUTH_RESOURCE
     # The dashboard only needs to be read (its interactive parts are WebSocket, a GET upgrade);
     # jupyter-server-proxy leaves XSRF checks to the proxied app, so other verbs are not offered at all.
     SUPPORTED_METHODS = ("GET", "HEAD")
@@ -59,17 +55,10 @@ class DashboardProxyHandler(JSONErrorMixin, ProxyHandler):
             await prepared
         if not self.current_user:
             raise web.HTTPError(403, "not authenticated: open the dashboard from a logged-in JupyterLab, or send the token")
-        if not await ensure_async(self.authorizer.is_authorized(self, self.current_user, "read", AUTH_RESOURCE)):
-            raise web.HTTPError(403, f"User is not authorized to read on resource: {AUTH_RESOURCE}.")
-        origin = self.request.headers.get("Origin")
-        if self.request.headers.get("Upgrade", "").lower() == "websocket" and origin and not self.check_origin(origin):
-            raise web.HTTPError(403, f"cross-origin WebSocket connections are refused (Origin: {origin})")
+        upgrade = self.request.headers.get("Upgrade", "").lower() == "websocket"
+        await self.authorize_read((self.request.headers.get("Origin") or None) if upgrade else None)
         # 404 / 503 before a WebSocket is upgraded (Bokeh reconnecting to a cluster that is gone gets a plain 404)
         self._target(self.path_kwargs["cluster_id"])
-
-    def skip_check_origin(self) -> bool:
-        """Never skip the origin check: jupyter_server would for token-authenticated requests."""
-        return False
 
     def _target(self, cluster_id: str) -> tuple[str, int]:
         manager = self.settings["clustermgr_manager"]

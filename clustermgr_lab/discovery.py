@@ -15,9 +15,9 @@ import asyncio
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import dask.config
+import psutil
 from traitlets import Bool, Float
 from traitlets.config import LoggingConfigurable
 

@@ -15,52 +15,25 @@ from typing import Any, Callable, Mapping
 from dask.system import CPU_COUNT
 from distributed.system import MEMORY_LIMIT
 from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
-from traitlets import Bool, Dict, Enum, Int, List, Unicode, default
+from traitlets import Bool, Dict, Enum, Int, List, Type, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from .adaptive import AdaptSettings, parse_adapt
-from .backends import BACKENDS, LocalBackend
-from .backends.base import SchedulerEndpoint
-from .backends.local import SCHEDULER
-from .backends.external import ExternalBackend, parse_scheduler_address
-from .backends.launcher import WarmLauncher
+from . import requests
+from .adaptive import AdaptivePolicy
+from .backends import BACKENDS, Backend, BackendContext, Capabilities, ExternalBackend, WarmLauncher
+from .backends.base import SCHEDULER_PROCESS, SchedulerEndpoint
 from .cluster import FAILED, PENDING, RUNNING, STOPPED, STOPPING, ManagedCluster
 from .errors import Conflict, InvalidRequest, NotFound, StoreUnavailable
-from .idle import parse_idle_timeout
 from .limits import Limits
 from .machine import detect_gpus, total_memory
-from .options import parse_backend_options, resolve_user_options
-from .spec import WorkerSpec, parse_size, parse_spec, parse_target, resolve_target
+from .options import parse_backend_options
 from .record import read_manifests
+from .spec import WorkerSpec, parse_size, parse_spec
 from .store import ClusterStore, StoreHealth
 from .templates import Template, builtin_templates, parse_template
 
 Listener = Callable[[dict], None]
 STORE_RETRY_SECONDS = 2.0
-
-
-def _only_fields(body: Any, allowed: set[str], what: str) -> Mapping[str, Any]:
-    if not isinstance(body, Mapping):
-        raise InvalidRequest(f"the request body must be a JSON object, not {type(body).__name__}", None)
-    for key in body:
-        if key not in allowed:
-            raise InvalidRequest(f"unknown field {key!r} in {what}; expected: {', '.join(sorted(allowed))}", key)
-    return body
-
-
-def _parse_name(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > 80:
-        shown = repr(value) if not isinstance(value, str) or len(value) <= 80 else f"{len(value)} characters"
-        raise InvalidRequest(f"must be a non-empty string of at most 80 characters, not {shown}", "name")
-    # str.isprintable refuses control and format characters (bidi overrides), line breaks and lone surrogates.
-    unprintable = next((c for c in value if not c.isprintable()), None)
-    if unprintable is not None:
-        raise InvalidRequest(
-            "must be printable: no control characters, line breaks, lone surrogates or other unprintable "
-            f"characters (found U+{ord(unprintable):04X})",
-            "name",
-        )
-    return value.strip()
 
 
 class ClusterManager(LoggingConfigurable):
@@ -121,6 +94,15 @@ class ClusterManager(LoggingConfigurable):
         help="The SQLite file where clusters are kept, so that a restarted server re-adopts them. "
         "One server uses a store at a time. Default: clustermgr/clusters.sqlite3 in Jupyter's data dir.",
     )
+    adaptive_policy = Type(
+        AdaptivePolicy,
+        klass=AdaptivePolicy,
+        config=True,
+        help="The policy adaptive mode follows: a class made from a cluster's adaptive settings, whose "
+        "propose(spec, load, members) returns new group counts. clustermgr_lab.adaptive.AdaptivePolicy grows at "
+        "once and shrinks after wait_count quiet intervals; clustermgr_lab.adaptive.GradualPolicy grows by one "
+        "worker per interval.",
+    )
     on_shutdown = Enum(
         ["keep", "stop"],
         default_value="keep",
@@ -147,6 +129,15 @@ class ClusterManager(LoggingConfigurable):
         self._flush_scheduled = False
         self.seq = 0
         self._templates = self._load_templates()
+        self.parse = requests.RequestParser(
+            self._templates,
+            self.default_template,
+            template_options=lambda backend: BACKENDS[backend].template_options,
+            capabilities=lambda backend: BACKENDS[backend].capabilities,
+            limits_for=self.limits_for,
+            max_workers=self.max_workers,
+            max_groups=self.max_groups,
+        )
         self.launcher = WarmLauncher(Path(self.workdir), parent=self, log=self.log)
         self._gpus = self.gpus if self.gpus is not None else detect_gpus()
         self._max_memory = parse_size(self.max_memory, "ClusterManager.max_memory")
@@ -187,11 +178,17 @@ class ClusterManager(LoggingConfigurable):
         if self.launcher.enabled:
             self._spawn(self.launcher.warm_up())
 
-    def _with_launcher(self, backend):
-        """A local backend forks its processes from the warm launcher (unless that is turned off)."""
-        if isinstance(backend, LocalBackend) and self.launcher.enabled:
-            backend.launcher = self.launcher
-        return backend
+    def _context(self, workdir: Path, idle_timeout: float | None) -> BackendContext:
+        """What a new backend receives: its folder, its idle timeout, and the warm launcher (unless turned off)."""
+        return BackendContext(Path(workdir), launcher=self.launcher if self.launcher.enabled else None, idle_timeout=idle_timeout)
+
+    def _backend_factory(self, backend_class: type[Backend], cluster_id: str, **kwargs: Any) -> Callable[[BackendContext], Backend]:
+        """Makes a backend of ``backend_class`` for a cluster, configured by this server's config (``c.SSHBackend...``)."""
+
+        def make(context: BackendContext) -> Backend:
+            return backend_class(cluster_id, context, parent=self, **kwargs)
+
+        return make
 
     def _stored_backend_options(self, record: dict) -> dict[str, Any]:
         """The backend options of a stored cluster: its template's as configured now, with its user options."""
@@ -212,17 +209,13 @@ class ClusterManager(LoggingConfigurable):
             backend_class = BACKENDS["local"]
         # An attached cluster's backend is its scheduler's address; it is re-attached if that scheduler (same id) answers.
         extra = {"address": record["scheduler_address"]} if issubclass(backend_class, ExternalBackend) else {}
-        cluster = ManagedCluster(
+        cluster = self._new_cluster(
             record["id"],
             record["name"],
             record["template"],
-            self._with_launcher(
-                backend_class(record["id"], Path(record["workdir"]), options=self._stored_backend_options(record), **extra)
-            ),
+            self._backend_factory(backend_class, record["id"], options=self._stored_backend_options(record), **extra),
             parse_spec(record["spec"]),
-            on_change=self._cluster_changed,
-            max_workers=self.max_workers,
-            idle_timeout=record.get("idle_timeout"),
+            self._context(Path(record["workdir"]), record.get("idle_timeout")),
         )
         cluster.restore(record)
         self._events_written[cluster.id] = cluster.events.appended
@@ -251,11 +244,12 @@ class ClusterManager(LoggingConfigurable):
     async def _stop_leftovers(self, record: dict) -> None:
         """Stop the recorded processes or jobs of a cluster that cannot be restored (never leave them running unseen)."""
         processes = {w["name"]: w["process"] for w in record.get("workers") or [] if w.get("process")}
-        scheduler = (record.get("backend_state") or {}).get(SCHEDULER)
+        scheduler = (record.get("backend_state") or {}).get(SCHEDULER_PROCESS)
         if scheduler:
-            processes[SCHEDULER] = scheduler
+            processes[SCHEDULER_PROCESS] = scheduler
         try:
-            backend = self._with_launcher(BACKENDS[record["backend"]](record["id"], Path(record["workdir"])))
+            make = self._backend_factory(BACKENDS[record["backend"]], record["id"])
+            backend = make(self._context(Path(record["workdir"]), None))
             await backend.adopt(SchedulerEndpoint(record.get("scheduler_address") or "", None), processes)
             running = sorted(backend.started() | set(backend.pids()))
             await backend.close()
@@ -297,7 +291,9 @@ class ClusterManager(LoggingConfigurable):
         return [self.describe(c) for c in self._clusters.values()]
 
     def list_templates(self) -> list[dict[str, Any]]:
-        return [t.to_dict() for t in self._templates.values()]
+        return [
+            {**t.to_dict(), "capabilities": BACKENDS[t.backend].capabilities.to_dict()} for t in self._templates.values()
+        ]
 
     def status(self) -> dict[str, Any]:
         """The health of what the manager depends on: whether its store can be written now."""
@@ -322,65 +318,49 @@ class ClusterManager(LoggingConfigurable):
         A body ``{"attach": "tcp://host:port"}`` attaches a cluster started elsewhere instead (:meth:`attach`).
         Refused with :class:`StoreUnavailable` while the store cannot be written (see :meth:`ensure_store_writable`).
         """
-        if isinstance(body, Mapping) and "attach" in body:
-            body = _only_fields(body, {"attach", "name"}, "an attached cluster")
-            name = _parse_name(body["name"]) if body.get("name") is not None else None
-            return self.attach(parse_scheduler_address(body["attach"]), name)
-        body = _only_fields(body, {"template", "name", "spec", "adapt", "idle_timeout", "options"}, "a new cluster")
+        request = self.parse.create(body)
+        if isinstance(request, requests.AttachCluster):
+            return self.attach(request.address, request.name)
         self._require_writable_store("create a cluster")
-        template_name = body.get("template", self.default_template)
-        if template_name is None:
-            template_name = self.default_template
-        if not isinstance(template_name, str) or template_name not in self._templates:
-            raise InvalidRequest(
-                f"unknown template {template_name!r}; templates are: {', '.join(self._templates)}", "template"
-            )
-        template = self._templates[template_name]
-        spec = template.spec
-        limits = self.limits_for(template.backend)
-        if body.get("spec") is not None:
-            spec = parse_spec(body["spec"], max_workers=self.max_workers, max_groups=self.max_groups)
-            limits.check(spec, "spec.groups", groups_field="spec.groups")
-        elif spec.total_workers > self.max_workers:
-            raise InvalidRequest(f"template asks for more than {self.max_workers} workers", "template")
-        else:
-            limits.check(spec, "template")
-        adapt_data = body["adapt"] if "adapt" in body else template.adapt
-        adapt = parse_adapt(adapt_data, spec, max_workers=self.max_workers) if adapt_data is not None else None
-        if adapt is not None:
-            self._check_adapt(spec, adapt, limits)
-        idle_timeout = (
-            parse_idle_timeout(body["idle_timeout"]) if "idle_timeout" in body else template.idle_timeout
-        )
-        declared = BACKENDS[template.backend].template_options
-        user_values = resolve_user_options(body.get("options"), template.user_options, declared)
-        backend_options = {**template.options, **parse_backend_options(user_values, declared, "options")}
-        name = _parse_name(body["name"]) if body.get("name") is not None else None
-        if name is not None:
-            self._require_unique_name(name)
+        if request.name is not None:
+            self._require_unique_name(request.name)
         # A stopping cluster still has its processes: it counts until they are gone.
         self._check_cluster_limit()
 
+        template = request.template
         cluster_id = uuid.uuid4().hex[:8]
         workdir = Path(self.workdir) / cluster_id
         workdir.mkdir(parents=True, exist_ok=True)
-        backend = self._with_launcher(BACKENDS[template.backend](cluster_id, workdir, options=backend_options))
-        cluster = ManagedCluster(
+        cluster = self._new_cluster(
             cluster_id,
-            name or self._next_name(),
+            request.name or self._next_name(),
             template.name,
+            self._backend_factory(BACKENDS[template.backend], cluster_id, options=request.backend_options),
+            request.spec,
+            self._context(workdir, request.idle_timeout),
+        )
+        cluster.options = request.user_options
+        if request.adapt is not None:
+            cluster.adapt_to(request.adapt)
+        self._register(cluster)
+        self.log.info("cluster %s (%s) created from template %s", cluster_id, cluster.name, template.name)
+        return cluster
+
+    def _new_cluster(
+        self, cluster_id: str, name: str, template: str, backend, spec: WorkerSpec, context: BackendContext
+    ) -> ManagedCluster:
+        return ManagedCluster(
+            cluster_id,
+            name,
+            template,
             backend,
             spec,
             on_change=self._cluster_changed,
             max_workers=self.max_workers,
-            idle_timeout=idle_timeout,
+            context=context,
+            policy_class=self.adaptive_policy,
+            config_parent=self,
         )
-        cluster.options = user_values
-        if adapt is not None:
-            cluster.adapt_to(adapt_data)
-        self._register(cluster)
-        self.log.info("cluster %s (%s) created from template %s", cluster_id, cluster.name, template.name)
-        return cluster
 
     def attach(self, address: str, name: str | None = None, origin: str = "attached") -> ManagedCluster:
         """List a cluster started elsewhere (backend ``external``); returns it ``pending`` while its scheduler is reached.
@@ -397,8 +377,15 @@ class ClusterManager(LoggingConfigurable):
             name = self.unique_name(f"{origin.capitalize()} {address.removeprefix('tcp://')}")
         self._check_cluster_limit()
         cluster_id = uuid.uuid4().hex[:8]
-        backend = ExternalBackend(cluster_id, Path(self.workdir) / cluster_id, address=address)
-        backend.listed_as = lambda scheduler_id: next(
+        cluster = self._new_cluster(
+            cluster_id,
+            name,
+            origin,
+            self._backend_factory(ExternalBackend, cluster_id, address=address),
+            WorkerSpec(()),
+            BackendContext(Path(self.workdir) / cluster_id),
+        )
+        cluster.backend.listed_as = lambda scheduler_id: next(
             (
                 c.name
                 for c in self._clusters.values()
@@ -406,9 +393,6 @@ class ClusterManager(LoggingConfigurable):
                 and c.lifecycle not in (STOPPED, FAILED)
             ),
             None,
-        )
-        cluster = ManagedCluster(
-            cluster_id, name, origin, backend, WorkerSpec(()), on_change=self._cluster_changed, max_workers=self.max_workers
         )
         self._register(cluster)
         self.log.info("cluster %s (%s) %s: scheduler %s", cluster_id, name, origin, address)
@@ -448,46 +432,33 @@ class ClusterManager(LoggingConfigurable):
     def update(self, cluster_id: str, body: Any) -> dict[str, Any]:
         """Apply one change: ``scale``, ``spec``, ``adapt``, ``idle_timeout`` or ``name``. Returns extra details."""
         cluster = self.get(cluster_id)
-        body = _only_fields(body, {"scale", "spec", "adapt", "idle_timeout", "name"}, "a cluster change")
-        if len(body) != 1:
-            raise InvalidRequest("give exactly one of 'scale', 'spec', 'adapt', 'idle_timeout' or 'name'", None)
-        (key, value), = body.items()
-        if cluster.backend.can_scale:
-            self._require_writable_store(f"change the {key} of cluster {cluster.name!r}")
-        if key != "name" and not cluster.backend.can_scale:
-            raise Conflict(
-                f"cannot change the {key} of cluster {cluster.name!r}: it was started elsewhere and is only "
-                f"attached here ({cluster.backend.name} backend); its workers are started and stopped where it was started",
-                key,
-            )
-        limits = self.limits_for(cluster.backend.name)
-        if key == "scale":
-            target = parse_target(value)
-            planned = resolve_target(cluster.spec, target, max_workers=self.max_workers)
-            limits.check(cluster.spec.with_count(planned.group, planned.workers), f"scale.{target.unit}")
-            resolution = cluster.scale(target)
-            return {"resolved": resolution.to_dict()}
-        if key == "spec":
-            spec = parse_spec(value, max_workers=self.max_workers, max_groups=self.max_groups)
-            limits.check(spec, "spec.groups", groups_field="spec.groups")
-            cluster.set_spec(spec)
-        elif key == "adapt":
-            if isinstance(value, Mapping) and value.get("enabled", True) is True:
-                settings = parse_adapt(value, cluster.spec, cluster.adapt, max_workers=self.max_workers)
-                self._check_adapt(cluster.spec, settings, limits)
-            cluster.adapt_to(value)
-        elif key == "idle_timeout":
-            cluster.set_idle_timeout(parse_idle_timeout(value))
+        change = self.parse.change(
+            body,
+            name=cluster.name,
+            spec=cluster.spec,
+            adapt=cluster.adapt,
+            backend=cluster.backend.name,
+            capabilities=cluster.backend.capabilities,
+        )
+        if cluster.backend.capabilities.readoptable:
+            self._require_writable_store(f"change cluster {cluster.name!r}")
+        if isinstance(change, requests.Scale):
+            return {"resolved": cluster.scale(change.resolution).to_dict()}
+        if isinstance(change, requests.ReplaceSpec):
+            cluster.set_spec(change.spec)
+        elif isinstance(change, requests.ChangeAdapt):
+            cluster.adapt_to(change.change)
+        elif isinstance(change, requests.SetIdleTimeout):
+            cluster.set_idle_timeout(change.seconds)
         else:
-            name = _parse_name(value)
-            if name != cluster.name:
-                self._require_unique_name(name)
-            cluster.rename(name)
+            if change.name != cluster.name:
+                self._require_unique_name(change.name)
+            cluster.rename(change.name)
         return {}
 
-    def limits_for(self, backend: str) -> Limits:
-        """The caps a cluster of ``backend`` is checked against: this server's, and the machine's for local workers."""
-        local = backend == "local"
+    def limits_for(self, capabilities: Capabilities) -> Limits:
+        """The caps a cluster is checked against: this server's, and the machine's when its processes run here."""
+        local = capabilities.runs_processes_here
         return Limits(
             max_cores=self.max_cores,
             max_memory=self._max_memory,
@@ -496,14 +467,6 @@ class ClusterManager(LoggingConfigurable):
             memory_per_worker=total_memory() if local else None,
             where="this machine" if local else "a compute node",
         )
-
-    @staticmethod
-    def _check_adapt(spec: WorkerSpec, settings: AdaptSettings, limits: Limits) -> None:
-        """Adaptive mode may grow every adaptive group to its maximum: that plan must be within the caps too."""
-        largest = spec
-        for adapt_range in settings.ranges:
-            largest = largest.with_count(adapt_range.group, adapt_range.worker_bounds(spec.group(adapt_range.group))[1])
-        limits.check(largest, "adapt.maximum")
 
     def _require_unique_name(self, name: str) -> None:
         if any(c.name == name for c in self._clusters.values()):
@@ -601,7 +564,7 @@ class ClusterManager(LoggingConfigurable):
 
         Clusters only attached here (started elsewhere) are not stored: they are not ours to re-adopt.
         """
-        if not cluster.backend.can_scale:
+        if not cluster.backend.capabilities.readoptable:
             return
         written = self._events_written.get(cluster.id, 0)
         events = [e.to_dict() for e in cluster.events.since(written)]
@@ -658,7 +621,7 @@ class ClusterManager(LoggingConfigurable):
         A change the cluster refuses anyway (unknown, stopping, attached) is refused first, without waiting.
         """
         cluster = self.get(cluster_id)
-        if cluster.backend.can_scale and cluster.lifecycle in (PENDING, RUNNING):
+        if cluster.backend.capabilities.readoptable and cluster.lifecycle in (PENDING, RUNNING):
             await self.ensure_store_writable()
         return self.update(cluster_id, body)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .errors import InvalidRequest
+from .fields import reject_unknown_fields
 
 Parser = Callable[[Any, str], Any]
 
@@ -187,9 +188,7 @@ def parse_user_options(
             raise _where(where, f"{name!r} is not an option of this backend; it takes: {known}")
         if not isinstance(settings, Mapping):
             raise _where(where, f"must be an object, not {type(settings).__name__}")
-        for key in settings:
-            if key not in allowed:
-                raise _where(f"{where}.{key}", f"unknown field {key!r}; expected one of: {', '.join(sorted(allowed))}")
+        reject_unknown_fields(settings, allowed, where)
         kind = settings.get("type", declared[name].kind)
         if kind not in USER_OPTION_TYPES:
             raise _where(f"{where}.type", f"must be one of {', '.join(sorted(USER_OPTION_TYPES))}, not {kind!r}")

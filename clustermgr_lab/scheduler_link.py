@@ -9,6 +9,8 @@ from typing import Any, Callable
 from distributed.comm import connect
 from distributed.comm.addressing import parse_address, parse_host_port
 from distributed.core import rpc
+from traitlets import Float
+from traitlets.config import LoggingConfigurable
 
 from .errors import SchedulerTimeout
 
@@ -32,7 +34,7 @@ async def scheduler_identity(address: str, timeout: float = 10) -> dict[str, Any
         await connection.close_rpc()
 
 
-class SchedulerLink:
+class SchedulerLink(LoggingConfigurable):
     """Talks to a scheduler in another process.
 
     Worker arrivals and departures are *pushed* by the scheduler
@@ -43,12 +45,17 @@ class SchedulerLink:
     that is stopped (SIGSTOP) or overloaded accepts connections but never answers. A heartbeat
     (``echo``, every ``heartbeat_interval`` s) tells ``on_responsive(False)`` when the scheduler has
     not answered within ``heartbeat_timeout`` s, and ``on_responsive(True)`` when it answers again.
+    Its timeouts are traits (``c.SchedulerLink.call_timeout``), read from ``parent``'s config.
     """
 
-    call_timeout = 10.0
-    retire_timeout = 120.0  # retiring moves the workers' data to the others first
-    heartbeat_interval = 2.0
-    heartbeat_timeout = 5.0
+    call_timeout = Float(10.0, config=True, help="Seconds a call to a scheduler (load, which workers to close) may take.")
+    retire_timeout = Float(
+        120.0, config=True, help="Seconds retiring workers may take (their data moves to the others first)."
+    )
+    heartbeat_interval = Float(2.0, config=True, help="Seconds between heartbeats to a scheduler.")
+    heartbeat_timeout = Float(
+        5.0, config=True, help="Seconds without an answer to a heartbeat after which a scheduler is shown unresponsive."
+    )
 
     def __init__(
         self,
@@ -57,7 +64,9 @@ class SchedulerLink:
         on_removed: WorkerRemoved,
         on_lost: Callable[[], None],
         on_responsive: Callable[[bool], None] | None = None,
+        **kwargs: Any,
     ):
+        super().__init__(**kwargs)
         self.address = address
         self._on_added = on_added
         self._on_removed = on_removed

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 from dask.utils import format_bytes, parse_bytes
 
 from .errors import InvalidRequest
+from .fields import field_path, reject_unknown_fields
 
 GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 RESOURCE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,39}$")
@@ -159,15 +160,8 @@ def _require_mapping(value: Any, field_name: str) -> Mapping[str, Any]:
     return value
 
 
-def _reject_unknown(data: Mapping[str, Any], allowed: set[str], prefix: str) -> None:
-    for key in data:
-        if key not in allowed:
-            known = ", ".join(sorted(allowed))
-            raise InvalidRequest(f"unknown field {key!r}; expected one of: {known}", _join(prefix, key))
-
-
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
+_reject_unknown = reject_unknown_fields
+_join = field_path
 
 
 def parse_count(value: Any, field_name: str, *, minimum: int = 0) -> int:

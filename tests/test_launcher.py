@@ -10,6 +10,7 @@ import psutil
 import pytest
 from distributed import Client
 
+from clustermgr_lab.backends.base import BackendContext
 from clustermgr_lab.backends.launcher import WarmLauncher
 from clustermgr_lab.backends.local import LocalBackend
 
@@ -149,8 +150,7 @@ async def test_a_launcher_that_cannot_start_falls_back_to_plain_processes_with_a
 async def scheduler_from_a_launcher(tmp_path) -> tuple[WarmLauncher, LocalBackend, int]:
     """A local backend outside any server, whose scheduler the launcher of ``tmp_path`` forked."""
     launcher = WarmLauncher(tmp_path, idle_timeout=1.0)
-    backend = LocalBackend("c1", tmp_path / "c1")
-    backend.launcher = launcher
+    backend = LocalBackend("c1", BackendContext(tmp_path / "c1", launcher=launcher))
     await backend.start_scheduler()
     return launcher, backend, backend.pids()["scheduler"]
 

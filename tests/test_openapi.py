@@ -17,6 +17,7 @@ CLUSTER = {
     "name": "Cluster 1",
     "template": "local",
     "backend": "local",
+    "capabilities": {"can_scale": True, "can_stop": True, "multiple_groups": True, "readoptable": True, "runs_processes_here": True},
     "status": "running",
     "error": None,
     "scheduler_address": "tcp://127.0.0.1:40123",

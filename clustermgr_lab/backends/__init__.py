@@ -1,7 +1,13 @@
-"""Backends: *how* scheduler and worker processes are started and stopped, never *when*."""
+"""The backend registry: *how* scheduler and worker processes are started and stopped, never *when*.
 
-from .base import Backend, SchedulerEndpoint, Waiting
+``BACKENDS`` maps a template's ``backend`` name to its class; the rest of the package imports
+backends from here (or the contract from :mod:`.base`), never from a backend's own module.
+"""
+
+from .base import Backend, BackendContext, Capabilities, SchedulerEndpoint, Waiting
 from .batch import BatchBackend, HTCondorBackend, LSFBackend, PBSBackend, SGEBackend
+from .external import ExternalBackend, parse_scheduler_address
+from .launcher import WarmLauncher
 from .local import LocalBackend
 from .slurm import SlurmBackend
 from .ssh import SSHBackend
@@ -12,6 +18,7 @@ BACKENDS: dict[str, type[Backend]] = {
 }
 
 __all__ = [
-    "BACKENDS", "Backend", "BatchBackend", "HTCondorBackend", "LSFBackend", "LocalBackend", "PBSBackend",
-    "SGEBackend", "SSHBackend", "SchedulerEndpoint", "SlurmBackend", "Waiting",
+    "BACKENDS", "Backend", "BackendContext", "BatchBackend", "Capabilities", "ExternalBackend", "HTCondorBackend",
+    "LSFBackend", "LocalBackend", "PBSBackend", "SGEBackend", "SSHBackend", "SchedulerEndpoint", "SlurmBackend",
+    "Waiting", "WarmLauncher", "parse_scheduler_address",
 ]  # fmt: skip

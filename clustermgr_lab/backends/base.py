@@ -1,16 +1,83 @@
-"""The backend interface: start a scheduler, start and stop named workers, clean up, re-adopt."""
+"""The backend contract: what a cluster needs from a backend, and what a backend receives from the server."""
 
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+
+from traitlets.config import LoggingConfigurable
+from traitlets.traitlets import MetaHasTraits
 
 from ..options import BackendOption
 from ..spec import WorkerGroup
 
+if TYPE_CHECKING:
+    from .launcher import WarmLauncher
+
 WorkerExited = Callable[[str, "int | None"], None]
+#: The name under which a backend tracks and records its scheduler process (next to the worker names).
+SCHEDULER_PROCESS = "scheduler"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a cluster of a backend can do; in the API as ``capabilities`` (templates and clusters).
+
+    Attributes
+    ----------
+    can_scale : bool
+        Scaling, adaptive mode and spec edits are possible (else refused with a 409).
+    can_stop : bool
+        Deleting the cluster stops its processes (else it only detaches from them).
+    multiple_groups : bool
+        Its Worker Spec may have more than one group.
+    readoptable : bool
+        It survives a server restart (stored, then re-adopted).
+    runs_processes_here : bool
+        Its processes run on the server's host (so this machine's size limits its workers).
+    """
+
+    can_scale: bool = True
+    can_stop: bool = True
+    multiple_groups: bool = True
+    readoptable: bool = True
+    runs_processes_here: bool = True
+
+    def to_dict(self) -> dict[str, bool]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What the server hands a backend at construction: its folder, whom to tell, what to fork from.
+
+    Attributes
+    ----------
+    workdir : Path
+        A folder of this cluster's own, for logs and scheduler files.
+    on_worker_exit : callable, optional
+        Called with ``(name, returncode)`` when a worker ends on its own.
+    on_change : callable, optional
+        Called after a process or job was started or stopped (so that the server stores the new
+        :meth:`Backend.process_records` before anything else can happen to it), and when
+        :meth:`Backend.waiting` has changed.
+    launcher : WarmLauncher, optional
+        Forks local processes when it can; None starts plain processes.
+    idle_timeout : float, optional
+        Seconds without tasks and clients after which the scheduler shuts itself down.
+    """
+
+    workdir: Path
+    on_worker_exit: WorkerExited | None = None
+    on_change: Callable[[], None] | None = None
+    launcher: "WarmLauncher | None" = None
+    idle_timeout: float | None = None
+
+
+class _BackendMeta(abc.ABCMeta, MetaHasTraits):
+    """Abstract methods and traitlets together."""
 
 
 @dataclass(frozen=True)
@@ -34,28 +101,29 @@ class SchedulerEndpoint:
     scheduler_id: str | None = None
 
 
-class Backend(abc.ABC):
+class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     """Starts and stops the processes of one cluster.
 
     A backend knows *how* to run workers on some resource (local processes, SLURM jobs...).
     It is never asked to decide *when*: the cluster's scale routine calls :meth:`scale_up` with
     the names of the workers it wants and :meth:`scale_down` with the names it has retired.
 
+    A backend is a traitlets configurable: its site settings are traits with ``config=True``
+    (``c.SSHBackend.hosts = [...]``), given by the server as ``parent``.
+
     Parameters
     ----------
     cluster_id : str
         Used to label processes or jobs.
-    workdir : Path
-        A folder of this cluster's own, for logs and scheduler files.
-    on_worker_exit : callable, optional
-        Called with ``(name, returncode)`` when a worker process ends on its own.
-    on_change : callable, optional
-        Called after a process or job was started or stopped, so that the manager stores the
-        new :meth:`process_records` before anything else can happen to the server; and when
-        :meth:`waiting` has changed.
+    context : BackendContext or Path
+        Its work folder, callbacks and launcher (a bare path: a context with that folder only).
     options : mapping, optional
         The template's options, already checked against :attr:`template_options`; each one
         sets the attribute of the same name.
+    on_worker_exit, on_change : callable, optional
+        Shorthands that replace the context's callbacks.
+    **kwargs
+        For :class:`~traitlets.config.LoggingConfigurable` (``parent``, ``config``, ``log``).
 
     Examples
     --------
@@ -82,29 +150,61 @@ class Backend(abc.ABC):
     #: True when :meth:`scale_up` may be called while :meth:`start_scheduler` is still waiting
     #: for the scheduler, so that worker and scheduler start-ups overlap.
     workers_before_scheduler: ClassVar[bool] = False
-    #: False for a cluster this server only attached to: scaling, spec edits and adaptive mode are refused.
-    can_scale: ClassVar[bool] = True
+    #: What its clusters can do (see :class:`Capabilities`).
+    capabilities: ClassVar[Capabilities] = Capabilities()
     #: The options a template may give this backend (``"options": {...}``), checked at server start.
     template_options: ClassVar[Mapping[str, BackendOption]] = {}
 
     def __init__(
         self,
         cluster_id: str,
-        workdir: Path,
+        context: BackendContext | Path,
+        *,
+        options: Mapping[str, Any] | None = None,
         on_worker_exit: WorkerExited | None = None,
         on_change: Callable[[], None] | None = None,
-        options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
     ):
+        super().__init__(**kwargs)
+        if not isinstance(context, BackendContext):
+            context = BackendContext(Path(context))
+        callbacks = {"on_worker_exit": on_worker_exit, "on_change": on_change}
+        self.context = replace(context, **{k: v for k, v in callbacks.items() if v is not None})
         self.cluster_id = cluster_id
-        self.workdir = Path(workdir)
-        self.on_worker_exit = on_worker_exit
-        self.on_change = on_change
+        #: The scheduler's comm address once it runs (or is adopted); None before and after.
+        self.address: str | None = None
+        self.idle_timeout: float | None = self.context.idle_timeout
         for key, value in (options or {}).items():
             setattr(self, key, value)
 
+    @property
+    def workdir(self) -> Path:
+        return Path(self.context.workdir)
+
+    @property
+    def launcher(self) -> "WarmLauncher | None":
+        return self.context.launcher
+
+    @property
+    def can_scale(self) -> bool:
+        return self.capabilities.can_scale
+
     def _notify_change(self) -> None:
-        if self.on_change is not None:
-            self.on_change()
+        if self.context.on_change is not None:
+            self.context.on_change()
+
+    def _report_exit(self, name: str, returncode: int | None) -> None:
+        """Tell the cluster that worker ``name`` ended on its own."""
+        if self.context.on_worker_exit is not None:
+            self.context.on_worker_exit(name, returncode)
+
+    def set_idle_timeout(self, seconds: float | None) -> None:
+        """The idle timeout of the next scheduler this backend starts (a running one is told by the cluster)."""
+        self.idle_timeout = seconds
+
+    def stopped_for_idleness(self) -> bool:
+        """True when the scheduler is gone because it shut itself down after its idle timeout."""
+        return False
 
     @abc.abstractmethod
     async def start_scheduler(self) -> SchedulerEndpoint:

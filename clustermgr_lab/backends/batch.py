@@ -21,11 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from traitlets import Float
+
 from .. import options as opt
 from ..errors import BackendError
 from ..spec import WorkerGroup
-from .base import SchedulerEndpoint, Waiting
-from .local import SCHEDULER, LocalBackend
+from .base import SCHEDULER_PROCESS as SCHEDULER
+from .base import Backend, Capabilities, SchedulerEndpoint, Waiting
+from .local_scheduler import LocalScheduler
+from .processes import LocalProcesses, exit_reason
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +97,8 @@ BATCH_OPTIONS: dict[str, opt.BackendOption] = {
 }
 
 
-class BatchBackend(LocalBackend):
-    """Each worker is one batch job; the scheduler is a local process (inherited from LocalBackend).
+class BatchBackend(Backend):
+    """Each worker is one batch job; the scheduler is a local process (:class:`~.local_scheduler.LocalScheduler`).
 
     Subclasses name their dask-jobqueue ``Job`` class (:meth:`job_class`) and implement
     :meth:`job_states`. Templates set the options in :attr:`template_options`
@@ -111,6 +115,7 @@ class BatchBackend(LocalBackend):
 
     workers_before_scheduler = False  # a job script needs the scheduler's address
     template_options = BATCH_OPTIONS
+    capabilities = Capabilities(runs_processes_here=False)  # workers run on compute nodes
 
     queue: str | None = None
     account: str | None = None
@@ -121,17 +126,48 @@ class BatchBackend(LocalBackend):
     python: str = sys.executable
     local_directory: str | None = None
     gpu_directive: str | None = None
+    scheduler_host = "127.0.0.1"  # where the scheduler listens, reachable from the compute nodes
+    scheduler_interface: str | None = None  # or: the network interface it listens on (wins over the host)
     job_name_prefix = "clustermgr"
     poll_interval = 2.0
-    command_timeout = 60.0
+    command_timeout = Float(60.0, config=True, help="Seconds a queueing-system command (submit, cancel, status) may take.")
+    stop_timeout = Float(
+        10.0, config=True, help="Seconds to wait until cancelled jobs are no longer listed, and for the scheduler to stop."
+    )
+    scheduler_start_timeout = Float(60.0, config=True, help="Seconds the scheduler gets to write its address.")
     #: LSF's bsub reads the script from stdin
     submit_from_stdin: ClassVar[bool] = False
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.processes = LocalProcesses(self.workdir, self.launcher, on_change=self._notify_change)
+        self.scheduler = LocalScheduler(self.processes)
+        self._stopping: set[str] = set()
         self._jobs: dict[str, str] = {}  # worker name -> job id
         self._waiting: dict[str, Waiting] = {}
         self._poller: asyncio.Task | None = None
+
+    # -- the scheduler, next to the server ------------------------------------------------------------
+
+    async def start_scheduler(self) -> SchedulerEndpoint:
+        endpoint = await self.scheduler.start(
+            host=self.scheduler_host,
+            interface=self.scheduler_interface,
+            idle_timeout=self.idle_timeout,
+            timeout=self.scheduler_start_timeout,
+            stop_timeout=self.stop_timeout,
+        )
+        self.address = endpoint.address
+        return endpoint
+
+    def stopped_for_idleness(self) -> bool:
+        return self.scheduler.stopped_for_idleness(self.idle_timeout)
+
+    def pids(self) -> dict[str, int]:
+        return self.processes.pids()
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        return self.processes.log_tail(name, lines)
 
     # -- job scripts -------------------------------------------------------------------------------
 
@@ -256,16 +292,14 @@ class BatchBackend(LocalBackend):
             }
             if waiting != self._waiting:
                 self._waiting = waiting
-                if self.on_change:
-                    self.on_change()
+                self._notify_change()
             for name in set(watched) - set(active):
                 if name in self._stopping or name not in self._jobs:
                     continue  # being cancelled by us meanwhile
                 job_id = self._jobs.pop(name)
                 self._notify_change()
                 log.warning("cluster %s: job %s of worker %s ended on its own", self.cluster_id, job_id, name)
-                if self.on_worker_exit:
-                    self.on_worker_exit(name, None)
+                self._report_exit(name, None)
 
     def started(self) -> set[str]:
         return set(self._jobs)
@@ -304,8 +338,7 @@ class BatchBackend(LocalBackend):
     async def close(self) -> None:
         await self._stop_polling()
         await self.scale_down(list(self._jobs))
-        await self._stop(SCHEDULER)
-        await super().detach()
+        await self.processes.stop_all(self.stop_timeout)
         self.address = None
 
     async def _stop_polling(self) -> None:
@@ -316,9 +349,12 @@ class BatchBackend(LocalBackend):
 
     async def detach(self) -> None:
         await self._stop_polling()
-        await super().detach()
+        await self.processes.detach()
 
     # -- what is left behind ---------------------------------------------------------------------------
+
+    def exit_reason(self, name: str) -> str | None:
+        return exit_reason(self.worker_log(name))
 
     def job_ids(self) -> dict[str, str]:
         """Job ids by worker name."""
@@ -331,8 +367,8 @@ class BatchBackend(LocalBackend):
         return logs[-1] if logs else None
 
     def process_records(self) -> dict[str, dict[str, Any]]:
-        """The scheduler's PID (see LocalBackend), and each worker's job id and job name."""
-        records = super().process_records()
+        """The scheduler's PID, and each worker's job id and job name."""
+        records = self.scheduler.record()
         records.update({name: {"job_id": job_id, "job_name": self.job_name(name)} for name, job_id in self._jobs.items()})
         return records
 
@@ -342,8 +378,8 @@ class BatchBackend(LocalBackend):
         A recorded id that the system has since given to another job (e.g. after a restart) is
         left alone: the job name must match too.
         """
-        scheduler = {n: r for n, r in records.items() if "pid" in r}
-        await super().adopt(endpoint, scheduler)
+        self.address = endpoint.address
+        self.scheduler.adopt(endpoint, {n: r for n, r in records.items() if n == SCHEDULER and "pid" in r})
         jobs = {n: str(r["job_id"]) for n, r in records.items() if r.get("job_id") and r.get("job_name") == self.job_name(n)}
         if jobs:
             self._jobs.update(jobs)

@@ -9,7 +9,9 @@ from distributed.comm import parse_address, parse_host_port, unparse_host_port
 from ..errors import BackendError, Conflict, InvalidRequest
 from ..foreign_scheduler import ForeignSchedulerError, ForeignSchedulerLink, foreign_identity
 from ..spec import WorkerGroup
-from .base import Backend, SchedulerEndpoint
+from traitlets import Float
+
+from .base import Backend, Capabilities, SchedulerEndpoint
 
 NOT_OURS = "its workers are started and stopped by whoever started it, not by this server; scale it there"
 
@@ -58,8 +60,10 @@ class ExternalBackend(Backend):
 
     name = "external"
     description = "A scheduler started elsewhere; attached, never started or stopped here"
-    can_scale = False
-    connect_timeout: ClassVar[float] = 10.0
+    capabilities = Capabilities(
+        can_scale=False, can_stop=False, multiple_groups=False, readoptable=False, runs_processes_here=False
+    )
+    connect_timeout = Float(10.0, config=True, help="Seconds to wait for the scheduler to answer when attaching.")
     #: Observed by polling: subscribing would take the worker stream from the user's own Cluster object.
     scheduler_link: ClassVar[type] = ForeignSchedulerLink
 

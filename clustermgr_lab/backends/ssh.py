@@ -18,15 +18,18 @@ import logging
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 import dask.config
 from distributed.deploy.ssh import Worker as SSHWorker
+from traitlets import Dict, Float, List, Unicode
 
 from ..errors import BackendError
 from ..spec import WorkerGroup
-from .base import SchedulerEndpoint
-from .local import LocalBackend
+from .base import SCHEDULER_PROCESS, Backend, Capabilities, SchedulerEndpoint
+from .local_scheduler import LocalScheduler
+from .processes import LocalProcesses, exit_reason
 
 log = logging.getLogger(__name__)
 
@@ -105,28 +108,21 @@ class RemoteWorker:
     watcher: asyncio.Task | None = field(default=None)
 
 
-class SSHBackend(LocalBackend):
+class SSHBackend(Backend):
     """Each worker is a ``dask_spec`` Nanny started over SSH on one of ``hosts``.
 
-    The scheduler is a local process (inherited from :class:`LocalBackend`): the server's scheduler
-    link, the dashboard proxy and the clean-up of a dead server's scheduler work as for local
-    clusters. Remote hosts must reach it, so across machines ``scheduler_host`` must be an address
-    of this machine that they can reach (it is ``127.0.0.1`` by default: workers on this machine).
+    The scheduler is a local process (:class:`~.local_scheduler.LocalScheduler`): the server's
+    scheduler link, the dashboard proxy and the clean-up of a dead server's scheduler work as for
+    local clusters. Remote hosts must reach it, so across machines ``scheduler_host`` must be an
+    address of this machine that they can reach (it is ``127.0.0.1`` by default: workers on this machine).
 
-    Configure by class attributes, e.g. in ``jupyter_server_config.py``::
+    Configure it in ``jupyter_server_config.py``::
 
-        from clustermgr_lab.backends import BACKENDS
-        from clustermgr_lab.backends.ssh import SSHBackend
-
-        class Lab(SSHBackend):
-            name = "ssh-lab"
-            hosts = ("node1", "node2")
-            connect_options = {"username": "dask", "client_keys": ["~/.ssh/id_ed25519"]}
-            remote_python = "/opt/conda/bin/python"
-            scheduler_host = "10.0.0.5"  # this machine, as the nodes reach it
-            interface = "eth0"
-
-        BACKENDS[Lab.name] = Lab
+        c.SSHBackend.hosts = ["node1", "node2"]
+        c.SSHBackend.connect_options = {"username": "dask", "client_keys": ["~/.ssh/id_ed25519"]}
+        c.SSHBackend.remote_python = "/opt/conda/bin/python"
+        c.SSHBackend.scheduler_host = "10.0.0.5"  # this machine, as the nodes reach it
+        c.SSHBackend.interface = "eth0"
 
     Workers go to the host that has the fewest workers of this cluster. A worker that ends on its
     own is reported through ``on_worker_exit`` with its remote exit status; one whose connection
@@ -139,17 +135,67 @@ class SSHBackend(LocalBackend):
     name = "ssh"
     description = "Scheduler on this machine, each worker started over SSH (distributed's SSH deployment)"
     workers_before_scheduler = False  # a remote worker needs the scheduler's address
+    capabilities = Capabilities(runs_processes_here=False)  # workers run on the hosts
 
-    hosts: Sequence[str] = ("127.0.0.1",)  # where workers run
-    connect_options: Mapping[str, Any] = {}  # for asyncssh.connect: port, username, known_hosts, client_keys...
-    remote_python: str | None = None  # Python on the hosts; None: this server's sys.executable
-    interface: str | None = None  # the workers' network interface; None: the one routing to the scheduler
-    worker_start_timeout = 60.0
-    command_timeout = 30.0
+    hosts = List(Unicode(), ["127.0.0.1"], config=True, help="The hosts workers are started on (the least loaded first).")
+    connect_options = Dict(
+        {}, config=True, help="Keyword arguments of asyncssh.connect: port, username, known_hosts, client_keys..."
+    )
+    remote_python = Unicode(
+        None, allow_none=True, config=True, help="The Python on the hosts; None: this server's sys.executable."
+    )
+    interface = Unicode(
+        None, allow_none=True, config=True, help="The workers' network interface; None: the one routing to the scheduler."
+    )
+    scheduler_host = Unicode(
+        "127.0.0.1", config=True, help="The address the scheduler listens on: one of this machine's that the hosts reach."
+    )
+    scheduler_interface = Unicode(
+        None, allow_none=True, config=True, help="Or the network interface the scheduler listens on (wins over the host)."
+    )
+    worker_start_timeout = Float(60.0, config=True, help="Seconds a worker gets to start over SSH.")
+    command_timeout = Float(30.0, config=True, help="Seconds an SSH command (kill of a process group) may take.")
+    stop_timeout = Float(10.0, config=True, help="Seconds a stopped worker or the scheduler gets before it is killed.")
+    scheduler_start_timeout = Float(60.0, config=True, help="Seconds the scheduler gets to write its address.")
+    worker_death_timeout = Float(60.0, config=True, help="Seconds a worker that cannot reach its scheduler waits before exiting.")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.processes = LocalProcesses(self.workdir, self.launcher, on_change=self._notify_change)
+        self.scheduler = LocalScheduler(self.processes)
+        self._stopping: set[str] = set()
         self._remote: dict[str, RemoteWorker] = {}
+
+    async def start_scheduler(self) -> SchedulerEndpoint:
+        endpoint = await self.scheduler.start(
+            host=self.scheduler_host,
+            interface=self.scheduler_interface,
+            idle_timeout=self.idle_timeout,
+            timeout=self.scheduler_start_timeout,
+            stop_timeout=self.stop_timeout,
+        )
+        self.address = endpoint.address
+        return endpoint
+
+    def stopped_for_idleness(self) -> bool:
+        return self.scheduler.stopped_for_idleness(self.idle_timeout)
+
+    def pids(self) -> dict[str, int]:
+        return self.processes.pids()
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        return self.processes.log_tail(name, lines)
+
+    async def detach(self) -> None:
+        await self.processes.detach()
+
+    def worker_log(self, name: str) -> Path | None:
+        """The file the output of worker ``name`` is copied to."""
+        return self.processes.log_path(name)
+
+    def exit_reason(self, name: str) -> str | None:
+        return exit_reason(self.worker_log(name))
+
 
     def worker_options(self, group: WorkerGroup, name: str) -> dict[str, Any]:
         """Keyword arguments of the remote Nanny (and its worker) for one worker of ``group``."""
@@ -232,8 +278,7 @@ class SSHBackend(LocalBackend):
             log.warning("cluster %s: lost the SSH connection of worker %s on %s; %s", self.cluster_id, name, remote.host, outcome)
         else:
             log.warning("cluster %s: worker %s on %s ended on its own (%s)", self.cluster_id, name, remote.host, returncode)
-        if self.on_worker_exit:
-            self.on_worker_exit(name, returncode)
+        self._report_exit(name, returncode)
 
     async def _abandon(self, name: str, output: list[str], ended: bool) -> None:
         """Forget a worker that did not start, killing its remote process group if it got that far.
@@ -304,7 +349,8 @@ class SSHBackend(LocalBackend):
 
     async def close(self) -> None:
         await self.scale_down(list(self._remote))
-        await super().close()
+        await self.processes.stop_all(self.stop_timeout)
+        self.address = None
 
     def started(self) -> set[str]:
         """Names of the workers started over SSH and not yet stopped."""
@@ -326,8 +372,8 @@ class SSHBackend(LocalBackend):
         return recordable
 
     def process_records(self) -> dict[str, dict[str, Any]]:
-        """The scheduler's PID (see LocalBackend), and each worker's host, process group and connect options."""
-        records = super().process_records()
+        """The scheduler's PID, and each worker's host, process group and connect options."""
+        records = self.scheduler.record()
         connect = self._recordable_connect_options()
         for name, remote in self._remote.items():
             if remote.process_group is not None:
@@ -341,7 +387,8 @@ class SSHBackend(LocalBackend):
         so its workers are not taken over: the scale routine starts new ones. The recorded connect
         options (the cluster's) win over this class's.
         """
-        await super().adopt(endpoint, {name: record for name, record in records.items() if "pid" in record})
+        self.address = endpoint.address
+        self.scheduler.adopt(endpoint, {n: r for n, r in records.items() if n == SCHEDULER_PROCESS and "pid" in r})
         kills = [
             _kill_remote_group(
                 str(record["host"]),

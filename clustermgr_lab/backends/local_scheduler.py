@@ -1,0 +1,107 @@
+"""A ``dask scheduler`` process on this machine, shared by every backend whose scheduler runs next to the server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import BackendError
+from .base import SCHEDULER_PROCESS, SchedulerEndpoint
+from .processes import LocalProcesses
+
+PRELOAD = "clustermgr_lab.scheduler_preload"
+IDLE_SHUTDOWN_LOG_LINE = "Scheduler closing after being idle"  # distributed's Scheduler.check_idle
+
+
+def scheduler_command(
+    scheduler_file: Path, host: str = "127.0.0.1", idle_timeout: float | None = None, interface: str | None = None
+) -> list[str]:
+    """The ``dask scheduler`` command line, on ``interface`` when given, else on ``host`` (dashboard on loopback).
+
+    With ``idle_timeout`` (seconds) it shuts itself down when idle.
+    """
+    listen = ["--interface", interface] if interface else ["--host", host]
+    command = [
+        sys.executable, "-m", "distributed.cli.dask_scheduler",
+        *listen,
+        "--port", "0",
+        "--dashboard-address", "127.0.0.1:0",
+        "--scheduler-file", str(scheduler_file),
+        "--preload", PRELOAD,
+    ]  # fmt: skip
+    if idle_timeout:
+        command += ["--idle-timeout", f"{idle_timeout:g}s"]
+    return command
+
+
+class LocalScheduler:
+    """Starts, adopts and stops one scheduler process, tracked as ``"scheduler"`` in ``processes``.
+
+    Parameters
+    ----------
+    processes : LocalProcesses
+        The tracker the scheduler process joins (a local backend's workers share it).
+    """
+
+    def __init__(self, processes: LocalProcesses):
+        self.processes = processes
+        #: Set once the scheduler process exists (started or adopted): workers may start against its file.
+        self.spawned = asyncio.Event()
+        self.address: str | None = None
+
+    @property
+    def scheduler_file(self) -> Path:
+        return self.processes.workdir / "scheduler.json"
+
+    def running(self) -> bool:
+        return SCHEDULER_PROCESS in self.processes
+
+    async def start(
+        self, *, host: str, interface: str | None, idle_timeout: float | None, timeout: float, stop_timeout: float
+    ) -> SchedulerEndpoint:
+        """Start the scheduler and wait (up to ``timeout`` s) until it has written its address."""
+        scheduler_file = self.scheduler_file
+        scheduler_file.unlink(missing_ok=True)
+        command = scheduler_command(scheduler_file, host, idle_timeout, interface)
+        process = await self.processes.spawn(SCHEDULER_PROCESS, command)
+        self.spawned.set()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        info: dict = {}
+        while "address" not in info:
+            if not process.running():
+                code = await self.processes.exit_code(process)
+                raise BackendError(f"the scheduler exited with code {code}: {self.processes.log_tail(SCHEDULER_PROCESS)}")
+            if loop.time() > deadline:
+                await self.processes.stop(SCHEDULER_PROCESS, stop_timeout)
+                raise BackendError(f"the scheduler did not start within {timeout:g} s")
+            await asyncio.sleep(0.02)
+            try:  # the scheduler may not have finished writing the file yet
+                info = json.loads(scheduler_file.read_text())
+            except (OSError, ValueError):
+                info = {}
+        self.address = info["address"]
+        dashboard_port = info.get("services", {}).get("dashboard")
+        return SchedulerEndpoint(self.address, f"127.0.0.1:{dashboard_port}" if dashboard_port else None, info.get("id"))
+
+    async def stop(self, timeout: float) -> None:
+        await self.processes.stop(SCHEDULER_PROCESS, timeout)
+        self.address = None
+
+    def record(self) -> dict[str, dict[str, Any]]:
+        """The scheduler's process record, under ``"scheduler"`` (empty when it does not run)."""
+        return {k: v for k, v in self.processes.records().items() if k == SCHEDULER_PROCESS}
+
+    def adopt(self, endpoint: SchedulerEndpoint, records: dict[str, dict[str, Any]]) -> None:
+        """Take over the recorded scheduler process, if it still runs, at ``endpoint``."""
+        self.address = endpoint.address
+        if SCHEDULER_PROCESS in records:
+            self.processes.adopt({SCHEDULER_PROCESS: records[SCHEDULER_PROCESS]})
+        self.spawned.set()
+
+    def stopped_for_idleness(self, idle_timeout: float | None) -> bool:
+        """True when its log says it shut itself down after ``idle_timeout``."""
+        return bool(idle_timeout) and IDLE_SHUTDOWN_LOG_LINE in self.processes.log_tail(SCHEDULER_PROCESS, 40)

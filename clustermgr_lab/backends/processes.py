@@ -1,0 +1,270 @@
+"""Local process tracking shared by backends: start in a session of its own, watch for exits, stop by group."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import psutil
+
+if TYPE_CHECKING:
+    from .launcher import WarmLauncher
+
+# DASK_* settings for every local scheduler and worker (the server's own environment wins). Their
+# event-loop health tick runs every 20 ms by default: about 1 % of a core per idle scheduler, a
+# whole core for 100 idle clusters. Once a second still reports a loop blocked for 3 s.
+PROCESS_DEFAULTS = {"DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s"}
+EXCEPTION_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Interrupt)\b")
+
+
+@dataclass(frozen=True)
+class TrackedProcess:
+    """A process known by PID and creation time, so that a reused PID is never mistaken for it.
+
+    Works whether or not this server is the process's parent (a re-adopted process is not).
+    """
+
+    pid: int
+    create_time: float
+
+    @classmethod
+    def of(cls, pid: int) -> "TrackedProcess":
+        try:
+            return cls(pid, psutil.Process(pid).create_time())
+        except psutil.NoSuchProcess:
+            return cls(pid, 0.0)  # already gone: never running
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> "TrackedProcess | None":
+        try:
+            return cls(int(record["pid"]), float(record["create_time"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def running(self) -> bool:
+        try:
+            process = psutil.Process(self.pid)
+            same = abs(process.create_time() - self.create_time) < 0.01
+            return same and process.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def signal_group(self, sig: int) -> bool:
+        """Send ``sig`` to the process's group (it leads its own session); False if it is gone."""
+        if not self.running():
+            return False
+        try:
+            os.killpg(self.pid, sig)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+
+def log_tail(path: Path, lines: int = 15, max_bytes: int = 16384) -> str:
+    """The last ``lines`` lines of a log file ('' if there is none); a long log is not read whole."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - max_bytes))
+            text = log.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def exit_reason(log: Path | None) -> str | None:
+    """Why a worker ended, from its log: the exceptions it logged last (cause first,
+    ``ModuleNotFoundError: ...; RuntimeError: ...``), else its last line, with the log's path."""
+    try:
+        text = log.read_text(errors="replace") if log is not None else ""
+    except OSError:
+        return None
+    lines = [line.strip() for line in text.splitlines()[-200:] if line.strip()]
+    if not lines:
+        return None
+    exceptions = list(dict.fromkeys(line for line in lines if EXCEPTION_LINE.match(line)))
+    why = "; ".join(exceptions) if exceptions else lines[-1]
+    return f"{why[:500]} (log: {log})"
+
+
+class LocalProcesses:
+    """The local processes of one cluster, by name: started, watched until they exit, stopped.
+
+    Every process starts in a session of its own (so a signal to the Jupyter server does not
+    reach it, and its whole process group — nanny and worker — can be stopped at once), writes
+    its output to ``<name>.log`` in ``workdir``, has no pipe to the server, and is tracked by PID
+    and creation time until it has exited. Exits are noticed by polling the process table, not by
+    waiting on a child, so processes adopted from a previous server are watched the same way.
+
+    Parameters
+    ----------
+    workdir : Path
+        Where the logs go.
+    launcher : WarmLauncher, optional
+        Forks the processes when it can; else they start as fresh interpreters.
+    on_exit : callable, optional
+        Called with ``(name, returncode)`` when a process ends on its own.
+    on_change : callable, optional
+        Called when a process was started, stopped or noticed gone.
+    """
+
+    exit_poll_interval = 0.5
+
+    def __init__(
+        self,
+        workdir: Path,
+        launcher: "WarmLauncher | None" = None,
+        on_exit: Callable[[str, "int | None"], None] | None = None,
+        on_change: Callable[[], None] | None = None,
+    ):
+        self.workdir = Path(workdir)
+        self.launcher = launcher
+        self.on_exit = on_exit
+        self.on_change = on_change
+        self._processes: dict[str, TrackedProcess] = {}
+        self._children: dict[int, Any] = {}  # PID -> what _start_process returned, for its exit code
+        self._watcher: asyncio.Task | None = None
+        self._starting: set[asyncio.Task] = set()
+        self._stopping: set[str] = set()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._processes
+
+    def get(self, name: str) -> TrackedProcess | None:
+        return self._processes.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._processes)
+
+    def pids(self) -> dict[str, int]:
+        return {name: p.pid for name, p in self._processes.items()}
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        """``{"pid", "create_time"}`` of each process, by name."""
+        return {name: {"pid": p.pid, "create_time": p.create_time} for name, p in self._processes.items()}
+
+    def log_path(self, name: str) -> Path:
+        return self.workdir / f"{name}.log"
+
+    def log_tail(self, name: str, lines: int = 15, max_bytes: int = 16384) -> str:
+        return log_tail(self.log_path(name), lines, max_bytes)
+
+    def _notify_change(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    async def spawn(self, name: str, command: list[str], env: dict[str, str] | None = None) -> TrackedProcess:
+        """Start process ``name`` and track it (by PID and creation time) until it exits."""
+        # Shielded: a caller cancelled mid-start (a cluster deleted while scaling) must not lose the
+        # process that starts anyway; close() waits for it and stops it.
+        starting = asyncio.ensure_future(self._start_and_track(name, command, env))
+        self._starting.add(starting)
+        starting.add_done_callback(self._starting.discard)
+        return await asyncio.shield(starting)
+
+    async def _start_and_track(self, name: str, command: list[str], env: dict[str, str] | None) -> TrackedProcess:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        process = await self._start_process(name, command, {**PROCESS_DEFAULTS, **os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+        create_time = getattr(process, "create_time", None)
+        tracked = TrackedProcess(process.pid, create_time) if create_time else TrackedProcess.of(process.pid)
+        self._children[process.pid] = process
+        self.track(name, tracked)
+        return tracked
+
+    async def _start_process(self, name: str, command: list[str], env: dict[str, str]):
+        """The one spawn step: a process in a session of its own, output to ``<name>.log``, no pipe to
+        the server. Returns an object with its ``pid`` (``returncode``, once it exited, if known).
+
+        Forked from the warm launcher when there is one, else a fresh interpreter."""
+        if self.launcher is not None:
+            process = await self.launcher.spawn(command, env, self.log_path(name))
+            if process is not None:
+                return process
+        with open(self.log_path(name), "ab") as log:
+            return await asyncio.create_subprocess_exec(
+                *command, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
+            )
+
+    def track(self, name: str, tracked: TrackedProcess) -> None:
+        """Watch ``tracked`` under ``name`` (a process just started, or adopted from a previous server)."""
+        self._processes[name] = tracked
+        self._notify_change()
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.ensure_future(self._watch())
+
+    async def exit_code(self, tracked: TrackedProcess) -> int | None:
+        """The exit code of a process this server started (None for an adopted one, or if not known soon)."""
+        child = self._children.get(tracked.pid)
+        if getattr(child, "returncode", None) is not None or not hasattr(child, "wait"):
+            return getattr(child, "returncode", None)
+        try:
+            return await asyncio.wait_for(asyncio.shield(child.wait()), 1)
+        except asyncio.TimeoutError:
+            return None
+
+    async def _watch(self) -> None:
+        """Notice processes that ended on their own, while there are processes to watch."""
+        while self._processes:
+            await asyncio.sleep(self.exit_poll_interval)
+            for name, tracked in list(self._processes.items()):
+                if name in self._stopping or tracked.running():
+                    continue
+                code = await self.exit_code(tracked)
+                if name in self._stopping:
+                    continue  # being stopped by us meanwhile
+                self._untrack(name, tracked)
+                if self.on_exit is not None:
+                    self.on_exit(name, code)
+
+    def _untrack(self, name: str, tracked: TrackedProcess) -> None:
+        if self._processes.get(name) == tracked:
+            del self._processes[name]
+            self._children.pop(tracked.pid, None)
+            self._notify_change()
+
+    async def stop(self, name: str, timeout: float) -> None:
+        """SIGTERM the process group of ``name``, then SIGKILL after ``timeout`` s; return once it is gone."""
+        tracked = self._processes.get(name)
+        if tracked is None:
+            return
+        self._stopping.add(name)
+        try:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                if not tracked.signal_group(sig):
+                    break
+                deadline = loop.time() + timeout
+                while tracked.running() and loop.time() < deadline:
+                    await asyncio.sleep(0.05)
+                if not tracked.running():
+                    break
+            self._untrack(name, tracked)
+        finally:
+            self._stopping.discard(name)
+
+    async def stop_all(self, timeout: float) -> None:
+        """Stop every process, those still starting included, then stop watching."""
+        await asyncio.gather(*self._starting, return_exceptions=True)
+        await asyncio.gather(*(self.stop(name, timeout) for name in list(self._processes)))
+        await self.detach()
+
+    def adopt(self, records: dict[str, dict[str, Any]]) -> set[str]:
+        """Track the recorded processes that still run; returns their names."""
+        adopted = set()
+        for name, record in records.items():
+            tracked = TrackedProcess.from_record(record)
+            if tracked is not None and tracked.running():
+                self.track(name, tracked)
+                adopted.add(name)
+        return adopted
+
+    async def detach(self) -> None:
+        """Stop watching; the processes keep running."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            await asyncio.gather(self._watcher, return_exceptions=True)
+            self._watcher = None

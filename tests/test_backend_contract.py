@@ -1,0 +1,97 @@
+"""The backend contract without processes: context at construction, capabilities, configuration by traitlets, composition."""
+
+from __future__ import annotations
+
+from traitlets.config import Config
+
+from clustermgr_lab.backends import BACKENDS, Backend, BackendContext, BatchBackend, Capabilities, ExternalBackend
+from clustermgr_lab.backends.local import LocalBackend
+from clustermgr_lab.backends.ssh import SSHBackend
+from clustermgr_lab.manager import ClusterManager
+
+CAPABILITY_KEYS = {"can_scale", "can_stop", "multiple_groups", "readoptable", "runs_processes_here"}
+
+
+def manager(tmp_path, config: Config | None = None) -> ClusterManager:
+    return ClusterManager(config=config or Config(), workdir=str(tmp_path / "work"), store_path=str(tmp_path / "s.sqlite3"))
+
+
+def test_a_backend_gets_its_folder_callbacks_and_launcher_from_its_context(tmp_path):
+    # Given a context with callbacks
+    exits, changes = [], []
+    context = BackendContext(tmp_path / "c1", on_worker_exit=lambda *e: exits.append(e), on_change=lambda: changes.append(1), idle_timeout=30)
+    # When a backend is made with it
+    backend = LocalBackend("c1", context)
+    backend._report_exit("default-1", 3)
+    backend._notify_change()
+    # Then it reads everything from the context: nothing has to be set on it from outside
+    assert backend.workdir == tmp_path / "c1"
+    assert backend.launcher is None
+    assert backend.idle_timeout == 30
+    assert exits == [("default-1", 3)] and changes == [1]
+
+
+def test_backends_are_configured_by_traitlets(tmp_path):
+    # Given a server config for the SSH and SLURM backends
+    config = Config()
+    config.SSHBackend.hosts = ["node1", "node2"]
+    config.SlurmBackend.command_timeout = 7.5
+    config.SchedulerLink.call_timeout = 3.0
+    server = manager(tmp_path, config)
+    try:
+        # When the server makes backends for clusters
+        ssh = server._backend_factory(BACKENDS["ssh"], "c1")(BackendContext(tmp_path / "c1"))
+        slurm = server._backend_factory(BACKENDS["slurm"], "c2")(BackendContext(tmp_path / "c2"))
+        sge = server._backend_factory(BACKENDS["sge"], "c3")(BackendContext(tmp_path / "c3"))
+        # Then each took its class's settings, and only those
+        assert ssh.hosts == ["node1", "node2"]
+        assert slurm.command_timeout == 7.5
+        assert sge.command_timeout == BatchBackend.command_timeout.default_value
+        # And every setting explains itself
+        for cls in (SSHBackend, BatchBackend, LocalBackend, ExternalBackend):
+            for name, trait in cls.class_traits(config=True).items():
+                assert trait.help, f"{cls.__name__}.{name} has no help"
+    finally:
+        server.store.close()
+
+
+def test_no_backend_reuses_another_backend_by_inheritance():
+    # Given every backend class
+    classes = set(BACKENDS.values()) | {ExternalBackend}
+    for cls in classes:
+        # Then the only backends in its ancestry are the contract and, for batch systems, the batch engine
+        ancestors = [c for c in cls.__mro__[1:] if issubclass(c, Backend) and c is not Backend]
+        assert ancestors in ([], [BatchBackend]), (cls.__name__, ancestors)
+    assert not issubclass(SSHBackend, LocalBackend) and not issubclass(BatchBackend, LocalBackend)
+
+
+def test_capabilities_are_in_the_templates_and_say_what_the_backend_can_do(tmp_path):
+    # Given a server with the built-in templates
+    server = manager(tmp_path)
+    try:
+        # When it lists them
+        templates = server.list_templates()
+        # Then each carries the capabilities of its backend
+        for template in templates:
+            assert set(template["capabilities"]) == CAPABILITY_KEYS
+            assert template["capabilities"] == BACKENDS[template["backend"]].capabilities.to_dict()
+    finally:
+        server.store.close()
+    # And an attached cluster's backend can do none of it
+    assert ExternalBackend.capabilities.to_dict() == dict.fromkeys(CAPABILITY_KEYS, False)
+
+
+def test_limits_follow_where_the_processes_run_not_the_backend_name(tmp_path):
+    # Given a server
+    server = manager(tmp_path)
+    try:
+        # When it chooses the caps for processes on this machine, and elsewhere
+        here = server.limits_for(Capabilities())
+        elsewhere = server.limits_for(Capabilities(runs_processes_here=False))
+        # Then only those on this machine are held to this machine's memory
+        assert here.memory_per_worker is not None and here.where == "this machine"
+        assert elsewhere.memory_per_worker is None and elsewhere.where == "a compute node"
+        assert server.limits_for(LocalBackend.capabilities).where == "this machine"
+        assert server.limits_for(BACKENDS["slurm"].capabilities).where == "a compute node"
+    finally:
+        server.store.close()
