@@ -178,6 +178,7 @@ class ForeignSchedulerLink:
         on_removed: Callable[[str], None],
         on_lost: Callable[[], None],
         on_responsive: Callable[[bool], None] | None = None,
+        parent: object = None,  # the same signature as SchedulerLink's; nothing here is configurable
     ):
         self.address = address
         self._on_added = on_added
