@@ -30,6 +30,11 @@ from .server_process import (
 
 SMALL = {"name": "default", "count": 2, "threads": 1, "memory": "256 MiB"}
 
+# Every step has a deadline of its own, and a slow one fails naming itself. These tests start two or three
+# Jupyter servers each; under load (2 cores, load average 10-15) the steps' deadlines add up to more than the
+# suite's 300 s, and the suite's timeout must stay a backstop above them, not decide first (it did, as a "hang").
+pytestmark = pytest.mark.timeout(600)
+
 
 @pytest.fixture
 def place(tmp_path):
