@@ -151,6 +151,8 @@ def table(failures: Counter, runs: int, times: dict[str, list[float]], load: str
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    # SIGTERM (e.g. a CI job cancelled) ends the run through the finally below: the load and the services stop.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     out = args.out or Path("/tmp") / f"clustermgr-stress-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
