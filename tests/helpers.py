@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import inspect
+import json
 import os
 import shutil
 import subprocess
