@@ -1,7 +1,8 @@
 # clustermgr-lab developer and CI entry points.
 #
 #   make lab      build + install into .venv, then start JupyterLab on 127.0.0.1
-#   make test     everything CI runs: Python tests, then the galata UI tests
+#   make test     everything CI runs: Python tests, then the galata UI tests; fails if the run leaves anything running
+#   make test-stress  the suites N times under CPU load (flake guard; not part of make test)
 #
 # Needs only python3 (3.10+), Node.js 20 and, for the UI tests, Debian's
 # chromium (installed with apt-get when missing). Never downloads browsers.
@@ -21,17 +22,25 @@ LABEXT_VENV := $(CURDIR)/.venv-labext
 LABEXT_VERSION ?= 7.0.0
 # apt-get needs root; use sudo when not running as root.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Single-node SLURM for tests/test_slurm.py: started before pytest, stopped after (pass or fail).
-SLURM_START := $(SUDO) bash $(CURDIR)/ci/slurm/start-slurm.sh
-SLURM_STOP := $(SUDO) bash $(CURDIR)/ci/slurm/stop-slurm.sh
-# Single-node Grid Engine for the `sge` backend's test (tests/test_hpc.py): ~15-30 s the first time.
-GRIDENGINE_START := $(SUDO) bash $(CURDIR)/ci/gridengine/start-gridengine.sh
+# Single-node SLURM (tests/test_slurm.py, ...) and Grid Engine (tests/test_hpc.py): `ci/services.sh start`
+# starts what is not running (~15-30 s the first time); `stop`, at the end of the run (pass or fail), stops
+# only what this run started, so a developer's running SLURM or Grid Engine is left alone. KEEP_SERVICES=1
+# keeps even those.
+SERVICES := $(SUDO) bash $(CURDIR)/ci/services.sh
+# One folder per test run: what services it started, pytest's temporary folders (and so the clusters' work folders).
+TEST_RUNS ?= /tmp/clustermgr-test-runs
+# pytest-xdist: 2 workers for 2 cores; the tests of one group (conftest.py: SLURM, Grid Engine, SSH) on one worker.
+PYTEST_WORKERS ?= 2
+PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --dist loadgroup
+# make test-stress: runs of each suite, and busy CPU workers of the load (stress-ng --cpu).
+STRESS_RUNS ?= 3
+STRESS_CPUS ?= 4
 
 export PATH := $(VENV)/bin:$(PATH)
 export VIRTUAL_ENV := $(VENV)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help venv install build lab test pytest ui-test chromium sshd clean bench lint lint-deps ts-test
+.PHONY: help venv install build lab test test-stress pytest ui-test chromium sshd clean bench lint lint-deps ts-test
 
 help:
 	@echo "make lab     - install into .venv and start JupyterLab (127.0.0.1:$(LAB_PORT))"
@@ -41,6 +50,7 @@ help:
 	@echo "make pytest / make ui-test - run one test suite"
 	@echo "make lint    - ruff (lint + format check), prettier --check, eslint; bash ci/lint-fix.sh fixes what it can"
 	@echo "make ts-test - the TypeScript unit and parity tests (jest)"
+	@echo "make test-stress - both suites STRESS_RUNS (3) times under CPU load: a table of test -> failures"
 	@echo "make bench   - benchmarks/results/<date>.json + .png: targets, side by side with dask-labextension"
 	@echo "make clean   - remove build outputs (keeps .venv)"
 
@@ -91,23 +101,27 @@ chromium:
 sshd:
 	$(SUDO) bash ci/sshd/install-openssh-server.sh
 
-define run_pytest
-	trap '$(SLURM_STOP)' EXIT; $(SLURM_START); $(GRIDENGINE_START); "$(VENV_PY)" -m pytest
+# $(1): commands to run with the services up, as one test run. CLUSTERMGR_TEST_RUN names the run: every process
+# it starts inherits it, and ci/check-leftovers.sh finds by it what is left. At the end, pass or fail: stop the
+# services this run started, then fail the run if anything it started still runs (process, daemon, job, namespace).
+define with_services
+	export CLUSTERMGR_TEST_RUN="$$(date +%Y%m%d-%H%M%S)-$$$$"; run_dir="$(TEST_RUNS)/$$CLUSTERMGR_TEST_RUN"; \
+	bash $(CURDIR)/ci/check-leftovers.sh snapshot "$$run_dir"; \
+	trap 'rc=$$?; $(SERVICES) stop "$$run_dir" || rc=1; bash $(CURDIR)/ci/check-leftovers.sh check "$$run_dir" || rc=1; exit $$rc' EXIT; \
+	$(SERVICES) start "$$run_dir"; \
+	$(1)
 endef
+RUN_PYTEST = "$(VENV_PY)" -m pytest $(PYTEST_ARGS) --basetemp="$$run_dir/pytest"
+# The UI tests start their own JupyterLab on 127.0.0.1:$(LAB_PORT) (CI=1: never reuse a running one).
+# SLURM stays up for the UI tests too (tests/hpc.spec.ts creates a SLURM cluster through the sidebar).
+RUN_UI_TESTS = cd ui-tests && CI=1 CHROMIUM_PATH="$(CHROMIUM)" jlpm playwright test
 
 pytest: sshd install
-	$(run_pytest)
-
-# The UI tests start their own JupyterLab on 127.0.0.1:$(LAB_PORT) (CI=1: never
-# reuse a running one).
-# SLURM stays up for the UI tests too (tests/hpc.spec.ts creates a SLURM cluster through the sidebar).
-define run_ui_tests
-	cd ui-tests && jlpm install
-	trap '$(SLURM_STOP)' EXIT; $(SLURM_START); cd ui-tests && CI=1 CHROMIUM_PATH="$(CHROMIUM)" jlpm playwright test
-endef
+	$(call with_services,$(RUN_PYTEST))
 
 ui-test: chromium install
-	$(run_ui_tests)
+	cd ui-tests && jlpm install
+	$(call with_services,$(RUN_UI_TESTS))
 
 # --- lint and TypeScript unit tests (`make test` runs both first: fast fail) -------
 
@@ -128,12 +142,19 @@ lint: lint-deps
 ts-test: lint-deps
 	jlpm test
 
-# One shell for both suites, so SLURM is started once and stopped at the end, pass or fail.
+# One run for both suites: the services are started once, and stopped at the end, pass or fail.
+# Lint and the TypeScript unit tests first: they fail fast.
 test: install lint ts-test chromium sshd
 	cd ui-tests && jlpm install
-	trap '$(SLURM_STOP)' EXIT; $(SLURM_START); $(GRIDENGINE_START); \
-	  "$(VENV_PY)" -m pytest; \
-	  cd ui-tests && CI=1 CHROMIUM_PATH="$(CHROMIUM)" jlpm playwright test
+	$(call with_services,$(RUN_PYTEST); $(RUN_UI_TESTS))
+
+# Flake guard (not part of `make test`): both suites STRESS_RUNS times under a CPU load it starts and stops
+# (stress-ng --cpu STRESS_CPUS), then a table of test -> failures. Services as for `make test`.
+test-stress: chromium sshd install
+	cd ui-tests && jlpm install
+	command -v stress-ng > /dev/null || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q stress-ng || true
+	SUDO="$(SUDO)" CHROMIUM_PATH="$(CHROMIUM)" STRESS_PYTEST_ARGS="$(PYTEST_ARGS) -q -p no:cacheprovider" \
+	  "$(VENV_PY)" ci/stress.py --runs $(STRESS_RUNS) --cpus $(STRESS_CPUS)
 
 # --- benchmarks (not part of `make test`; the test suite runs only bench.py --smoke) ----
 

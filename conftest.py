@@ -37,3 +37,22 @@ def jp_server_config(jp_server_config, tmp_path):
         "gpus": 4,
     }
     return config
+
+
+# Under pytest-xdist (`make test`: -n 2 --dist loadgroup) the tests in one group run one after another on one
+# worker; every other test goes to whichever worker is free.
+XDIST_GROUPS = {
+    # The single-node SLURM and Grid Engine have 2 CPUs each: two tests' jobs at once would queue behind each other.
+    "slurm": lambda item: item.get_closest_marker("slurm") is not None,
+    "sge": lambda item: item.get_closest_marker("sge") is not None,
+    # One private sshd (a module-scoped fixture) for the module, started once.
+    "ssh": lambda item: item.path.name == "test_ssh.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for group, belongs in XDIST_GROUPS.items():
+            if belongs(item):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break

@@ -168,12 +168,12 @@ class Server:
             if self._wait_ready():
                 return
             if self.process.poll() is None:
-                raise BenchError(f"the Jupyter server did not answer within 60 s; log: {self.log_path}\n{self.log_tail()}")
+                raise BenchError(f"the Jupyter server did not answer within 120 s; log: {self.log_path}\n{self.log_tail()}")
             log(f"server exited with {self.process.returncode} (attempt {attempt + 1}); retrying on another port")
         raise BenchError(f"the Jupyter server did not start; log: {self.log_path}\n{self.log_tail()}")
 
     def _wait_ready(self) -> bool:
-        deadline = now() + 60
+        deadline = now() + 120  # under load (2 cores, load average 15) a Jupyter server takes 25-60 s to answer
         while now() < deadline:
             if self.process.poll() is not None:
                 return False

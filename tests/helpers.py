@@ -1,17 +1,22 @@
-"""Shared test helpers: API calls checked against the OpenAPI document, waiting for cluster states, running scripts."""
+"""Shared test helpers: API calls checked against the OpenAPI document, waiting (for cluster states, for any
+condition, with a deadline), deleting clusters, listing SLURM jobs, running scripts."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import json
 import os
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import jsonschema
 import psutil
+import pytest
 from openapi_schema_validator import OAS31Validator, oas31_format_checker
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
@@ -25,6 +30,8 @@ except ImportError:  # Python 3.10
     import tomli as tomllib
 
 API_PREFIX = ("clustermgr", "api")
+#: one small local worker: the default group of :func:`create`
+SMALL = {"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}
 DOCUMENT_URI = "urn:clustermgr-lab:openapi"
 REPO = Path(__file__).resolve().parents[1]
 
@@ -157,6 +164,90 @@ async def wait_gone(jp_fetch, cluster_id: str, timeout: float = 15) -> int:
         if status == 404 or time.monotonic() > deadline:
             return status
         await asyncio.sleep(0.1)
+
+
+async def until(condition, timeout: float, what: str, step: float = 0.1):
+    """Call ``condition()`` (a function or a coroutine function) until it returns something truthy; return that.
+
+    Raises AssertionError naming ``what`` once ``timeout`` seconds have passed.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await asyncio.sleep(step)
+
+
+def eventually(condition, timeout: float, what: str, step: float = 0.2):
+    """:func:`until` for synchronous tests: call ``condition()`` until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(step)
+
+
+async def create(jp_fetch, spec: dict | None = None, adapt: dict | None = None, **extra) -> str:
+    """POST a cluster (202) of ``spec`` (default: one :data:`SMALL` worker); return its id without waiting."""
+    body = {"spec": spec or {"groups": [SMALL]}, **extra}
+    if adapt is not None:
+        body["adapt"] = adapt
+    _, cluster = await call(jp_fetch, "POST", "clusters", body=body, expect=202)
+    return cluster["id"]
+
+
+async def delete_and_wait(jp_fetch, cluster_id: str, timeout: float = 60) -> None:
+    """DELETE a cluster (202) and wait until it has left the list (GET answers 404)."""
+    await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
+    status = await wait_gone(jp_fetch, cluster_id, timeout)
+    assert status == 404, f"cluster {cluster_id} was still listed {timeout:g} s after DELETE"
+
+
+def slurm_unusable() -> str | None:
+    """Why SLURM cannot be used here, or None when it can."""
+    for command in ("sbatch", "squeue", "scancel", "sinfo"):
+        if shutil.which(command) is None:
+            return f"{command} is not on PATH (start a single-node SLURM with: bash ci/slurm/start-slurm.sh)"
+    try:
+        done = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"sinfo failed: {exc}"
+    if done.returncode != 0:
+        return f"SLURM does not answer (sinfo: {done.stderr.strip()}); start it with: bash ci/slurm/start-slurm.sh"
+    states = done.stdout.split()
+    if not any(s.rstrip("*~#!%$@^-") in ("idle", "mixed", "allocated", "completing") for s in states):
+        return f"no usable SLURM node (sinfo states: {states})"
+    return None
+
+
+# Outside CI a machine without SLURM skips these; in CI (`make test` starts it) they run, and fail if it is missing.
+_unusable = slurm_unusable()
+requires_slurm = pytest.mark.skipif(_unusable is not None and not os.environ.get("CI"), reason=f"SLURM is not usable here: {_unusable}")
+
+
+def slurm_jobs(prefix: str) -> dict[str, tuple[str, str, str]]:
+    """job name -> (job id, state, reason) of the jobs ``squeue`` lists whose name starts with ``prefix``.
+
+    Every test filters on its own cluster's prefix (``clustermgr-<cluster id>-``): the SLURM is shared
+    with other tests (and other xdist workers), so nothing may assume the partition is empty.
+    """
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%j|%T|%r"], capture_output=True, text=True, check=True, timeout=60).stdout
+    rows = (line.strip().split("|", 3) for line in out.splitlines() if line.strip())
+    return {name: (job_id, state, reason) for job_id, name, state, reason in rows if name.startswith(prefix)}
+
+
+async def squeue(prefix: str) -> dict[str, tuple[str, str]]:
+    """job name -> (job id, state) of the listed jobs whose name starts with ``prefix`` (squeue runs in a thread)."""
+    jobs = await asyncio.to_thread(slurm_jobs, prefix)
+    return {name: (job_id, state) for name, (job_id, state, _) in jobs.items()}
 
 
 def running_with(n: int, group: str | None = None):

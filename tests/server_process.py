@@ -9,7 +9,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -18,25 +17,13 @@ import requests
 
 from clustermgr_lab.client import ClusterManagerClient
 
-from .helpers import subprocess_env
+from .helpers import eventually, subprocess_env
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def eventually(condition, timeout: float, what: str, step: float = 0.2):
-    """Call ``condition()`` until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(step)
 
 
 class JupyterServer:

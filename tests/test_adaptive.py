@@ -6,8 +6,7 @@ import time
 
 from distributed import Client
 
-from .helpers import call, running_with, wait_for
-from .test_scaling import SMALL, create, delete
+from .helpers import SMALL, call, create, delete_and_wait, running_with, wait_for
 
 FAST = {"interval": 0.2, "wait_count": 3, "target_duration": 1}
 CPU_AND_GPU = {
@@ -53,7 +52,7 @@ async def test_grows_under_a_burst_and_shrinks_to_its_minimum_when_idle(jp_fetch
         cluster = (await call(jp_fetch, "GET", "clusters", cluster_id))[1]
         assert cluster["last_decision"]["after"] == 1
     finally:
-        await delete(jp_fetch, cluster_id)
+        await delete_and_wait(jp_fetch, cluster_id)
 
 
 async def test_a_manual_scale_after_adapt_turns_adaptive_off_and_sticks(jp_fetch):
@@ -73,7 +72,7 @@ async def test_a_manual_scale_after_adapt_turns_adaptive_off_and_sticks(jp_fetch
         _, cluster = await call(jp_fetch, "GET", "clusters", cluster_id, expect=200)
         assert cluster["workers"]["requested"] == 3 and cluster["spec"]["groups"][0]["count"] == 3
     finally:
-        await delete(jp_fetch, cluster_id)
+        await delete_and_wait(jp_fetch, cluster_id)
 
 
 async def test_tasks_that_need_a_gpu_grow_the_gpu_group_only(jp_fetch):
@@ -105,7 +104,7 @@ async def test_tasks_that_need_a_gpu_grow_the_gpu_group_only(jp_fetch):
         assert grew and grew[0]["message"] == "tasks need GPU"
         assert not [e for e in events if e["kind"] == "scale" and e["group"] == "cpu"]
     finally:
-        await delete(jp_fetch, cluster_id)
+        await delete_and_wait(jp_fetch, cluster_id)
 
 
 async def test_adaptive_does_not_drop_data_a_client_holds_and_says_why(jp_fetch):
@@ -127,7 +126,7 @@ async def test_adaptive_does_not_drop_data_a_client_holds_and_says_why(jp_fetch)
             del future
         await wait_for(jp_fetch, cluster_id, running_with(0), what="0 workers")
     finally:
-        await delete(jp_fetch, cluster_id)
+        await delete_and_wait(jp_fetch, cluster_id)
 
 
 async def test_adaptive_mode_can_be_turned_off_for_one_group(jp_fetch):
@@ -160,4 +159,4 @@ async def test_adaptive_mode_can_be_turned_off_for_one_group(jp_fetch):
         )
         assert cluster["adapt"] is None
     finally:
-        await delete(jp_fetch, cluster_id)
+        await delete_and_wait(jp_fetch, cluster_id)

@@ -1,12 +1,14 @@
 """Given a real Jupyter server, when a request is bad or not allowed, then a JSON error answers it and nothing changes."""
 
+import asyncio
+
 import pytest
 from jupyter_server.auth import Authorizer
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from clustermgr_lab.handlers import AUTH_RESOURCE
 
-from .helpers import call, call_as, running_with, strict_json, validate_schema, wait_for
+from .helpers import call, call_as, running_with, strict_json, validate_schema, wait_for, wait_gone
 
 SMALL = {"groups": [{"count": 1, "threads": 1, "memory": "256 MiB"}]}
 NO_TOKEN = {"Authorization": ""}
@@ -200,21 +202,34 @@ async def test_unknown_ids_are_404_even_with_a_bad_body(jp_fetch):
         assert status == 404 and error["code"] == "not_found", (weird, error)
 
 
-async def test_changing_a_stopping_cluster_is_a_conflict(jp_fetch):
-    # Given a cluster that is stopping
+async def test_changing_a_stopping_cluster_is_a_conflict(jp_fetch, jp_serverapp, monkeypatch):
+    # Given a cluster that is stopping, and stays so until this test lets its backend go on
     cluster_id = (await running_cluster(jp_fetch))["id"]
-    _, stopping = await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
-    assert stopping["status"] == "stopping"
-    before = await snapshot(jp_fetch, cluster_id)
-    # When it is scaled, given a new spec, or made adaptive
-    for body in ({"scale": {"workers": 2}}, {"spec": group(count=2)}, {"adapt": {"minimum": 0, "maximum": 2}}):
-        status, error = await call(jp_fetch, "PATCH", "clusters", cluster_id, body=body)
-        # Then each is a 409 that says why, and changes nothing
-        assert status == 409, (body, status, error)
-        assert error["code"] == "conflict" and "stopping" in error["message"], error
-    assert await snapshot(jp_fetch, cluster_id) == before
-    # And deleting it again is not an error
-    await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
+    backend = jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id).backend
+    release, close = asyncio.Event(), backend.close
+
+    async def held_close():
+        await release.wait()
+        await close()
+
+    monkeypatch.setattr(backend, "close", held_close)
+    try:
+        _, stopping = await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
+        assert stopping["status"] == "stopping"
+        before = await snapshot(jp_fetch, cluster_id)
+        # When it is scaled, given a new spec, or made adaptive
+        for body in ({"scale": {"workers": 2}}, {"spec": group(count=2)}, {"adapt": {"minimum": 0, "maximum": 2}}):
+            status, error = await call(jp_fetch, "PATCH", "clusters", cluster_id, body=body)
+            # Then each is a 409 that says why, and changes nothing
+            assert status == 409, (body, status, error)
+            assert error["code"] == "conflict" and "stopping" in error["message"], error
+        assert await snapshot(jp_fetch, cluster_id) == before
+        # And deleting it again is not an error
+        await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
+    finally:
+        release.set()
+    # And once its processes are stopped, it is gone
+    assert await wait_gone(jp_fetch, cluster_id, 60) == 404
 
 
 async def test_one_cluster_more_than_the_server_allows_is_a_conflict(jp_fetch, jp_serverapp):

@@ -6,8 +6,7 @@ import pytest
 
 from tornado.httpclient import HTTPClientError
 
-from .helpers import running_with, wait_for
-from .test_scaling import create, delete
+from .helpers import create, delete_and_wait, running_with, wait_for
 
 
 async def fetch_status(jp_fetch, *path, **kwargs):
@@ -36,7 +35,7 @@ async def test_dashboard_is_proxied_for_managed_clusters(jp_fetch, jp_base_url):
     status, body = await fetch_status(jp_fetch, "clustermgr", "dashboard", cluster["id"], "json", "identity.json")
     assert status == 200
     assert json.loads(body)["address"] == cluster["scheduler_address"]
-    await delete(jp_fetch, cluster["id"])
+    await delete_and_wait(jp_fetch, cluster["id"])
 
 
 async def test_dashboard_needs_authentication_and_a_managed_cluster(jp_fetch, jp_serverapp):
@@ -49,7 +48,7 @@ async def test_dashboard_needs_authentication_and_a_managed_cluster(jp_fetch, jp
     # An unknown cluster id: 404
     status, _ = await fetch_status(jp_fetch, "clustermgr", "dashboard", "unknown", "status")
     assert status == 404
-    await delete(jp_fetch, cluster["id"])
+    await delete_and_wait(jp_fetch, cluster["id"])
 
 
 async def test_generic_proxy_route_is_off(jp_fetch, jp_serverapp):
@@ -64,7 +63,7 @@ async def test_generic_proxy_route_is_off(jp_fetch, jp_serverapp):
         assert status == 404, path
     status, _ = await fetch_status(jp_fetch, "clustermgr", "dashboard", cluster["id"], "status")
     assert status == 200
-    await delete(jp_fetch, cluster["id"])
+    await delete_and_wait(jp_fetch, cluster["id"])
 
 
 async def test_dashboard_websocket_needs_authentication(jp_fetch, jp_ws_fetch):
@@ -75,4 +74,4 @@ async def test_dashboard_websocket_needs_authentication(jp_fetch, jp_ws_fetch):
             await jp_ws_fetch("clustermgr", "dashboard", cluster["id"], "status", "ws", headers={"Authorization": ""})
         assert refused.value.code in (302, 403)  # a redirect to the login page, or forbidden: never opened
     finally:
-        await delete(jp_fetch, cluster["id"])
+        await delete_and_wait(jp_fetch, cluster["id"])

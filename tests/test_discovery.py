@@ -7,7 +7,7 @@ import asyncio
 import re
 import time
 
-from .helpers import call
+from .helpers import call, until
 
 DISCOVERY_BOUND = 2.0  # seconds: the promise made to users, so the bound is the behaviour
 CLUSTER = (
@@ -77,19 +77,14 @@ async def test_a_notebooks_local_cluster_is_discovered_and_leaves_when_closed(jp
             await asyncio.sleep(0.1)
         # And one whose kernel dies without closing it leaves too
         address = scheduler_address(await run_in_kernel(client, f"cluster = {CLUSTER}\nprint(cluster.scheduler_address)"))
-        await wait_until(lambda: listed(jp_fetch, address), "listed")
+        await until(lambda: listed(jp_fetch, address), 30, "the cluster to be listed")
     finally:
         client.stop_channels()
         await jp_serverapp.kernel_manager.shutdown_kernel(kernel_id, now=True)
-    await wait_until(lambda: absent(jp_fetch, address), "gone with its kernel")
+    await until(lambda: absent(jp_fetch, address), 30, "the cluster to go with its kernel")
 
 
 async def absent(jp_fetch, address: str) -> bool:
     return await listed(jp_fetch, address) is None
 
 
-async def wait_until(condition, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not await condition():
-        assert time.monotonic() < deadline, f"not {what} after {timeout} s"
-        await asyncio.sleep(0.1)

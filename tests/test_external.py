@@ -3,7 +3,6 @@ and the dashboard proxy forwards no credentials, keeps redirects below itself, a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -20,10 +19,9 @@ from tornado.httpclient import HTTPClientError
 from clustermgr_lab.backends.local import worker_command
 from clustermgr_lab.spec import parse_group
 
-from .helpers import alive, call, running_with, subprocess_env, wait_for
+from .helpers import alive, call, create, running_with, subprocess_env, wait_for, wait_gone
 from .test_client_cli import clustermgr, server  # noqa: F401 - fixtures
 from .test_dashboard import fetch_status
-from .test_scaling import create
 
 ECHO_PRELOAD = Path(__file__).with_name("echo_headers_preload.py")
 WORKER = parse_group({"name": "default", "count": 1, "threads": 2, "memory": "1 GiB"}, "group")
@@ -99,22 +97,13 @@ async def test_an_attached_cluster_is_observed_proxied_never_scaled_and_detached
     # When it is deleted, it is detached: it leaves the list, and its scheduler and worker keep running
     _, detached = await call(jp_fetch, "DELETE", "clusters", cluster["id"], expect=202)
     assert detached["dashboard_url"] is None
-    await wait_for_removal(jp_fetch, cluster["id"])
+    assert await wait_gone(jp_fetch, cluster["id"], 30) == 404
     scheduler_rpc = rpc(address)
     try:
         assert len((await scheduler_rpc.identity())["workers"]) == 1
     finally:
         await scheduler_rpc.close_rpc()
     assert alive([scheduler.pid]) == [scheduler.pid]
-
-
-async def wait_for_removal(jp_fetch, cluster_id: str) -> None:
-    for _ in range(300):
-        status, _ = await call(jp_fetch, "GET", "clusters", cluster_id)
-        if status == 404:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"cluster {cluster_id} is still listed")
 
 
 @pytest.mark.parametrize(

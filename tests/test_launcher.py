@@ -14,7 +14,7 @@ from clustermgr_lab.backends.base import BackendContext
 from clustermgr_lab.backends.launcher import WarmLauncher
 from clustermgr_lab.backends.local import LocalBackend
 
-from .helpers import alive, call, running_with, wait_for
+from .helpers import alive, call, running_with, until, wait_for
 
 MiB = 2**20
 
@@ -26,14 +26,6 @@ def manager_of(jp_serverapp):
 async def create(jp_fetch, groups):
     _, cluster = await call(jp_fetch, "POST", "clusters", body={"spec": {"groups": groups}}, expect=202)
     return cluster["id"]
-
-
-async def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 async def test_scheduler_and_workers_are_forked_from_the_launcher_in_sessions_of_their_own(jp_fetch, jp_serverapp):
@@ -73,7 +65,7 @@ async def test_scheduler_and_workers_are_forked_from_the_launcher_in_sessions_of
     finally:
         await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
     # And a delete stops them all; the launcher stays for the next cluster
-    await wait_until(lambda: alive(list(pids.values())) == [], 30, "the processes to stop")
+    await until(lambda: alive(list(pids.values())) == [], 30, "the processes to stop")
     assert launcher.is_running()
 
 
@@ -87,7 +79,7 @@ async def test_a_forked_worker_over_its_memory_limit_is_restarted_by_its_nanny(j
         async with Client(cluster["scheduler_address"], asynchronous=True) as client:
             hog = client.submit(lambda: (bytearray(400 * MiB), time.sleep(30)), pure=False)
             # Then its nanny notices the limit is exceeded and restarts the worker
-            await wait_until(lambda: "exceeded 95% memory budget" in log_file.read_text(), 60, "the nanny's restart")
+            await until(lambda: "exceeded 95% memory budget" in log_file.read_text(), 60, "the nanny's restart")
             del hog
     finally:
         await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
@@ -174,7 +166,7 @@ async def test_the_launcher_outlives_its_server_is_reused_and_exits_once_idle(tm
         assert await asyncio.wait_for(watched.wait(), 30) is not None
         # And once no server is connected and nothing runs, the launcher exits by itself
         await second.close()
-        await wait_until(lambda: not psutil.pid_exists(launcher_pid) or psutil.Process(launcher_pid).status() == psutil.STATUS_ZOMBIE, 15, "the idle launcher to exit")
+        await until(lambda: not psutil.pid_exists(launcher_pid) or psutil.Process(launcher_pid).status() == psutil.STATUS_ZOMBIE, 15, "the idle launcher to exit")
     finally:
         await backend.detach()
         for pid in alive([scheduler, launcher_pid]):
@@ -187,10 +179,10 @@ async def test_exits_are_still_noticed_after_the_launcher_is_gone(tmp_path):
     try:
         # When the launcher is killed, and then the scheduler stops
         os.kill(launcher.pid, signal.SIGKILL)
-        await wait_until(lambda: not launcher.connected, 15, "the server to see the launcher gone")
+        await until(lambda: not launcher.connected, 15, "the server to see the launcher gone")
         os.killpg(scheduler, signal.SIGTERM)
         # Then its exit is still noticed (by polling the process table): it is no longer tracked
-        await wait_until(lambda: "scheduler" not in backend.pids(), 15, "the scheduler to be forgotten")
+        await until(lambda: "scheduler" not in backend.pids(), 15, "the scheduler to be forgotten")
     finally:
         await backend.detach()
         for pid in alive([scheduler]):

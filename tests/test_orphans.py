@@ -13,7 +13,7 @@ from clustermgr_lab.manager import ClusterManager
 from clustermgr_lab.scheduler_link import scheduler_identity
 from clustermgr_lab.store import ClusterStore
 
-from .helpers import alive
+from .helpers import alive, eventually
 from .server_process import free_port
 
 
@@ -55,9 +55,7 @@ async def test_processes_of_a_cluster_that_cannot_be_re_adopted_are_stopped(tmp_
         (cluster,) = manager.list()
         assert cluster["status"] == "failed" and "is gone" in cluster["error"] and cluster["dashboard_url"] is None
         # And its worker is stopped, and the other process is not touched
-        deadline = time.monotonic() + 15
-        while alive([worker.pid]) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        eventually(lambda: not alive([worker.pid]), 15, "the orphaned worker to be stopped", step=0.05)
         assert worker.poll() is not None
         assert bystander.poll() is None
         await manager.close_all()

@@ -18,18 +18,22 @@ from distributed import Client
 
 from clustermgr_lab.client import ClusterManagerAPIError
 
+from .helpers import eventually, requires_slurm, running_with, slurm_jobs
 from .server_process import (
     JupyterServer,
-    eventually,
     kill_leftovers,
     orphans,
     same_process,
     stored_cluster_ids,
     stored_workers,
 )
-from .test_slurm import requires_slurm
 
 SMALL = {"name": "default", "count": 2, "threads": 1, "memory": "256 MiB"}
+
+# Every step has a deadline of its own, and a slow one fails naming itself. These tests start two or three
+# Jupyter servers each; under load (2 cores, load average 10-15) the steps' deadlines add up to more than the
+# suite's 300 s, and the suite's timeout must stay a backstop above them, not decide first (it did, as a "hang").
+pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture
@@ -60,10 +64,6 @@ def place(tmp_path):
         if server.process is not None and server.process.poll() is None:
             server.stop(signal.SIGKILL)
     kill_leftovers(place.sessions, str(place.workdir))
-
-
-def running_with(n: int):
-    return lambda c: c["status"] == "running" and c["workers"]["running"] == n and c["workers"]["requested"] == n
 
 
 def events_of(client, cluster_id: str) -> list[str]:
@@ -250,9 +250,7 @@ def test_idle_timeout_is_enforced_by_the_scheduler_while_no_server_runs(place):
 
 def squeue_jobs(prefix: str) -> dict[str, str]:
     """job name -> job id of the jobs squeue lists whose name starts with ``prefix``."""
-    out = subprocess.run(["squeue", "-h", "-o", "%i|%j"], capture_output=True, text=True, check=True, timeout=30).stdout
-    rows = (line.strip().split("|") for line in out.splitlines() if line.strip())
-    return {name: job_id for job_id, name in rows if name.startswith(prefix)}
+    return {name: job_id for name, (job_id, _, _) in slurm_jobs(prefix).items()}
 
 
 @pytest.mark.slurm

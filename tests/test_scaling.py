@@ -1,26 +1,12 @@
 """Given real scheduler and worker processes, scaling by workers, cores and memory does what it says."""
 
 import asyncio
-import time
 
 from distributed import Client
 
-from .helpers import call, running_with, wait_for
+from .helpers import SMALL, call, create, delete_and_wait, running_with, until, wait_for
 
 MiB = 2**20
-SMALL = {"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}
-
-
-async def create(jp_fetch, spec=None, adapt=None, **extra):
-    body = {"spec": spec or {"groups": [SMALL]}, **extra}
-    if adapt is not None:
-        body["adapt"] = adapt
-    _, cluster = await call(jp_fetch, "POST", "clusters", body=body, expect=202)
-    return cluster["id"]
-
-
-async def delete(jp_fetch, cluster_id):
-    await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
 
 
 def launched(jp_serverapp, cluster_id, group="default"):
@@ -51,7 +37,7 @@ async def test_scale_by_memory_and_by_cores_round_up_to_whole_workers(jp_fetch):
         _, answer = await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"memory": 300 * MiB}}, expect=200)
         assert answer["resolved"]["workers"] == 2
     finally:
-        await delete(jp_fetch, cluster_id)
+        await delete_and_wait(jp_fetch, cluster_id)
 
 
 async def test_scale_down_keeps_data_that_a_client_holds(jp_fetch):
@@ -78,7 +64,7 @@ async def test_scale_down_keeps_data_that_a_client_holds(jp_fetch):
             assert decisions[-1]["before"] == 3 and decisions[-1]["after"] == 1
             assert decisions[-1]["message"] == "manual scale"
     finally:
-        await delete(jp_fetch, cluster_id)
+        await delete_and_wait(jp_fetch, cluster_id)
 
 
 async def test_two_groups_show_up_with_their_shapes_in_the_scheduler(jp_fetch):
@@ -114,7 +100,7 @@ async def test_two_groups_show_up_with_their_shapes_in_the_scheduler(jp_fetch):
         assert answer["resolved"] == {"group": "gpu", "workers": 2, "cores": 4, "memory": 1024 * MiB, "gpus": 2}
         await wait_for(jp_fetch, cluster_id, running_with(2, group="gpu"), what="2 GPU workers")
     finally:
-        await delete(jp_fetch, cluster_id)
+        await delete_and_wait(jp_fetch, cluster_id)
 
 
 async def test_concurrent_scale_calls_do_not_overshoot(jp_fetch, jp_serverapp):
@@ -141,7 +127,7 @@ async def test_concurrent_scale_calls_do_not_overshoot(jp_fetch, jp_serverapp):
         assert plan in (2, 4)
         await wait_for(jp_fetch, cluster_id, running_with(plan), what=f"{plan} workers")
     finally:
-        await delete(jp_fetch, cluster_id)
+        await delete_and_wait(jp_fetch, cluster_id)
 
 
 async def test_a_worker_that_dies_is_replaced(jp_fetch, jp_serverapp):
@@ -158,17 +144,14 @@ async def test_a_worker_that_dies_is_replaced(jp_fetch, jp_serverapp):
         victim = next(name for name in pids if name != "scheduler")
         os.killpg(pids[victim], signal.SIGKILL)
         # Then the cluster notices, says why, and gets back to 2 workers
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        async def noticed():
             _, events = await call(jp_fetch, "GET", "clusters", cluster_id, "events")
-            if any(victim in e["message"] and "replacing" in e["message"] for e in events["events"]):
-                break
-            await asyncio.sleep(0.2)
-        else:
-            raise AssertionError("the death of a worker was not noticed")
+            return any(victim in e["message"] and "replacing" in e["message"] for e in events["events"])
+
+        await until(noticed, 60, "the death of a worker to be noticed", step=0.2)
         await wait_for(jp_fetch, cluster_id, running_with(2), what="2 workers again")
     finally:
-        await delete(jp_fetch, cluster_id)
+        await delete_and_wait(jp_fetch, cluster_id)
 
 
 async def test_a_worker_that_cannot_start_is_not_restarted_in_a_loop(jp_fetch, jp_serverapp):
@@ -189,4 +172,4 @@ async def test_a_worker_that_cannot_start_is_not_restarted_in_a_loop(jp_fetch, j
         await asyncio.sleep(2)
         assert launched(jp_serverapp, cluster_id) == 2
     finally:
-        await delete(jp_fetch, cluster_id)
+        await delete_and_wait(jp_fetch, cluster_id)

@@ -7,9 +7,6 @@ The tests that need SLURM are marked ``slurm`` and skipped, with the reason, whe
 
 from __future__ import annotations
 
-import asyncio
-import shutil
-import os
 import subprocess
 import sys
 import time
@@ -22,69 +19,24 @@ from clustermgr_lab.manager import ClusterManager
 from clustermgr_lab.spec import parse_spec
 from clustermgr_lab.store import ClusterStore
 
-from .helpers import alive, call, running_with, tree, wait_for
+from .helpers import alive, call, requires_slurm, running_with, squeue, tree, until, wait_for, wait_gone
 from .test_orphans import stored_cluster
 
 MiB = 2**20
 WORKERS = {"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}
 
 
-def slurm_unusable() -> str | None:
-    """Why SLURM cannot be used here, or None when it can."""
-    for command in ("sbatch", "squeue", "scancel", "sinfo"):
-        if shutil.which(command) is None:
-            return f"{command} is not on PATH (start a single-node SLURM with: bash ci/slurm/start-slurm.sh)"
-    try:
-        done = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=15)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"sinfo failed: {exc}"
-    if done.returncode != 0:
-        return f"SLURM does not answer (sinfo: {done.stderr.strip()}); start it with: bash ci/slurm/start-slurm.sh"
-    states = done.stdout.split()
-    if not any(s.rstrip("*~#!%$@^-") in ("idle", "mixed", "allocated", "completing") for s in states):
-        return f"no usable SLURM node (sinfo states: {states})"
-    return None
-
-
-# Outside CI a machine without SLURM skips these; in CI (`make test` starts it) they run, and fail if it is missing.
-_unusable = slurm_unusable()
-requires_slurm = pytest.mark.skipif(_unusable is not None and not os.environ.get("CI"), reason=f"SLURM is not usable here: {_unusable}")
-
-
 def timing(what: str, seconds: float) -> None:
     print(f"[slurm timing] {what}: {seconds:.2f} s", file=sys.stderr)
-
-
-async def squeue(prefix: str) -> dict[str, tuple[str, str]]:
-    """job name -> (job id, state) of the listed jobs whose name starts with ``prefix``."""
-    process = await asyncio.create_subprocess_exec(
-        "squeue", "-h", "-o", "%i|%j|%T", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await process.communicate()
-    assert process.returncode == 0, err
-    jobs = {}
-    for line in out.decode().splitlines():
-        job_id, name, state = line.strip().split("|")
-        if name.startswith(prefix):
-            jobs[name] = (job_id, state)
-    return jobs
-
-
-async def until(condition, timeout: float, what: str, step: float = 0.05):
-    """Await ``condition()`` until it is truthy; return (value, seconds taken)."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        value = await condition()
-        if value:
-            return value, time.monotonic() - start
-        await asyncio.sleep(step)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 @pytest.fixture
 def jp_server_config(jp_server_config):
     jp_server_config["ClusterManager"]["templates"] = [
-        {"name": "slurm", "description": "SLURM test workers", "backend": "slurm", "spec": {"groups": [WORKERS]}}
+        {"name": "slurm", "description": "SLURM test workers", "backend": "slurm", "spec": {"groups": [WORKERS]}},
+        # The job's shell takes 3 s to exit after SIGTERM: SLURM lists the job COMPLETING meanwhile
+        {"name": "slow-exit", "description": "jobs that outlive their worker", "backend": "slurm",
+         "options": {"job_script_prologue": ["trap 'sleep 3' TERM"]}, "spec": {"groups": [{**WORKERS, "count": 1}]}},
     ]
     return jp_server_config
 
@@ -139,7 +91,7 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
 
         await until(two_jobs, 60, "2 jobs in squeue")
         timing("scale call -> 2 jobs listed in squeue (submission)", time.monotonic() - started)
-        jobs, _ = await until(lambda: two_jobs({"RUNNING"}), 60, "2 running jobs")
+        jobs = await until(lambda: two_jobs({"RUNNING"}), 60, "2 running jobs")
         timing("scale call -> 2 jobs RUNNING in SLURM", time.monotonic() - started)
         cluster = await wait_for(jp_fetch, cluster_id, running_with(2), what="2 workers", timeout=120)
         timing("scale call -> 2 workers connected", time.monotonic() - started)
@@ -165,7 +117,7 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
             await wait_for(jp_fetch, cluster_id, running_with(1), what="1 worker")
             timing("scale 2 -> 1: one worker left", time.monotonic() - started)
             # Then one job is gone from squeue and every result is still there
-            left, _ = await until(lambda: _jobs_if(prefix, 1), 30, "1 job in squeue")
+            left = await until(lambda: _jobs_if(prefix, 1), 30, "1 job in squeue")
             timing("scale 2 -> 1: one job left in squeue", time.monotonic() - started)
             assert [len(r) for r in await client.gather(futures)] == [1000 * i for i in range(20)]
             (survivor, (survivor_job, _)), = left.items()
@@ -190,16 +142,31 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
         # When the cluster is deleted
         started = time.monotonic()
         await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
-
-        async def gone():
-            status, _ = await call(jp_fetch, "GET", "clusters", cluster_id)
-            return status == 404
-
-        await until(gone, 60, "the cluster to be gone")
+        assert await wait_gone(jp_fetch, cluster_id, 60) == 404
         timing("delete -> cluster gone", time.monotonic() - started)
     # Then no job of it is left in squeue, and no scheduler process
     assert await squeue(prefix) == {}
     assert alive(scheduler_pids) == []
+
+
+@pytest.mark.slurm
+@requires_slurm
+async def test_a_deleted_cluster_is_gone_only_once_its_jobs_have_left_squeue(jp_fetch):
+    # Given a SLURM cluster of one worker whose job is still listed (COMPLETING) for a while after its worker ended
+    _, cluster = await call(jp_fetch, "POST", "clusters", body={"template": "slow-exit"}, expect=202)
+    cluster_id, prefix = cluster["id"], f"clustermgr-{cluster['id']}-"
+    try:
+        await wait_for(jp_fetch, cluster_id, running_with(1), what="the worker", timeout=120)
+        assert [state for _, state in (await squeue(prefix)).values()] == ["RUNNING"]
+        # When it is deleted, and has left the list
+        await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
+        assert await wait_gone(jp_fetch, cluster_id, 60) == 404
+        # Then squeue no longer lists its job, in any state
+        assert await squeue(prefix) == {}
+    finally:
+        leftover = [job_id for job_id, _ in (await squeue(prefix)).values()]
+        if leftover:
+            subprocess.run(["scancel", *leftover], capture_output=True)
 
 
 async def _jobs_if(prefix: str, n: int, empty_ok: bool = False):

@@ -31,7 +31,7 @@ from clustermgr_lab.backends.ssh import SSHBackend
 from clustermgr_lab.errors import BackendError
 from clustermgr_lab.spec import parse_spec
 
-from .helpers import alive, call, running_with, tree, wait_for
+from .helpers import alive, call, delete_and_wait, running_with, tree, until, wait_for
 
 MiB = 2**20
 SSHD = "/usr/sbin/sshd"
@@ -156,25 +156,6 @@ def jp_server_config(jp_server_config):
     return jp_server_config
 
 
-async def until(condition, timeout: float, what: str, step: float = 0.1):
-    """Call ``condition()`` until it returns something truthy, and return that."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        await asyncio.sleep(step)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-
-async def delete_and_wait(jp_fetch, cluster_id: str) -> None:
-    await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
-    deadline = time.monotonic() + 60
-    while (await call(jp_fetch, "GET", "clusters", cluster_id))[0] != 404:
-        assert time.monotonic() < deadline, "the cluster was not gone 60 s after DELETE"
-        await asyncio.sleep(0.2)
-
-
 def backend_of(jp_serverapp, cluster_id) -> SSHBackend:
     return jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id).backend
 
@@ -237,10 +218,7 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
                 _, events = await call(jp_fetch, "GET", "clusters", cluster_id, "events")
                 return any(name_before in e["message"] and "replacing" in e["message"] for e in events["events"])
 
-            deadline = time.monotonic() + 30
-            while not await replaced():
-                assert time.monotonic() < deadline, "the killed worker was not noticed"
-                await asyncio.sleep(0.2)
+            await until(replaced, 30, "the killed worker to be noticed", step=0.2)
             await wait_for(jp_fetch, cluster_id, running_with(1), what="a replacement worker", timeout=120)
             assert list(backend_of(jp_serverapp, cluster_id).hosts_of_workers()) != [name_before]
             seen.update(p for n in dask_spec_processes(address).values() for p in tree(n.pid))

@@ -70,6 +70,8 @@ class JobState:
     name: str
     active: bool
     pending_reason: str | None = None  # None once it runs
+    #: no worker runs any more, but the system still lists it while it cleans up (SLURM's COMPLETING)
+    finishing: bool = False
 
 
 class SubmitRefused(BackendError):
@@ -131,8 +133,11 @@ class BatchBackend(Backend):
     job_name_prefix = "clustermgr"
     poll_interval = 2.0
     command_timeout = Float(60.0, config=True, help="Seconds a queueing-system command (submit, cancel, status) may take.")
-    stop_timeout = Float(
-        10.0, config=True, help="Seconds to wait until cancelled jobs are no longer listed, and for the scheduler to stop."
+    stop_timeout = Float(10.0, config=True, help="Seconds the scheduler and other local processes get to stop.")
+    cancel_timeout = Float(
+        60.0,
+        config=True,
+        help="Seconds a scale-down waits for cancelled jobs to leave the queue's listing (SLURM COMPLETING included).",
     )
     scheduler_start_timeout = Float(60.0, config=True, help="Seconds the scheduler gets to write its address.")
     #: LSF's bsub reads the script from stdin
@@ -308,7 +313,7 @@ class BatchBackend(Backend):
         return {name: w for name, w in self._waiting.items() if name in self._jobs}
 
     async def scale_down(self, names: list[str]) -> None:
-        """Cancel the jobs, then wait (up to ``stop_timeout``) until the system no longer lists them."""
+        """Cancel the jobs, then wait (up to ``cancel_timeout``) until the system no longer lists them."""
         names = [n for n in names if n in self._jobs]
         if not names:
             return
@@ -319,15 +324,17 @@ class BatchBackend(Backend):
             code, out, err = await run_command(*cancel, *job_ids, timeout=self.command_timeout)
             if code != 0:
                 log.warning("cluster %s: %s %s: %s", self.cluster_id, cancel[0], " ".join(job_ids), (err or out).strip())
+            # A cancelled job is listed (SLURM: COMPLETING) until the system has killed and cleaned up after
+            # it, up to its kill grace time after the signal: only then is it gone, and its resources free.
             loop = asyncio.get_running_loop()
-            deadline = loop.time() + self.stop_timeout
+            deadline = loop.time() + self.cancel_timeout
             while loop.time() < deadline:
                 jobs = await self.job_states(job_ids)
-                if jobs is not None and not any(j.active for j in jobs.values()):
+                if jobs is not None and not any(j.active or j.finishing for j in jobs.values()):
                     break
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.25)
             else:
-                log.warning("cluster %s: jobs %s still listed %g s after cancelling", self.cluster_id, job_ids, self.stop_timeout)
+                log.warning("cluster %s: jobs %s still listed %g s after cancelling", self.cluster_id, job_ids, self.cancel_timeout)
             for name in names:
                 self._jobs.pop(name, None)
                 self._waiting.pop(name, None)
@@ -427,7 +434,8 @@ class SGEBackend(BatchBackend):
             state = entry.findtext("state", "")
             running = "r" in state or "t" in state
             jobs[entry.findtext("JB_job_number", "")] = JobState(
-                name=entry.findtext("JB_name", ""), active="d" not in state, pending_reason=None if running else state
+                name=entry.findtext("JB_name", ""), active="d" not in state, pending_reason=None if running else state,
+                finishing="d" in state,  # deleted, still listed until the execd has killed it
             )
         return jobs
 

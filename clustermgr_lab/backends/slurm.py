@@ -13,8 +13,10 @@ from .. import options as opt
 from ..spec import WorkerGroup
 from .batch import BATCH_OPTIONS, BatchBackend, JobState, jobqueue_class, run_command
 
-# squeue's default listing holds only these; anything else (or no line at all) means the job ended.
+# A job in one of these states queues or runs; in any other (or with no line at all) its worker has ended.
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "RESIZING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}
+# Listed after the worker ended, while SLURM kills what is left of the job and cleans up (up to KillWait and the epilog).
+LISTED_STATES = {"COMPLETING", "SIGNALING", "STAGE_OUT"}
 
 
 class SlurmBackend(BatchBackend):
@@ -59,7 +61,8 @@ class SlurmBackend(BatchBackend):
         for line in out.splitlines():
             job_id, job_name, state, reason = (line.strip().split("|", 3) + ["", "", ""])[:4]
             waits = (reason if reason not in ("", "None") else "queued") if state == "PENDING" else None
-            jobs[job_id] = JobState(job_name, active=state in ACTIVE_STATES, pending_reason=waits)
+            active = state in ACTIVE_STATES
+            jobs[job_id] = JobState(job_name, active=active, pending_reason=waits, finishing=not active and state in LISTED_STATES)
         return jobs
 
     async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# check-leftovers.sh - a test run leaves nothing behind: fail if anything it started still runs.
+#
+#   ci/check-leftovers.sh snapshot RUN_DIR   at the start of a run: note the network namespaces that exist
+#   ci/check-leftovers.sh check RUN_DIR      at its end: list what the run left behind; exit 1 if anything
+#
+# What "the run started" means, so that other people's processes on a shared machine never count:
+#   - processes whose environment carries CLUSTERMGR_TEST_RUN=<this run's id> (the Makefile exports it;
+#     every Jupyter server, launcher, scheduler, worker, sshd, browser and SLURM job of the run inherits it),
+#     other than this script and the shells that called it;
+#   - the daemons of the services that ci/services.sh started for this run (RUN_DIR/started: slurmctld,
+#     slurmd, slurmstepd; munged; sge_qmaster, sge_execd, sge_shepherd), unless KEEP_SERVICES=1 kept them;
+#   - SLURM jobs whose script lies below RUN_DIR (pytest's --basetemp is RUN_DIR/pytest);
+#   - network namespaces that did not exist at the snapshot.
+# Things that are still stopping get LEFTOVER_GRACE seconds (default 15) to go before they count.
+set -uo pipefail
+
+usage() { echo "usage: $0 snapshot|check RUN_DIR" >&2; exit 2; }
+[ $# = 2 ] || usage
+ACTION=$1 RUN_DIR=$2
+RUN_ID="${CLUSTERMGR_TEST_RUN:-}"
+GRACE="${LEFTOVER_GRACE:-15}"
+DAEMONS_OF_slurm="slurmctld slurmd slurmstepd"
+DAEMONS_OF_munge="munged"
+DAEMONS_OF_gridengine="sge_qmaster sge_execd sge_shepherd"
+ALL_DAEMONS="$DAEMONS_OF_slurm $DAEMONS_OF_munge $DAEMONS_OF_gridengine"
+
+netns() { ip netns list 2>/dev/null | awk '{ print $1 }' | sort; }
+
+parent() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $2 }'; }
+# This script and the shells that called it (they carry the run's id too); subshells of this script are below $$.
+SELF=" "
+pid=$$
+while [ -n "$pid" ] && [ "$pid" != 0 ]; do SELF+="$pid "; pid=$(parent "$pid"); done
+ours_or_caller() {  # ours_or_caller PID: this script, one of its callers, or a process below this script
+  local pid=$1
+  case "$SELF" in *" $pid "*) return 0 ;; esac
+  while [ -n "$pid" ] && [ "$pid" != 0 ] && [ "$pid" != 1 ]; do
+    [ "$pid" = $$ ] && return 0
+    pid=$(parent "$pid")
+  done
+  return 1
+}
+
+describe() { echo "  pid $1 ($(cat "/proc/$1/comm" 2>/dev/null)): $(tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | cut -c1-200)"; }
+
+live() {  # live PID: exists and is not a zombie
+  local st
+  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1) || return 1
+  [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
+leftovers() {  # prints one line per leftover
+  local pid comm name service
+  if [ -n "$RUN_ID" ]; then
+    for dir in /proc/[0-9]*; do
+      pid=${dir#/proc/}
+      { tr '\0' '\n' < "$dir/environ"; } 2>/dev/null | grep -qxF "CLUSTERMGR_TEST_RUN=$RUN_ID" || continue
+      comm=$(cat "$dir/comm" 2>/dev/null) || continue
+      case " $ALL_DAEMONS " in *" $comm "*) continue ;; esac  # counted below, by service
+      live "$pid" && ! ours_or_caller "$pid" && describe "$pid"
+    done
+  fi
+  if [ "${KEEP_SERVICES:-0}" != 1 ] && [ -s "$RUN_DIR/started" ]; then
+    while read -r service; do
+      [ -n "$service" ] || continue
+      eval "names=\$DAEMONS_OF_$service"
+      for name in $names; do
+        for pid in $(pgrep -x "$name"); do
+          live "$pid" && echo "$(describe "$pid") [daemon of $service, which this run started]"
+        done
+      done
+    done < "$RUN_DIR/started"
+  fi
+  if command -v squeue > /dev/null; then
+    timeout 30 squeue -h -o '%i|%j|%T|%o' 2>/dev/null | while IFS='|' read -r id name state command; do
+      case "$command" in "$RUN_DIR"/*) echo "  SLURM job $id ($name, $state): $command" ;; esac
+    done
+  fi
+  if [ -f "$RUN_DIR/netns.before" ]; then
+    comm -13 "$RUN_DIR/netns.before" <(netns) | sed 's/^/  network namespace /'
+  fi
+}
+
+case "$ACTION" in
+  snapshot)
+    mkdir -p "$RUN_DIR"
+    netns > "$RUN_DIR/netns.before"
+    ;;
+  check)
+    [ -n "$RUN_ID" ] || echo "[check-leftovers] CLUSTERMGR_TEST_RUN is not set: processes are not checked" >&2
+    deadline=$((SECONDS + GRACE))
+    while :; do
+      found=$(leftovers)
+      [ -z "$found" ] && { echo "[check-leftovers] nothing left behind"; exit 0; }
+      [ $SECONDS -ge "$deadline" ] && break
+      sleep 0.5
+    done
+    echo "[check-leftovers] the test run left these behind (still there ${GRACE} s after it ended):" >&2
+    echo "$found" >&2
+    exit 1
+    ;;
+  *) usage ;;
+esac

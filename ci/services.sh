@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# services.sh - the services a test run needs (single-node SLURM, single-node Grid Engine): start them,
+# and at the end stop exactly those this run started.
+#
+#   ci/services.sh start RUN_DIR   start what is not running; write the names of those it started to RUN_DIR/started
+#   ci/services.sh stop RUN_DIR    stop the services named in RUN_DIR/started (ci/check-leftovers.sh then checks they are gone)
+#
+# The rule: a run stops only what it started. A developer's SLURM or Grid Engine that was running
+# before `make test` is used and left running; on a fresh machine (CI) both are started and both are
+# stopped at the end, pass or fail (the Makefile calls `stop` from a trap). KEEP_SERVICES=1 keeps even
+# what this run started (e.g. to run `make test` several times without the start-up cost).
+# Needs root for starting and stopping (the Makefile runs it with sudo when not root).
+set -uo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+log() { echo "[services] $*"; }
+usage() { echo "usage: $0 start|stop RUN_DIR" >&2; exit 2; }
+[ $# = 2 ] || usage
+ACTION=$1 RUN_DIR=$2
+STARTED="$RUN_DIR/started"
+mkdir -p "$RUN_DIR"
+touch "$STARTED"
+
+slurm_up() {
+  local state="${SLURM_CI_STATE:-/tmp/slurm-ci}" pid
+  pid=$(cat "$state/slurmctld.pid" 2>/dev/null) && [ -n "$pid" ] && [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = slurmctld ]
+}
+gridengine_up() { pgrep -x sge_qmaster > /dev/null || pgrep -x sge_execd > /dev/null; }
+
+case "$ACTION" in
+  start)
+    set -e
+    if slurm_up; then log "SLURM was running: used, and left running"; else echo slurm >> "$STARTED"; fi
+    if ! { munge -n 2>/dev/null | unmunge > /dev/null 2>&1; }; then echo munge >> "$STARTED"; fi  # start-slurm.sh starts it
+    # Recorded before starting: a start that fails half-way is still stopped at the end.
+    bash "$HERE/slurm/start-slurm.sh"
+    if gridengine_up; then log "Grid Engine was running: used, and left running"; else echo gridengine >> "$STARTED"; fi
+    bash "$HERE/gridengine/start-gridengine.sh"
+    ;;
+  stop)
+    if [ "${KEEP_SERVICES:-0}" = 1 ]; then
+      [ -s "$STARTED" ] && log "KEEP_SERVICES=1: leaving running what this run started: $(tr '\n' ' ' < "$STARTED")"
+      exit 0
+    fi
+    status=0
+    if grep -qx gridengine "$STARTED"; then bash "$HERE/gridengine/stop-gridengine.sh" || status=1; fi
+    if grep -qx slurm "$STARTED"; then bash "$HERE/slurm/stop-slurm.sh" || status=1; fi
+    exit $status
+    ;;
+  *) usage ;;
+esac
