@@ -13,7 +13,10 @@ import pytest
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
 SHIPPED_CONFIG = Path(__file__).parent / "jupyter-config" / "server-config"
-JUPYTER_SERVER_PROXY_CONFIG = ("jupyter-server-proxy.json", {"ServerApp": {"jpserver_extensions": {"jupyter_server_proxy": True}}})
+JUPYTER_SERVER_PROXY_CONFIG = (
+    "jupyter-server-proxy.json",
+    {"ServerApp": {"jpserver_extensions": {"jupyter_server_proxy": True}}},
+)
 
 
 def shipped_config() -> dict:

@@ -31,8 +31,9 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psutil
 import requests
@@ -55,7 +56,13 @@ LABEXT_FACTORY = {  # the same workers as clustermgr's and LocalCluster's side: 
 
 def row(name: str, value: float, unit: str, target: float | None = None, note: str = "") -> dict[str, Any]:
     """One result: ``pass`` is ``value <= target`` (every target is an upper bound), None without a target."""
-    result = {"name": name, "value": round(value, 4), "unit": unit, "target": target, "pass": None if target is None else value <= target}
+    result = {
+        "name": name,
+        "value": round(value, 4),
+        "unit": unit,
+        "target": target,
+        "pass": None if target is None else value <= target,
+    }
     if note:
         result["note"] = note
     return result
@@ -65,7 +72,9 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def ratio_rows(label: str, ours: list[float], theirs: list[float], other: str, target: float | None, unit: str = "s") -> list[dict]:
+def ratio_rows(
+    label: str, ours: list[float], theirs: list[float], other: str, target: float | None, unit: str = "s"
+) -> list[dict]:
     scale = 1000 if unit == "ms" else 1
     return [
         row(f"{label}: clustermgr", median(ours) * scale, unit),
@@ -82,7 +91,11 @@ def start_clustermgr(tmp: Path, max_clusters: int) -> tuple[Server, Stream]:
         tmp / "clustermgr-server",
         config={
             "ServerApp": {"jpserver_extensions": {"clustermgr_lab": True, "jupyter_server_proxy": False}},
-            "ClusterManager": {"workdir": str(tmp / "clustermgr"), "max_clusters": max_clusters + 5, "on_shutdown": "stop"},
+            "ClusterManager": {
+                "workdir": str(tmp / "clustermgr"),
+                "max_clusters": max_clusters + 5,
+                "on_shutdown": "stop",
+            },
             "WarmLauncher": {"idle_timeout": 1.0},  # gone soon after the server: the leftover check waits 10 s
         },
     )
@@ -94,7 +107,9 @@ def start_clustermgr(tmp: Path, max_clusters: int) -> tuple[Server, Stream]:
 def start_labextension(tmp: Path, python: str) -> Server:
     folder = tmp / "labext-server"
     (folder / "dask-config").mkdir(parents=True, exist_ok=True)
-    (folder / "dask-config" / "labextension.json").write_text(json.dumps({"labextension": {"factory": {"kwargs": LABEXT_FACTORY}}}))
+    (folder / "dask-config" / "labextension.json").write_text(
+        json.dumps({"labextension": {"factory": {"kwargs": LABEXT_FACTORY}}})
+    )
     server = Server(
         folder,
         python=python,
@@ -324,7 +339,9 @@ def push_p99(server: Server, subscribers: int, changes: int, cid: str) -> float:
             t0 = now()
             server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"name": name}, expect=200)
             for s, m in zip(streams, marks):
-                t, _, _ = s.wait(lambda msg: (msg.get("cluster") or {}).get("name") == name, m, what="rename pushed")
+                t, _, _ = s.wait(
+                    lambda msg, name=name: (msg.get("cluster") or {}).get("name") == name, m, what="rename pushed"
+                )
                 delays.append(t - t0)
             time.sleep(0.02)
     finally:
@@ -347,7 +364,12 @@ def adaptive_first_decision(server: Server, stream: Stream, interval: float) -> 
         {"spec": base.spec(0), "adapt": {"minimum": 0, "maximum": 4, "interval": interval}}, expect=202,
     )  # fmt: skip
     cid = cluster["id"]
-    _, message, _ = stream.wait(lambda msg: (msg.get("cluster") or {}).get("id") == cid and msg["cluster"]["status"] == "running", m, what="running", cluster_id=cid)
+    _, message, _ = stream.wait(
+        lambda msg: (msg.get("cluster") or {}).get("id") == cid and msg["cluster"]["status"] == "running",
+        m,
+        what="running",
+        cluster_id=cid,
+    )
     client = Client(message["cluster"]["scheduler_address"], set_as_default=False, timeout=30)
     try:
         m = stream.mark()
@@ -356,7 +378,11 @@ def adaptive_first_decision(server: Server, stream: Stream, interval: float) -> 
 
         def decided(msg: dict) -> bool:
             last = (msg.get("cluster") or {}).get("last_decision") or {}
-            return msg.get("cluster", {}).get("id") == cid and last.get("source") == "adaptive" and (last.get("after") or 0) > 0
+            return (
+                msg.get("cluster", {}).get("id") == cid
+                and last.get("source") == "adaptive"
+                and (last.get("after") or 0) > 0
+            )
 
         t1, _, _ = stream.wait(decided, m, what="an adaptive decision", cluster_id=cid)
         del futures
@@ -406,27 +432,59 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
             sides.append(("dask-labextension", lambda: lab_lifecycle(lab)))
         results: dict[str, list[dict]] = {name: [] for name, _ in sides}
         for rep in range(args.repeat):
-            order = sides[rep % len(sides):] + sides[: rep % len(sides)]
+            order = sides[rep % len(sides) :] + sides[: rep % len(sides)]
             for name, flow in order:
                 results[name].append(flow())
-                log(f"rep {rep + 1}/{args.repeat} {name}: {', '.join(f'{k} {base.fmt_time(v)}' for k, v in results[name][-1].items())}")
+                log(
+                    f"rep {rep + 1}/{args.repeat} {name}: {', '.join(f'{k} {base.fmt_time(v)}' for k, v in results[name][-1].items())}"
+                )
 
         def col(side: str, key: str) -> list[float]:
             return [r[key] for r in results.get(side, []) if key in r]
 
-        rows += ratio_rows("create -> 2 workers running", col("clustermgr", "create"), col("LocalCluster", "create"), "LocalCluster", 0.5)
-        rows += ratio_rows("scale 2 -> 4 workers", col("clustermgr", "scale_2_4"), col("LocalCluster", "scale_2_4"), "LocalCluster", 0.5)
+        rows += ratio_rows(
+            "create -> 2 workers running",
+            col("clustermgr", "create"),
+            col("LocalCluster", "create"),
+            "LocalCluster",
+            0.5,
+        )
+        rows += ratio_rows(
+            "scale 2 -> 4 workers",
+            col("clustermgr", "scale_2_4"),
+            col("LocalCluster", "scale_2_4"),
+            "LocalCluster",
+            0.5,
+        )
         rows += ratio_rows("delete", col("clustermgr", "delete"), col("LocalCluster", "delete"), "LocalCluster", 1.0)
         if lab:
             other = "dask-labextension"
-            rows += ratio_rows("side by side: create -> 2 workers running", col("clustermgr", "create"), col(other, "create"), other, 1.0)
-            rows += ratio_rows("side by side: scale 0 -> 4 workers", col("clustermgr", "scale_0_4"), col(other, "scale_0_4"), other, 1.0)
+            rows += ratio_rows(
+                "side by side: create -> 2 workers running",
+                col("clustermgr", "create"),
+                col(other, "create"),
+                other,
+                1.0,
+            )
+            rows += ratio_rows(
+                "side by side: scale 0 -> 4 workers",
+                col("clustermgr", "scale_0_4"),
+                col(other, "scale_0_4"),
+                other,
+                1.0,
+            )
             rows += ratio_rows(
                 "side by side: GET api/status p99 during create",
                 col("clustermgr", "status_p99_during_create"), col(other, "status_p99_during_create"), other, 1.0, unit="ms",
             )  # fmt: skip
         else:
-            rows.append(row("GET api/status p99 during create: clustermgr", median(col("clustermgr", "status_p99_during_create")) * 1000, "ms"))
+            rows.append(
+                row(
+                    "GET api/status p99 during create: clustermgr",
+                    median(col("clustermgr", "status_p99_during_create")) * 1000,
+                    "ms",
+                )
+            )
 
         # list latency and server memory with 1/5/20 clusters of 0 workers on each side (interleaved GETs)
         rss0 = settle_rss(cm_server)
@@ -453,11 +511,22 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
             lab_per_cluster = (settle_rss(lab) - lab_rss0) / n / MiB
             rows += [
                 row(f"side by side: server RSS per cluster ({n} clusters): clustermgr", per_cluster, "MiB"),
-                row(f"side by side: server RSS per cluster ({n} clusters): dask-labextension (scheduler inside)", lab_per_cluster, "MiB"),
-                row("side by side: server RSS per cluster: ratio clustermgr / dask-labextension", per_cluster / lab_per_cluster, "x", 1.0),
+                row(
+                    f"side by side: server RSS per cluster ({n} clusters): dask-labextension (scheduler inside)",
+                    lab_per_cluster,
+                    "MiB",
+                ),
+                row(
+                    "side by side: server RSS per cluster: ratio clustermgr / dask-labextension",
+                    per_cluster / lab_per_cluster,
+                    "x",
+                    1.0,
+                ),
             ]
         schedulers_uss = uss_of_descendants(launcher.pid) / len(ours) / MiB
-        rows.append(row("clustermgr memory per cluster outside the server (its scheduler process, USS)", schedulers_uss, "MiB"))
+        rows.append(
+            row("clustermgr memory per cluster outside the server (its scheduler process, USS)", schedulers_uss, "MiB")
+        )
 
         # delay until a change reaches a UI client: clustermgr's stream vs dask-labextension's 5 s poll
         change_cid = ours[0]
@@ -470,18 +539,44 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
                     maximum = 10 + i
                     m = stream.mark()
                     t0 = now()
-                    cm_server.call("PATCH", f"clustermgr/api/clusters/{change_cid}", {"adapt": {"minimum": 0, "maximum": maximum}}, expect=200)
-                    t1, _, _ = stream.wait(lambda msg: any(g["maximum"] == maximum for g in ((msg.get("cluster") or {}).get("adapt") or {}).get("groups", [])), m, what="adapt pushed")
+                    cm_server.call(
+                        "PATCH",
+                        f"clustermgr/api/clusters/{change_cid}",
+                        {"adapt": {"minimum": 0, "maximum": maximum}},
+                        expect=200,
+                    )
+                    t1, _, _ = stream.wait(
+                        lambda msg, maximum=maximum: any(
+                            g["maximum"] == maximum
+                            for g in ((msg.get("cluster") or {}).get("adapt") or {}).get("groups", [])
+                        ),
+                        m,
+                        what="adapt pushed",
+                    )
                     ui_ours.append(t1 - t0)
                     cm_server.call("PATCH", f"clustermgr/api/clusters/{change_cid}", {"adapt": None}, expect=200)
                     time.sleep(random.uniform(0, UI_POLL_INTERVAL))  # the change lands anywhere in the UI's poll cycle
                     t0 = now()
-                    lab.call("PATCH", f"dask/clusters/{lab_cid}", {"adapt": {"minimum": 0, "maximum": maximum}}, expect=200)
-                    t1 = poller.wait(lambda data: any((c.get("adapt") or {}).get("maximum") == maximum for c in data), t0)
+                    lab.call(
+                        "PATCH", f"dask/clusters/{lab_cid}", {"adapt": {"minimum": 0, "maximum": maximum}}, expect=200
+                    )
+                    t1 = poller.wait(
+                        lambda data, maximum=maximum: any(
+                            (c.get("adapt") or {}).get("maximum") == maximum for c in data
+                        ),
+                        t0,
+                    )
                     ui_theirs.append(t1 - t0)
             finally:
                 poller.close()
-            rows += ratio_rows("side by side: change -> UI client (push vs its 5 s poll)", ui_ours, ui_theirs, "dask-labextension", 1.0, unit="ms")
+            rows += ratio_rows(
+                "side by side: change -> UI client (push vs its 5 s poll)",
+                ui_ours,
+                ui_theirs,
+                "dask-labextension",
+                1.0,
+                unit="ms",
+            )
         for cid in theirs:
             lab_delete(lab, cid)
 
@@ -494,12 +589,21 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
         p99 = percentile(found, 99)
         note = f"p50 {percentile(found, 50) * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
         rows.append(row(f"GET list p99 at {many} clusters (0 workers each)", p99 * 1000, "ms", 20, note=note))
-        rows.append(row(f"server RSS per cluster ({many} clusters)", (settle_rss(cm_server) - rss0) / many / MiB, "MiB", 1.0))
+        rows.append(
+            row(f"server RSS per cluster ({many} clusters)", (settle_rss(cm_server) - rss0) / many / MiB, "MiB", 1.0)
+        )
         server_cpu, schedulers_cpu = idle_cpu([cm_server.process.pid], [p.pid for p in launcher.children()])
         rows.append(row(f"server CPU while idle with {many} clusters", server_cpu * 100, "% of a core"))
         rows.append(row(f"CPU of their {many} idle scheduler processes", schedulers_cpu * 100, "% of a core"))
         base.delete_clusters(cm_server, stream, ours)
-        rows.append(row("adaptive: first decision after a burst (1 s interval)", adaptive_first_decision(cm_server, stream, 1.0), "intervals", 2))
+        rows.append(
+            row(
+                "adaptive: first decision after a burst (1 s interval)",
+                adaptive_first_decision(cm_server, stream, 1.0),
+                "intervals",
+                2,
+            )
+        )
     finally:
         stream.close()
         cm_server.stop()
@@ -552,8 +656,12 @@ def chart(rows: list[dict], path: Path, title: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="lifecycle repetitions per side (default 3)")
-    parser.add_argument("--smoke", action="store_true", help="small and quick (< 60 s): 1 repetition, 10 clusters, 5 subscribers")
-    parser.add_argument("--labext-python", help="the Python of a venv with dask-labextension: adds the side-by-side rows")
+    parser.add_argument(
+        "--smoke", action="store_true", help="small and quick (< 60 s): 1 repetition, 10 clusters, 5 subscribers"
+    )
+    parser.add_argument(
+        "--labext-python", help="the Python of a venv with dask-labextension: adds the side-by-side rows"
+    )
     parser.add_argument("--out", type=Path, help="rows JSON (default benchmarks/results/<date>.json)")
     parser.add_argument("--chart", type=Path, help="PNG chart (default next to --out; needs matplotlib)")
     parser.add_argument("--no-chart", action="store_true", help="write no chart")
@@ -601,7 +709,10 @@ def main() -> int:
         print(f"- chart: {png}")
     print(f"- rows: {out}; no process of this run is left")
     missed = [r["name"] for r in rows if r["pass"] is False]
-    print(f"- {len(missed)} of {sum(r['pass'] is not None for r in rows)} targets missed" + (f": {missed}" if missed else ""))
+    print(
+        f"- {len(missed)} of {sum(r['pass'] is not None for r in rows)} targets missed"
+        + (f": {missed}" if missed else "")
+    )
     return 0
 
 

@@ -21,8 +21,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psutil
 import requests
@@ -168,7 +169,9 @@ class Server:
             if self._wait_ready():
                 return
             if self.process.poll() is None:
-                raise BenchError(f"the Jupyter server did not answer within 120 s; log: {self.log_path}\n{self.log_tail()}")
+                raise BenchError(
+                    f"the Jupyter server did not answer within 120 s; log: {self.log_path}\n{self.log_tail()}"
+                )
             log(f"server exited with {self.process.returncode} (attempt {attempt + 1}); retrying on another port")
         raise BenchError(f"the Jupyter server did not start; log: {self.log_path}\n{self.log_tail()}")
 
@@ -206,10 +209,8 @@ class Server:
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return
-        try:  # graceful: runs the extension's stop_extension (close_all)
+        with contextlib.suppress(requests.RequestException):  # graceful: runs the extension's stop_extension
             self.session.post(self.base + "api/shutdown", timeout=60)
-        except requests.RequestException:
-            pass
         for sig, wait in ((None, 60), (signal.SIGTERM, 20), (signal.SIGKILL, 10)):
             if sig is not None:
                 log(f"server still running; sending {sig.name}")
@@ -267,7 +268,12 @@ class Stream:
             return len(self.messages)
 
     def wait(
-        self, predicate: Callable[[dict], bool], start: int, timeout: float = TIMEOUT, what: str = "", cluster_id: str | None = None
+        self,
+        predicate: Callable[[dict], bool],
+        start: int,
+        timeout: float = TIMEOUT,
+        what: str = "",
+        cluster_id: str | None = None,
     ) -> tuple[float, dict, int]:
         """First message at index >= start matching; returns (arrival time, message, index).
 
@@ -334,7 +340,9 @@ def spec(workers: int) -> dict:
     return {"groups": [{"name": "default", "count": workers, "threads": 1, "memory": MEMORY}]}
 
 
-def create_clusters(server: Server, stream: Stream, count: int, workers: int, attempts: int = 3) -> list[dict[str, Any]]:
+def create_clusters(
+    server: Server, stream: Stream, count: int, workers: int, attempts: int = 3
+) -> list[dict[str, Any]]:
     """POST ``count`` clusters at once and wait until each runs ``workers`` workers.
 
     A cluster that turns ``failed`` is recorded in FAILURES, deleted and created again (so a flaky
@@ -454,7 +462,7 @@ class StatusPoller:
             self.latencies.append(now() - t0)
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "StatusPoller":
+    def __enter__(self) -> StatusPoller:
         self._thread.start()
         return self
 
@@ -501,5 +509,3 @@ def fmt_time(seconds: float) -> str:
     if abs(seconds) >= 1:
         return f"{seconds:.2f} s"
     return f"{seconds * 1000:.1f} ms"
-
-

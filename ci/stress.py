@@ -39,10 +39,21 @@ for hog in hogs:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=int(os.environ.get("STRESS_RUNS", 3)), help="runs of each suite (default 3)")
-    parser.add_argument("--cpus", type=int, default=int(os.environ.get("STRESS_CPUS", 4)), help="busy CPU workers of the load (default 4)")
-    parser.add_argument("--suites", default=os.environ.get("STRESS_SUITES", "pytest,galata"), help="comma-separated: pytest, galata")
-    parser.add_argument("--pytest-args", default=os.environ.get("STRESS_PYTEST_ARGS", PYTEST_ARGS), help=f"default: {PYTEST_ARGS!r}")
+    parser.add_argument(
+        "--runs", type=int, default=int(os.environ.get("STRESS_RUNS", 3)), help="runs of each suite (default 3)"
+    )
+    parser.add_argument(
+        "--cpus",
+        type=int,
+        default=int(os.environ.get("STRESS_CPUS", 4)),
+        help="busy CPU workers of the load (default 4)",
+    )
+    parser.add_argument(
+        "--suites", default=os.environ.get("STRESS_SUITES", "pytest,galata"), help="comma-separated: pytest, galata"
+    )
+    parser.add_argument(
+        "--pytest-args", default=os.environ.get("STRESS_PYTEST_ARGS", PYTEST_ARGS), help=f"default: {PYTEST_ARGS!r}"
+    )
     parser.add_argument("--out", type=Path, default=None, help="folder for reports (default: a new one under /tmp)")
     args = parser.parse_args(argv)
     unknown = set(args.suites.split(",")) - {"pytest", "galata"}
@@ -61,7 +72,7 @@ class Load:
         self._stop = threading.Event()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
 
-    def start(self) -> "Load":
+    def start(self) -> Load:
         if self.cpus:
             if subprocess.run(["sh", "-c", "command -v stress-ng"], capture_output=True).returncode == 0:
                 command = ["stress-ng", "--cpu", str(self.cpus), "--timeout", "6h", "--quiet"]
@@ -103,21 +114,37 @@ def failures_in(junit: Path) -> list[str]:
     return failed
 
 
-def run_suite(suite: str, run: int, out: Path, args: argparse.Namespace, env: dict[str, str]) -> tuple[list[str], float]:
+def run_suite(
+    suite: str, run: int, out: Path, args: argparse.Namespace, env: dict[str, str]
+) -> tuple[list[str], float]:
     """Run one suite once; return its failed tests (or the suite itself when it gave no report) and its wall time."""
     junit = out / f"{suite}-{run}.xml"
     log = out / f"{suite}-{run}.log"
     if suite == "pytest":
-        command = [sys.executable, "-m", "pytest", *shlex.split(args.pytest_args), f"--junitxml={junit}", f"--basetemp={out / f'pytest-{run}'}"]
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            *shlex.split(args.pytest_args),
+            f"--junitxml={junit}",
+            f"--basetemp={out / f'pytest-{run}'}",
+        ]
         cwd = REPO
     else:
         command = ["jlpm", "playwright", "test", "--reporter=line,junit"]
         cwd = REPO / "ui-tests"
-        env = {**env, "CI": "1", "PLAYWRIGHT_JUNIT_OUTPUT_NAME": str(junit), "CHROMIUM_PATH": os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")}
+        env = {
+            **env,
+            "CI": "1",
+            "PLAYWRIGHT_JUNIT_OUTPUT_NAME": str(junit),
+            "CHROMIUM_PATH": os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"),
+        }
     started = time.monotonic()
     print(f"[stress] run {run}/{args.runs}: {suite} (log: {log})", flush=True)
     with open(log, "wb") as log_file:
-        code = subprocess.run(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT).returncode
+        code = subprocess.run(
+            command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT
+        ).returncode
     elapsed = time.monotonic() - started
     failed = failures_in(junit) if junit.exists() else []
     if code != 0 and not failed:

@@ -9,8 +9,9 @@ the same scale routine as a manual scale. The policy is pluggable
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from dask.utils import format_bytes
 
@@ -197,7 +198,7 @@ class Load:
     busy: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Load":
+    def from_dict(cls, data: Mapping[str, Any]) -> Load:
         return cls(
             cores_wanted=int(data.get("cores_wanted", 0)),
             ready=int(data.get("ready", 0)),
@@ -252,7 +253,11 @@ class AdaptivePolicy:
             plan = group.count
             if want > plan:
                 self._low_streak[group.name] = 0
-                reason = reasons[group.name] if desired[group.name] > plan else f"adaptive minimum is {counted(low, 'worker')}"
+                reason = (
+                    reasons[group.name]
+                    if desired[group.name] > plan
+                    else f"adaptive minimum is {counted(low, 'worker')}"
+                )
                 proposals.append(Proposal(group.name, plan, want, reason))
             elif want < plan:
                 if plan > high:
@@ -291,7 +296,8 @@ class AdaptivePolicy:
             cores_left = max(0, cores_left - want * group.threads)
             desired[group.name] = want
             reasons[group.name] = (
-                "stored data fills over 60% of worker memory" if load.memory_pressure and want
+                "stored data fills over 60% of worker memory"
+                if load.memory_pressure and want
                 else f"{counted(load.ready, 'task')} queued, {duration}"
             )
         # Work restricted to a resource grows the groups that provide it.
@@ -331,6 +337,8 @@ class GradualPolicy(AdaptivePolicy):
         for proposal in proposals:
             if proposal.after > proposal.before + self.max_step:
                 after = proposal.before + self.max_step
-                proposal = replace(proposal, after=after, reason=f"{proposal.reason} (growing by {self.max_step} per interval)")
+                proposal = replace(
+                    proposal, after=after, reason=f"{proposal.reason} (growing by {self.max_step} per interval)"
+                )
             stepped.append(proposal)
         return stepped, notes

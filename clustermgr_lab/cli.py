@@ -6,7 +6,8 @@ import argparse
 import datetime
 import json
 import sys
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from dask.utils import format_bytes
 
@@ -45,7 +46,9 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """
     rows = [[str(cell) for cell in row] for row in rows]
     widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [headers, *rows])
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [headers, *rows]
+    )
 
 
 def adapt_range(minimum: Any, maximum: Any, unit: str) -> str:
@@ -76,7 +79,11 @@ def label(cluster: Mapping[str, Any]) -> str:
 def cluster_summary(cluster: Mapping[str, Any]) -> str:
     """One line: status, workers connected of requested, and what they add up to."""
     workers, resources = cluster["workers"], cluster["resources"]
-    count = f"{workers['running']} external" if cluster["backend"] == "external" else f"{workers['running']}/{workers['requested']}"
+    count = (
+        f"{workers['running']} external"
+        if cluster["backend"] == "external"
+        else f"{workers['running']}/{workers['requested']}"
+    )
     line = (
         f"{label(cluster)} {cluster['status']}: {count} workers, "
         f"{resources['cores']} cores, {format_bytes(resources['memory'])}"
@@ -300,7 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--wait", action="store_true", help="return once every worker has connected")
     create.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default: 120)")
 
-    attach = command("attach", cmd_attach, "list a running cluster started elsewhere (never scaled; delete detaches it)")
+    attach = command(
+        "attach", cmd_attach, "list a running cluster started elsewhere (never scaled; delete detaches it)"
+    )
     attach.add_argument("address", help="its scheduler's address, tcp://host:port")
     attach.add_argument("--name", help="the name to list it under (default: Attached host:port)")
     attach.add_argument("--wait", action="store_true", help="return once its scheduler has been reached")

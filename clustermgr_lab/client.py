@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import requests
@@ -145,7 +146,8 @@ def discover(timeout: float = 5.0) -> tuple[str, str]:
         tried.append(f"{url} (HTTP {response.status_code})")
     where = f"; tried {', '.join(tried)}" if tried else ""
     raise ServerNotFoundError(
-        "found no running Jupyter server with the clustermgr extension" + where
+        "found no running Jupyter server with the clustermgr extension"
+        + where
         + "; give its URL and token (--url/--token, or JUPYTER_URL/JUPYTER_TOKEN)"
     )
 
@@ -163,7 +165,9 @@ def _api_error(status: int, text: str) -> ClusterManagerAPIError:
         body = json.loads(text)
         return ClusterManagerAPIError(status, body["code"], body["message"], body.get("field"))
     except (ValueError, KeyError, TypeError):
-        return ClusterManagerAPIError(status, HTTP_CODES.get(status, "http_error"), f"HTTP {status}: {text[:200].strip()}")
+        return ClusterManagerAPIError(
+            status, HTTP_CODES.get(status, "http_error"), f"HTTP {status}: {text[:200].strip()}"
+        )
 
 
 class ClusterManagerClient:
@@ -208,7 +212,10 @@ class ClusterManagerClient:
         url = self.url + API + path
         try:
             response = self._session.request(
-                method, url, data=None if body is None else json.dumps(body), timeout=self.timeout,
+                method,
+                url,
+                data=None if body is None else json.dumps(body),
+                timeout=self.timeout,
                 headers={"Content-Type": "application/json"} if body is not None else None,
             )
         except requests.RequestException as exc:
@@ -246,7 +253,9 @@ class ClusterManagerClient:
         named = [c for c in clusters if c["name"] == name_or_id]
         if len(named) > 1:
             ids = ", ".join(c["id"] for c in named)
-            raise ClusterManagerAPIError(None, "ambiguous", f"several clusters are named {name_or_id!r} ({ids}); use an id")
+            raise ClusterManagerAPIError(
+                None, "ambiguous", f"several clusters are named {name_or_id!r} ({ids}); use an id"
+            )
         if not named:
             raise ClusterManagerAPIError(404, "not_found", f"no cluster with id or name {name_or_id!r}")
         return named[0]
@@ -305,7 +314,9 @@ class ClusterManagerClient:
         cluster = self._request("POST", "clusters", body)
         return self.wait(cluster["id"], "running", timeout) if wait else cluster
 
-    def attach(self, address: str, name: str | None = None, *, wait: bool = False, timeout: float = 60.0) -> dict[str, Any]:
+    def attach(
+        self, address: str, name: str | None = None, *, wait: bool = False, timeout: float = 60.0
+    ) -> dict[str, Any]:
         """List a running cluster started elsewhere (backend ``external``), by its scheduler's address.
 
         The server reads its workers, cores and memory from the scheduler and proxies its dashboard;
@@ -516,7 +527,9 @@ class ClusterManagerClient:
             # A script has no origin; the server refuses foreign ones.
             return websocket.create_connection(url, header=header, suppress_origin=True, timeout=self.timeout)
         except websocket.WebSocketBadStatusException as exc:
-            body = exc.resp_body.decode(errors="replace") if isinstance(exc.resp_body, bytes) else str(exc.resp_body or "")
+            body = (
+                exc.resp_body.decode(errors="replace") if isinstance(exc.resp_body, bytes) else str(exc.resp_body or "")
+            )
             raise _api_error(exc.status_code, body) from None
         except (OSError, websocket.WebSocketException) as exc:
             raise ServerNotFoundError(f"cannot open the stream at {url}: {exc}") from None
@@ -527,7 +540,9 @@ class ClusterManagerClient:
         try:
             text = connection.recv()
             if not text:  # a close frame: the server stopped, or let go of a reader that fell too far behind
-                raise websocket.WebSocketConnectionClosedException("closed by the server; reconnect for a fresh snapshot")
+                raise websocket.WebSocketConnectionClosedException(
+                    "closed by the server; reconnect for a fresh snapshot"
+                )
             return json.loads(text)
         except websocket.WebSocketTimeoutException:
             raise WaitTimeout(f"no message on the stream within {timeout:g} s") from None
@@ -542,7 +557,7 @@ def get_client(
     token: str | None = None,
     timeout: float = 120.0,
     **client_kwargs: Any,
-) -> "distributed.Client":
+) -> distributed.Client:
     """A ``distributed.Client`` for a managed cluster, by name or id: the notebook's one call.
 
     Inside a kernel started by the Jupyter server, the server is found on its own (see

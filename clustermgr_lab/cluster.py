@@ -13,11 +13,12 @@ import asyncio
 import datetime
 import itertools
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from . import record as cluster_record
-from .adaptive import AdaptivePolicy, AdaptRange, AdaptSettings, AdaptOff
+from .adaptive import AdaptivePolicy, AdaptOff, AdaptRange, AdaptSettings
 from .adaptive_controller import AdaptiveController, Policy
 from .backends.base import SCHEDULER_PROCESS, Backend, BackendContext, SchedulerEndpoint
 from .errors import Conflict
@@ -79,7 +80,7 @@ class ManagedCluster:
         template: str,
         backend: Callable[[BackendContext], Backend],
         spec: WorkerSpec,
-        on_change: Callable[["ManagedCluster"], None],
+        on_change: Callable[[ManagedCluster], None],
         max_workers: int,
         context: BackendContext,
         policy_class: Callable[[AdaptSettings], Policy] = AdaptivePolicy,
@@ -235,25 +236,27 @@ class ManagedCluster:
             for name, process in processes.items()
             if name not in self._workers and name != SCHEDULER_PROCESS
         ]
-        return cluster_record.build({
-            "id": self.id,
-            "name": self.name,
-            "template": self.template,
-            "backend": self.backend.name,
-            "status": self.lifecycle,
-            "error": self.error,
-            "spec": self.spec.to_dict(),
-            "adapt": self.adapt.to_dict() if self.adapt else None,
-            "idle_timeout": self.idle_timeout,
-            "options": dict(self.options),
-            "scheduler_address": self.endpoint.address if self.endpoint else None,
-            "scheduler_id": self.endpoint.scheduler_id if self.endpoint else None,
-            "dashboard_address": self.endpoint.dashboard_address if self.endpoint else None,
-            "workdir": str(self.backend.workdir),
-            "created": self.created.isoformat(),
-            "backend_state": {SCHEDULER_PROCESS: processes.get(SCHEDULER_PROCESS)},
-            "workers": workers,
-        })
+        return cluster_record.build(
+            {
+                "id": self.id,
+                "name": self.name,
+                "template": self.template,
+                "backend": self.backend.name,
+                "status": self.lifecycle,
+                "error": self.error,
+                "spec": self.spec.to_dict(),
+                "adapt": self.adapt.to_dict() if self.adapt else None,
+                "idle_timeout": self.idle_timeout,
+                "options": dict(self.options),
+                "scheduler_address": self.endpoint.address if self.endpoint else None,
+                "scheduler_id": self.endpoint.scheduler_id if self.endpoint else None,
+                "dashboard_address": self.endpoint.dashboard_address if self.endpoint else None,
+                "workdir": str(self.backend.workdir),
+                "created": self.created.isoformat(),
+                "backend_state": {SCHEDULER_PROCESS: processes.get(SCHEDULER_PROCESS)},
+                "workers": workers,
+            }
+        )
 
     def restore(self, record: Mapping[str, Any]) -> None:
         """Take the state of a stored cluster (before :meth:`readopt`); nothing is started or stopped."""

@@ -54,7 +54,9 @@ class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
         if prepared is not None:
             await prepared
         if not self.current_user:
-            raise web.HTTPError(403, "not authenticated: open the dashboard from a logged-in JupyterLab, or send the token")
+            raise web.HTTPError(
+                403, "not authenticated: open the dashboard from a logged-in JupyterLab, or send the token"
+            )
         upgrade = self.request.headers.get("Upgrade", "").lower() == "websocket"
         await self.authorize_read((self.request.headers.get("Origin") or None) if upgrade else None)
         # 404 / 503 before a WebSocket is upgraded (Bokeh reconnecting to a cluster that is gone gets a plain 404)
@@ -88,7 +90,9 @@ class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
         prefix = url_path_join(self.base_url, "clustermgr", "dashboard", self.path_kwargs.get("cluster_id", ""))
         upstream = getattr(self, "_upstream", None)
         if parsed.netloc and upstream and parsed.netloc == upstream:  # the dashboard's own absolute URL: keep it here
-            self.set_header("Location", url_path_join(prefix, parsed.path or "/") + (f"?{parsed.query}" if parsed.query else ""))
+            self.set_header(
+                "Location", url_path_join(prefix, parsed.path or "/") + (f"?{parsed.query}" if parsed.query else "")
+            )
         elif parsed.scheme or parsed.netloc or location.strip().startswith(("//", "\\", "/\\")):
             self.log.info("dashboard proxy: dropped an off-site redirect to %r", location[:200])
             self.clear_header("Location")
@@ -100,7 +104,11 @@ class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
         return headers
 
     def proxy_request_options(self):
-        return {**super().proxy_request_options(), "connect_timeout": self.connect_timeout, "request_timeout": self.request_timeout}
+        return {
+            **super().proxy_request_options(),
+            "connect_timeout": self.connect_timeout,
+            "request_timeout": self.request_timeout,
+        }
 
     @web.authenticated  # prepare() refuses the unauthenticated already; this marks the verb for jupyter_server too
     async def get(self, cluster_id: str, proxied_path: str = ""):

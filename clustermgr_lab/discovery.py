@@ -177,7 +177,10 @@ class ClusterDiscovery(LoggingConfigurable):
         names = sorted(entry.name for entry in os.scandir(self.folder) if entry.name.endswith(".json"))
         if len(names) > MAX_EXAMINED and not self._reported_excess:
             self.log.warning(
-                "clustermgr: %d announcement files in %s; reading the first %d only", len(names), self.folder, MAX_EXAMINED
+                "clustermgr: %d announcement files in %s; reading the first %d only",
+                len(names),
+                self.folder,
+                MAX_EXAMINED,
             )
         self._reported_excess = len(names) > MAX_EXAMINED
         allowed = local_addresses()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import collections
 import datetime
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 
 def utcnow() -> datetime.datetime:
@@ -36,7 +37,7 @@ class Event:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Event":
+    def from_dict(cls, data: dict[str, Any]) -> Event:
         return cls(**{**data, "time": datetime.datetime.fromisoformat(data["time"])})
 
 

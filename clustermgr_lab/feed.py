@@ -16,7 +16,9 @@ from .web_base import JSONErrorMixin, ManagerMixin, ReadAccessMixin
 SLOW_SUBSCRIBER = 1013  # WebSocket close code "try again later"
 
 
-class StreamHandler(JSONErrorMixin, ReadAccessMixin, ManagerMixin, WebSocketMixin, websocket.WebSocketHandler, JupyterHandler):
+class StreamHandler(
+    JSONErrorMixin, ReadAccessMixin, ManagerMixin, WebSocketMixin, websocket.WebSocketHandler, JupyterHandler
+):
     """Pushes a snapshot of all clusters, then one message per change, each with a ``seq``.
 
     Only same-origin connections (or origins allowed by ``ServerApp.allow_origin`` /
@@ -25,7 +27,9 @@ class StreamHandler(JSONErrorMixin, ReadAccessMixin, ManagerMixin, WebSocketMixi
     """
 
     async def pre_get(self) -> None:
-        await self.authorize_read(self.request.headers.get("Origin") or self.request.headers.get("Sec-Websocket-Origin"))
+        await self.authorize_read(
+            self.request.headers.get("Origin") or self.request.headers.get("Sec-Websocket-Origin")
+        )
         # tornado answers these in plain text; refused here first, they are JSON errors
         if self.request.headers.get("Upgrade", "").lower() != "websocket":
             raise web.HTTPError(400, 'Can "Upgrade" only to "WebSocket".')

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .errors import InvalidRequest
 
@@ -25,4 +26,6 @@ def reject_unknown_fields(data: Mapping[str, Any], allowed: Iterable[str], prefi
     allowed = set(allowed)
     for key in data:
         if key not in allowed:
-            raise InvalidRequest(f"unknown field {key!r}; expected one of: {', '.join(sorted(allowed))}", field_path(prefix, key))
+            raise InvalidRequest(
+                f"unknown field {key!r}; expected one of: {', '.join(sorted(allowed))}", field_path(prefix, key)
+            )

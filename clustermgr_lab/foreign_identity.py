@@ -9,8 +9,9 @@ that one bad peer can never make ``GET clusters`` or the stream fail for everyon
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 #: Most workers read from one foreign scheduler (the identity call asks for no more).
 MAX_WORKERS = 4096
@@ -83,7 +84,9 @@ def _worker(address: Any, info: Any) -> tuple[str, dict[str, Any]]:
             info.get("memory_limit"), f"{where}.memory_limit", integer=True, upper=MAX_MEMORY, optional=True
         ),
         "resources": {
-            _text(name, f"{where}.resources"): _amount(amount, f"{where}.resources.{str(name)[:40]}", integer=False, upper=MAX_AMOUNT)
+            _text(name, f"{where}.resources"): _amount(
+                amount, f"{where}.resources.{str(name)[:40]}", integer=False, upper=MAX_AMOUNT
+            )
             for name, amount in resources.items()
         },
     }

@@ -19,7 +19,8 @@ import asyncio
 import logging
 import struct
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import msgpack
 from distributed.comm.addressing import parse_address, parse_host_port

@@ -25,7 +25,11 @@ def parse_idle_timeout(value: Any, field_name: str = "idle_timeout") -> float | 
     """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_IDLE_TIMEOUT <= value <= MAX_IDLE_TIMEOUT:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not MIN_IDLE_TIMEOUT <= value <= MAX_IDLE_TIMEOUT
+    ):
         raise InvalidRequest(
             f"must be a number of seconds from {MIN_IDLE_TIMEOUT:g} to {MAX_IDLE_TIMEOUT:g} (30 days), or null, not {value!r}",
             field_name,

@@ -62,7 +62,9 @@ class Limits:
                 )
         cores = sum(g.count * g.threads for g in spec.groups)
         if self.max_cores is not None and cores > self.max_cores:
-            raise InvalidRequest(f"asks for {cores} cores in all; the limit is {self.max_cores} per cluster", field_name)
+            raise InvalidRequest(
+                f"asks for {cores} cores in all; the limit is {self.max_cores} per cluster", field_name
+            )
         gpus = sum(g.count * g.gpus for g in spec.groups)
         if self.max_gpus is not None and gpus > self.max_gpus:
             raise InvalidRequest(f"asks for {gpus} GPUs in all; {self.where} has {self.max_gpus}", field_name)

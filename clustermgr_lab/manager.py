@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import shutil
 import uuid
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from dask.system import CPU_COUNT
 from distributed.system import MEMORY_LIMIT
@@ -88,7 +89,9 @@ class ClusterManager(LoggingConfigurable):
     )
     include_builtin_templates = Bool(True, config=True, help="Offer the built-in 'local' templates.")
     default_template = Unicode("local", config=True, help="Template used when a request names none.")
-    workdir = Unicode(config=True, help="Folder for scheduler files and process logs of the clusters (one folder each).")
+    workdir = Unicode(
+        config=True, help="Folder for scheduler files and process logs of the clusters (one folder each)."
+    )
     store_path = Unicode(
         config=True,
         help="The SQLite file where clusters are kept, so that a restarted server re-adopts them. "
@@ -180,9 +183,13 @@ class ClusterManager(LoggingConfigurable):
 
     def _context(self, workdir: Path, idle_timeout: float | None) -> BackendContext:
         """What a new backend receives: its folder, its idle timeout, and the warm launcher (unless turned off)."""
-        return BackendContext(Path(workdir), launcher=self.launcher if self.launcher.enabled else None, idle_timeout=idle_timeout)
+        return BackendContext(
+            Path(workdir), launcher=self.launcher if self.launcher.enabled else None, idle_timeout=idle_timeout
+        )
 
-    def _backend_factory(self, backend_class: type[Backend], cluster_id: str, **kwargs: Any) -> Callable[[BackendContext], Backend]:
+    def _backend_factory(
+        self, backend_class: type[Backend], cluster_id: str, **kwargs: Any
+    ) -> Callable[[BackendContext], Backend]:
         """Makes a backend of ``backend_class`` for a cluster, configured by this server's config (``c.SSHBackend...``)."""
 
         def make(context: BackendContext) -> Backend:
@@ -258,7 +265,9 @@ class ClusterManager(LoggingConfigurable):
                 "cluster %s: could not stop what may still run of it (%s): %s", record.get("id"), exc, processes
             )
             return
-        self.log.warning("cluster %s: not restored; stopped what still ran of it: %s", record["id"], running or "nothing")
+        self.log.warning(
+            "cluster %s: not restored; stopped what still ran of it: %s", record["id"], running or "nothing"
+        )
 
     def _load_templates(self) -> dict[str, Template]:
         builtin = builtin_templates() if self.include_builtin_templates else []
@@ -292,7 +301,8 @@ class ClusterManager(LoggingConfigurable):
 
     def list_templates(self) -> list[dict[str, Any]]:
         return [
-            {**t.to_dict(), "capabilities": BACKENDS[t.backend].capabilities.to_dict()} for t in self._templates.values()
+            {**t.to_dict(), "capabilities": BACKENDS[t.backend].capabilities.to_dict()}
+            for t in self._templates.values()
         ]
 
     def status(self) -> dict[str, Any]:
@@ -389,7 +399,9 @@ class ClusterManager(LoggingConfigurable):
             (
                 c.name
                 for c in self._clusters.values()
-                if c.id != cluster_id and c.endpoint and c.endpoint.scheduler_id == scheduler_id
+                if c.id != cluster_id
+                and c.endpoint
+                and c.endpoint.scheduler_id == scheduler_id
                 and c.lifecycle not in (STOPPED, FAILED)
             ),
             None,

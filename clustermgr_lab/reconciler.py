@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from .backends.base import Backend
 from .errors import ClusterManagerError
@@ -126,7 +127,9 @@ class Reconciler:
         self._spec = spec
         for group in spec.groups:
             if before.get(group.name) != group.count:
-                self.events.scale(group.name, before.get(group.name, 0), group.count, "worker spec edited", source="spec")
+                self.events.scale(
+                    group.name, before.get(group.name, 0), group.count, "worker spec edited", source="spec"
+                )
                 self.plan_source[group.name] = "spec"
         self._wake.set()
 
@@ -164,10 +167,16 @@ class Reconciler:
                 if record.address is None:
                     reason = waiting[record.name].reason if record.name in waiting else "starting"
                     reasons[reason] = reasons.get(reason, 0) + 1
-            return {"requested": len(records), "running": running, "pending": len(records) - running, "pending_reasons": reasons}
+            return {
+                "requested": len(records),
+                "running": running,
+                "pending": len(records) - running,
+                "pending_reasons": reasons,
+            }
 
         groups = [
-            {"name": g.name, **counts(self.live(g.name)), "error": self.group_errors.get(g.name)} for g in self._spec.groups
+            {"name": g.name, **counts(self.live(g.name)), "error": self.group_errors.get(g.name)}
+            for g in self._spec.groups
         ]
         total = counts(self.live())
         total["running"] += len(self.external)
@@ -225,11 +234,15 @@ class Reconciler:
             # Replacing a worker that never got as far as the scheduler would only repeat the crash.
             why = self.backend.exit_reason(name)
             code = f" with code {returncode}" if returncode is not None else ""  # a batch job's is not known
-            error = f"worker {name} exited{code} before it connected" + (f": {why}" if why else f"; see {self.backend.workdir}")
+            error = f"worker {name} exited{code} before it connected" + (
+                f": {why}" if why else f"; see {self.backend.workdir}"
+            )
             self._on_error(error)
             group = self._spec.group(record.group)
             self._write_count(group.name, max(0, group.count - 1))
-            self.events.scale(group.name, group.count, group.count - 1, f"not replacing {name}: {error}", source="system")
+            self.events.scale(
+                group.name, group.count, group.count - 1, f"not replacing {name}: {error}", source="system"
+            )
         self._on_change()
 
     # -- the loop --------------------------------------------------------------------------------
@@ -306,7 +319,9 @@ class Reconciler:
         for name in failed:  # what did not start must not count as requested
             self.workers.pop(name, None)
         message = exc.message if isinstance(exc, ClusterManagerError) else str(exc)
-        log.error("cluster %s group %s: %d worker(s) not started: %s", self.cluster_id, group.name, len(failed), message)
+        log.error(
+            "cluster %s group %s: %d worker(s) not started: %s", self.cluster_id, group.name, len(failed), message
+        )
         self.group_errors[group.name] = message
         self._on_error(message)
         current = self._spec.group(group.name).count

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 MANIFEST_NAME = "cluster.json"
 MANIFEST_FORMAT = 1
@@ -124,7 +125,7 @@ def from_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """The record fields of one store row (JSON fields decoded); without workers and events."""
     values = {}
     for f in CLUSTER_FIELDS:
-        value = row[f.name] if f.name in row.keys() else None
+        value = row.get(f.name, None)
         values[f.name] = json.loads(value) if f.kind == "json" and value is not None else value
     return values
 
@@ -196,11 +197,17 @@ def read_manifests(workdir: Path, store: Path, max_bytes: int = 1 << 20) -> Iter
             if body.get("format") != MANIFEST_FORMAT:
                 raise RecordError(f"unknown manifest format {body.get('format')!r}")
             if Path(body.get("store", "")) != store:
-                log.info("cluster manifest %s belongs to the store %s, not this server's: left alone", path, body.get("store"))
+                log.info(
+                    "cluster manifest %s belongs to the store %s, not this server's: left alone",
+                    path,
+                    body.get("store"),
+                )
                 continue
             record = checked(body["record"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            log.error("cluster manifest %s cannot be read (%s): the cluster it describes cannot be recovered", path, exc)
+            log.error(
+                "cluster manifest %s cannot be read (%s): the cluster it describes cannot be recovered", path, exc
+            )
             continue
         if Path(record["workdir"]).resolve() != path.parent.resolve() or path.parent.name != record["id"]:
             log.error("cluster manifest %s names another work folder (%s): ignored", path, record["workdir"])

@@ -6,8 +6,9 @@ scale target again or re-parses adaptive settings.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Union
+from typing import Any
 
 from .adaptive import AdaptOff, AdaptSettings, parse_adapt, parse_adapt_change
 from .backends import parse_scheduler_address
@@ -67,7 +68,7 @@ class Rename:
     name: str
 
 
-Change = Union[Scale, ReplaceSpec, ChangeAdapt, SetIdleTimeout, Rename]
+Change = Scale | ReplaceSpec | ChangeAdapt | SetIdleTimeout | Rename
 CREATE_FIELDS = ("template", "name", "spec", "adapt", "idle_timeout", "options")
 ATTACH_FIELDS = ("attach", "name")
 CHANGE_FIELDS = ("scale", "spec", "adapt", "idle_timeout", "name")
@@ -162,7 +163,7 @@ class RequestParser:
             raise InvalidRequest(f"template asks for more than {self.max_workers} workers", "template")
         else:
             limits.check(spec, "template")
-        adapt_data = body["adapt"] if "adapt" in body else template.adapt
+        adapt_data = body.get("adapt", template.adapt)
         adapt = parse_adapt(adapt_data, spec, max_workers=self.max_workers) if adapt_data is not None else None
         if adapt is not None:
             check_adapt_limits(spec, adapt, limits)
@@ -179,7 +180,14 @@ class RequestParser:
         return spec
 
     def change(
-        self, body: Any, *, name: str, spec: WorkerSpec, adapt: AdaptSettings | None, backend: str, capabilities: Capabilities
+        self,
+        body: Any,
+        *,
+        name: str,
+        spec: WorkerSpec,
+        adapt: AdaptSettings | None,
+        backend: str,
+        capabilities: Capabilities,
     ) -> Change:
         """``PATCH clusters/{id}``: exactly one change, parsed against the cluster's current spec and adaptive settings."""
         body = require_object(body)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from distributed.comm import connect
 from distributed.comm.addressing import parse_address, parse_host_port
@@ -48,7 +49,9 @@ class SchedulerLink(LoggingConfigurable):
     Its timeouts are traits (``c.SchedulerLink.call_timeout``), read from ``parent``'s config.
     """
 
-    call_timeout = Float(10.0, config=True, help="Seconds a call to a scheduler (load, which workers to close) may take.")
+    call_timeout = Float(
+        10.0, config=True, help="Seconds a call to a scheduler (load, which workers to close) may take."
+    )
     retire_timeout = Float(
         120.0, config=True, help="Seconds retiring workers may take (their data moves to the others first)."
     )
@@ -92,7 +95,9 @@ class SchedulerLink(LoggingConfigurable):
         try:
             return await asyncio.wait_for(awaitable, timeout)
         except asyncio.TimeoutError:
-            raise SchedulerTimeout(f"the scheduler at {self.address} did not answer {what} within {timeout:g} s") from None
+            raise SchedulerTimeout(
+                f"the scheduler at {self.address} did not answer {what} within {timeout:g} s"
+            ) from None
 
     async def _beat(self) -> None:
         while not self._closing:
@@ -134,7 +139,9 @@ class SchedulerLink(LoggingConfigurable):
 
     async def workers_to_close(self, candidates: list[str], n: int) -> list[str]:
         return await self._call(
-            self._rpc.clustermgr_workers_to_close(candidates=candidates, n=n), self.call_timeout, "which workers to close"
+            self._rpc.clustermgr_workers_to_close(candidates=candidates, n=n),
+            self.call_timeout,
+            "which workers to close",
         )
 
     async def set_idle_timeout(self, seconds: float | None) -> None:

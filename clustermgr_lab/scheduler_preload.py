@@ -43,9 +43,7 @@ def load_report(scheduler, target_duration="5s") -> dict:
     queued_occupancy = sum(scheduler._get_prefix_duration(ts.prefix) for ts in sample)
     if ready > SAMPLE:
         queued_occupancy *= ready / SAMPLE
-    processing = [
-        ts for ws in scheduler.workers.values() for ts in ws.processing if not ts.resource_restrictions
-    ]
+    processing = [ts for ws in scheduler.workers.values() for ts in ws.processing if not ts.resource_restrictions]
     processing_occupancy = sum(scheduler._get_prefix_duration(ts.prefix) for ts in processing)
     cores = math.ceil((processing_occupancy + queued_occupancy) / target_duration)
     cores = min(cores, ready + len(processing))

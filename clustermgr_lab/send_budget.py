@@ -7,7 +7,7 @@ subscriber gets a fresh snapshot when it reconnects.
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 
 class SendBudget:

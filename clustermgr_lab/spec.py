@@ -19,8 +19,9 @@ from __future__ import annotations
 import math
 import re
 import reprlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from dask.utils import format_bytes, parse_bytes
 
@@ -93,10 +94,8 @@ class WorkerSpec:
         names = ", ".join(g.name for g in self.groups)
         raise InvalidRequest(f"unknown group {_shown(name)}; groups are: {names}", field_name)
 
-    def with_count(self, name: str, count: int) -> "WorkerSpec":
-        return WorkerSpec(
-            tuple(replace(g, count=count) if g.name == name else g for g in self.groups)
-        )
+    def with_count(self, name: str, count: int) -> WorkerSpec:
+        return WorkerSpec(tuple(replace(g, count=count) if g.name == name else g for g in self.groups))
 
     @property
     def total_workers(self) -> int:
@@ -126,7 +125,7 @@ class Resolution:
     gpus: int
 
     @classmethod
-    def of(cls, group: WorkerGroup, workers: int) -> "Resolution":
+    def of(cls, group: WorkerGroup, workers: int) -> Resolution:
         return cls(
             group=group.name,
             workers=workers,
@@ -145,9 +144,8 @@ class Resolution:
         }
 
     def describe(self) -> str:
-        return (
-            f"{self.workers} workers · {self.cores} cores · {format_bytes(self.memory)}"
-            + (f" · {self.gpus} GPUs" if self.gpus else "")
+        return f"{self.workers} workers · {self.cores} cores · {format_bytes(self.memory)}" + (
+            f" · {self.gpus} GPUs" if self.gpus else ""
         )
 
 
@@ -288,10 +286,7 @@ def parse_target(data: Any, field_name: str = "scale") -> ScaleTarget:
         raise InvalidRequest("give exactly one of 'workers', 'cores' or 'memory'", field_name)
     unit = units[0]
     where = _join(field_name, unit)
-    if unit == "memory":
-        amount = parse_size(data[unit], where, allow_zero=True)
-    else:
-        amount = parse_count(data[unit], where)
+    amount = parse_size(data[unit], where, allow_zero=True) if unit == "memory" else parse_count(data[unit], where)
     group = data.get("group")
     if group is not None and not isinstance(group, str):
         raise InvalidRequest(f"must be a group name, not {_shown(group)}", _join(field_name, "group"))

@@ -31,10 +31,11 @@ import os
 import re
 import sqlite3
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import record as codec
 from .errors import ClusterManagerError, StoreUnavailable
@@ -251,7 +252,9 @@ class ClusterStore:
         columns = {r[1] for r in db.execute("PRAGMA table_info(clusters)")}
         missing = [f.name for f in codec.CLUSTER_FIELDS if f.name not in columns]
         if missing:  # a field was declared in record.py without a migration adding its column
-            raise RuntimeError(f"the store schema lacks the record fields {missing}: add a migration to store.MIGRATIONS")
+            raise RuntimeError(
+                f"the store schema lacks the record fields {missing}: add a migration to store.MIGRATIONS"
+            )
 
     def _replace_unreadable(self, error: Exception) -> sqlite3.Connection:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
@@ -287,7 +290,9 @@ class ClusterStore:
         for cluster_id in ids:
             try:
                 row = db.execute("SELECT * FROM clusters WHERE id = ?", (cluster_id,)).fetchone()
-                records.append(codec.checked({**codec.from_row(row), "workers": self._workers(db, cluster_id), "events": []}))
+                records.append(
+                    codec.checked({**codec.from_row(row), "workers": self._workers(db, cluster_id), "events": []})
+                )
             except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
                 self.log.error("the unreadable store %s: cluster %s cannot be read (%s)", path, cluster_id, exc)
         db.close()
@@ -356,7 +361,9 @@ class ClusterStore:
         except (OSError, ValueError) as exc:  # the store has it: the manifest is only the fallback
             if record["id"] not in self._manifest_failing:  # once, not at every save
                 self._manifest_failing.add(record["id"])
-                self.log.warning("cluster %s: could not write its manifest in %s: %s", record["id"], record["workdir"], exc)
+                self.log.warning(
+                    "cluster %s: could not write its manifest in %s: %s", record["id"], record["workdir"], exc
+                )
 
     def delete(self, cluster_id: str, workdir: str | Path | None = None) -> None:
         """Forget a cluster (it has been stopped): its manifest, its row, its workers and events."""

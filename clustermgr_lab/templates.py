@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import psutil
 
@@ -89,7 +90,9 @@ def parse_template(data: Mapping[str, Any], backends: Mapping[str, type], field_
         raise InvalidRequest("every template needs a name", f"{field_name}.name")
     backend = data.get("backend", "local")
     if backend not in backends:
-        raise InvalidRequest(f"unknown backend {backend!r}; known: {', '.join(sorted(backends))}", f"{field_name}.backend")
+        raise InvalidRequest(
+            f"unknown backend {backend!r}; known: {', '.join(sorted(backends))}", f"{field_name}.backend"
+        )
     spec = parse_spec(data.get("spec"), f"{field_name}.spec")
     adapt = data.get("adapt")
     if adapt is not None:

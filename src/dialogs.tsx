@@ -8,13 +8,12 @@ import * as React from 'react';
 
 import { capabilitiesOf } from './capabilities';
 import { AdaptiveEditor } from './components/AdaptiveEditor';
-import {
-  FormBody,
-  FormError,
-  showFormDialog
-} from './components/FormDialog';
+import { FormBody, FormError, showFormDialog } from './components/FormDialog';
 import { ScaleEditor } from './components/ScaleEditor';
-import { specShowsError, WorkerSpecEditor } from './components/WorkerSpecEditor';
+import {
+  specShowsError,
+  WorkerSpecEditor
+} from './components/WorkerSpecEditor';
 import { ClustersModel } from './model';
 import { asServerError, ClusterManagerError } from './request';
 import {
@@ -129,8 +128,8 @@ function SpecForm(props: {
         multipleGroups={capabilities.multiple_groups}
       />
       <p className="cm-Form-note">
-        The new spec replaces the current one: workers are started or stopped
-        to match it.
+        The new spec replaces the current one: workers are started or stopped to
+        match it.
       </p>
     </div>
   );

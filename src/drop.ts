@@ -50,7 +50,9 @@ export function acceptClusterDrops(options: {
     }
     drag.dropAction = 'copy';
     if (event.type === 'lm-drop') {
-      const cluster = model.get(drag.mimeData.getData(CLUSTER_ID_MIME) as string);
+      const cluster = model.get(
+        drag.mimeData.getData(CLUSTER_ID_MIME) as string
+      );
       if (cluster?.scheduler_address) {
         options.activate(destination.widget.id);
         insertClientCode(destination, cluster.scheduler_address);

@@ -144,11 +144,7 @@ export class ClustersModel implements IClustersModel {
    * Load the list with a GET (the stream is the usual source).
    */
   async refresh(): Promise<void> {
-    const data = await requestAPI<IClusterList>(
-      'clusters',
-      {},
-      this._settings
-    );
+    const data = await requestAPI<IClusterList>('clusters', {}, this._settings);
     if (this._isDisposed) {
       return;
     }
@@ -309,7 +305,7 @@ export class ClustersModel implements IClustersModel {
       let socket: WebSocket;
       try {
         socket = new this._settings.WebSocket(this.streamUrl());
-      } catch (error) {
+      } catch {
         lost();
         return;
       }
@@ -323,7 +319,9 @@ export class ClustersModel implements IClustersModel {
         try {
           message = JSON.parse(event.data as string) as StreamMessage;
         } catch {
-          console.warn('clustermgr: ignoring a stream message that is not JSON');
+          console.warn(
+            'clustermgr: ignoring a stream message that is not JSON'
+          );
           return;
         }
         if (message.type === 'snapshot') {

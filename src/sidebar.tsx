@@ -84,7 +84,12 @@ export class ClusterSidebar extends ReactWidget {
             canInsert={this._canInsert}
             gone={this._gone}
             onDragStart={(cluster, x, y) =>
-              startClusterDrag({ cluster, clientX: x, clientY: y, source: this })
+              startClusterDrag({
+                cluster,
+                clientX: x,
+                clientY: y,
+                source: this
+              })
             }
           />
         )}
@@ -147,7 +152,8 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
   const many = all.length > MANY_CLUSTERS;
   const [filter, setFilter] = React.useState('');
   const clusters = many ? all.filter(c => matchesFilter(c, filter)) : all;
-  const offline = !missing && model.serverState !== 'unknown' && !model.connected;
+  const offline =
+    !missing && model.serverState !== 'unknown' && !model.connected;
   const stateText = missing
     ? 'Server extension missing'
     : model.connected

@@ -197,9 +197,7 @@ export interface ICluster {
  * A scaling target: one of workers, cores or memory, optionally for one group.
  */
 export type Target = (
-  | { workers: number }
-  | { cores: number }
-  | { memory: Size }
+  { workers: number } | { cores: number } | { memory: Size }
 ) & { group?: string };
 
 /**

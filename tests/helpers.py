@@ -43,7 +43,9 @@ def _document() -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _registry() -> Registry:
-    return Registry().with_resource(DOCUMENT_URI, Resource.from_contents(_document(), default_specification=DRAFT202012))
+    return Registry().with_resource(
+        DOCUMENT_URI, Resource.from_contents(_document(), default_specification=DRAFT202012)
+    )
 
 
 def validate_schema(instance, *where: str, what: str) -> None:
@@ -65,7 +67,9 @@ def validate_schema(instance, *where: str, what: str) -> None:
     errors = [jsonschema.exceptions.best_match([e]) for e in validator.iter_errors(instance)]
     if errors:
         details = "\n".join(f"  at {'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in errors)
-        raise AssertionError(f"{what} does not match the OpenAPI document ({'/'.join(where)}):\n{details}\n{instance!r}")
+        raise AssertionError(
+            f"{what} does not match the OpenAPI document ({'/'.join(where)}):\n{details}\n{instance!r}"
+        )
 
 
 def validate_stream_message(message: dict) -> None:
@@ -230,7 +234,9 @@ def slurm_unusable() -> str | None:
 
 # Outside CI a machine without SLURM skips these; in CI (`make test` starts it) they run, and fail if it is missing.
 _unusable = slurm_unusable()
-requires_slurm = pytest.mark.skipif(_unusable is not None and not os.environ.get("CI"), reason=f"SLURM is not usable here: {_unusable}")
+requires_slurm = pytest.mark.skipif(
+    _unusable is not None and not os.environ.get("CI"), reason=f"SLURM is not usable here: {_unusable}"
+)
 
 
 def slurm_jobs(prefix: str) -> dict[str, tuple[str, str, str]]:
@@ -239,7 +245,9 @@ def slurm_jobs(prefix: str) -> dict[str, tuple[str, str, str]]:
     Every test filters on its own cluster's prefix (``clustermgr-<cluster id>-``): the SLURM is shared
     with other tests (and other xdist workers), so nothing may assume the partition is empty.
     """
-    out = subprocess.run(["squeue", "-h", "-o", "%i|%j|%T|%r"], capture_output=True, text=True, check=True, timeout=60).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-o", "%i|%j|%T|%r"], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
     rows = (line.strip().split("|", 3) for line in out.splitlines() if line.strip())
     return {name: (job_id, state, reason) for job_id, name, state, reason in rows if name.startswith(prefix)}
 
@@ -303,10 +311,16 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
-async def run(*command: str, env: dict[str, str], timeout: float = 180, cwd: Path | None = None) -> tuple[int, str, str]:
+async def run(
+    *command: str, env: dict[str, str], timeout: float = 180, cwd: Path | None = None
+) -> tuple[int, str, str]:
     """Run a program without blocking the event loop (the test server runs on it): ``(code, stdout, stderr)``."""
     process = await asyncio.create_subprocess_exec(
-        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env,
+        *command,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+        env=env,
         cwd=cwd,
     )
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -48,7 +49,7 @@ class JupyterServer:
         self.log = home / f"server-{self.port}.log"
         self.process: subprocess.Popen | None = None
 
-    def start(self, wait: bool = True) -> "JupyterServer":
+    def start(self, wait: bool = True) -> JupyterServer:
         options = {"store_path": str(self.store), "workdir": str(self.workdir), "max_workers": 8, **self.config}
         config_file = self.home / f"server-{self.port}.json"
         config_file.write_text(json.dumps({"ClusterManager": options}))
@@ -72,7 +73,9 @@ class JupyterServer:
 
     def _answers(self) -> bool:
         if self.process.poll() is not None:
-            raise AssertionError(f"the Jupyter server exited with {self.process.returncode}:\n{self.log_text()[-3000:]}")
+            raise AssertionError(
+                f"the Jupyter server exited with {self.process.returncode}:\n{self.log_text()[-3000:]}"
+            )
         try:  # Jupyter's own API: it answers whether or not our extension loaded
             return requests.get(f"{self.url}api/status", headers={"Authorization": f"token {self.token}"}, timeout=5).ok
         except requests.RequestException:
@@ -163,7 +166,5 @@ def orphans(sessions: set[int], *marks: str) -> list[str]:
 def kill_leftovers(sessions: set[int], *marks: str) -> None:
     """Last resort for a failed test: SIGKILL whatever of ours still runs (the assertions have been made)."""
     for pid in set(in_sessions(sessions)) | {p.pid for p in dask_processes(*marks)}:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass

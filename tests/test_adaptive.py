@@ -78,7 +78,14 @@ async def test_a_manual_scale_after_adapt_turns_adaptive_off_and_sticks(jp_fetch
 async def test_tasks_that_need_a_gpu_grow_the_gpu_group_only(jp_fetch):
     # Given two adaptive groups, both at 0: plain workers and GPU workers
     cluster_id = await create(jp_fetch, spec=CPU_AND_GPU, adapt={"group": "cpu", "minimum": 0, "maximum": 2, **FAST})
-    await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"adapt": {"group": "gpu", "minimum": 0, "maximum": 2}}, expect=200)
+    await call(
+        jp_fetch,
+        "PATCH",
+        "clusters",
+        cluster_id,
+        body={"adapt": {"group": "gpu", "minimum": 0, "maximum": 2}},
+        expect=200,
+    )
     cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["status"] == "running")
     try:
         async with Client(cluster["scheduler_address"], asynchronous=True) as client:
@@ -109,7 +116,9 @@ async def test_tasks_that_need_a_gpu_grow_the_gpu_group_only(jp_fetch):
 
 async def test_adaptive_does_not_drop_data_a_client_holds_and_says_why(jp_fetch):
     # Given an adaptive cluster (0 to 2) that grew for a task whose result a client keeps
-    cluster_id = await create(jp_fetch, spec={"groups": [{**SMALL, "count": 0}]}, adapt={"minimum": 0, "maximum": 2, **FAST})
+    cluster_id = await create(
+        jp_fetch, spec={"groups": [{**SMALL, "count": 0}]}, adapt={"minimum": 0, "maximum": 2, **FAST}
+    )
     cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["status"] == "running")
     try:
         async with Client(cluster["scheduler_address"], asynchronous=True) as client:
@@ -132,7 +141,14 @@ async def test_adaptive_does_not_drop_data_a_client_holds_and_says_why(jp_fetch)
 async def test_adaptive_mode_can_be_turned_off_for_one_group(jp_fetch):
     # Given two groups, both adaptive
     cluster_id = await create(jp_fetch, spec=CPU_AND_GPU, adapt={"group": "cpu", "minimum": 0, "maximum": 2})
-    await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"adapt": {"group": "gpu", "minimum": 0, "maximum": 1}}, expect=200)
+    await call(
+        jp_fetch,
+        "PATCH",
+        "clusters",
+        cluster_id,
+        body={"adapt": {"group": "gpu", "minimum": 0, "maximum": 1}},
+        expect=200,
+    )
     try:
         # When bad requests to turn a group off arrive, they are refused and change nothing
         for body, field in [

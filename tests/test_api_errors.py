@@ -64,12 +64,20 @@ CREATE_CASES = [
     ({"adapt": {"minimum": 0, "maximum": 10**400}}, "adapt.maximum", "at most"),
     ("[" * 100_000 + "]" * 100_000, "[0]" * 32, "nested deeper than 32 levels"),
     ('{"spec": ' + "[" * 100_000 + "]" * 100_000 + "}", "spec" + "[0]" * 31, "nested deeper than 32 levels"),
-    ('{"spec": {"groups": [' + "{}, " * 3 + '{"a": ' + "[" * 40 + "]" * 40 + "}]}}", "spec.groups[3].a" + "[0]" * 28, "nested"),
+    (
+        '{"spec": {"groups": [' + "{}, " * 3 + '{"a": ' + "[" * 40 + "]" * 40 + "}]}}",
+        "spec.groups[3].a" + "[0]" * 28,
+        "nested",
+    ),
     ('{"name": NaN}', None, "NaN is not a JSON value"),
     # what the machine and the server's caps allow
     ({"spec": group(gpus=10_000_000)}, "spec.groups[0].gpus", "GPUs per worker; this machine has"),
     ({"spec": group(memory="100 TiB")}, "spec.groups[0].memory", "per worker; this machine has"),
-    ({"spec": {"groups": [{"name": f"g{i}", "threads": 1, "memory": 1} for i in range(20_000)]}}, "spec.groups", "20000 worker groups; the limit is 16"),
+    (
+        {"spec": {"groups": [{"name": f"g{i}", "threads": 1, "memory": 1} for i in range(20_000)]}},
+        "spec.groups",
+        "20000 worker groups; the limit is 16",
+    ),
     ({"spec": group(count=12, threads=100)}, "spec.groups", "1200 cores in all; the limit is 1024"),
     # names that would break a job script, a command line, a terminal or a log
     ({"spec": group(name="cpu\n")}, "spec.groups[0].name", "letters, digits"),
@@ -380,7 +388,9 @@ async def browser_cookies(server_url, jp_auth_header):
 
 
 async def test_cookie_authenticated_changes_need_the_xsrf_token(jp_fetch, jp_http_port, jp_base_url, jp_auth_header):
-    login, xsrf = await browser_cookies(f"http://127.0.0.1:{jp_http_port}{jp_base_url}", jp_auth_header)  # jp_fetch's host
+    login, xsrf = await browser_cookies(
+        f"http://127.0.0.1:{jp_http_port}{jp_base_url}", jp_auth_header
+    )  # jp_fetch's host
     cookie_only = {**NO_TOKEN, "Cookie": login}
     # Given a browser session: reading with the cookie alone works
     await call_as(jp_fetch, cookie_only, "GET", "clusters", expect=200)
@@ -399,7 +409,9 @@ async def test_cookie_authenticated_changes_need_the_xsrf_token(jp_fetch, jp_htt
 
 
 async def test_the_stream_refuses_cross_origin_connections(jp_ws_fetch, jp_http_port, jp_base_url, jp_auth_header):
-    login, _ = await browser_cookies(f"http://localhost:{jp_http_port}{jp_base_url}", jp_auth_header)  # jp_ws_fetch's host
+    login, _ = await browser_cookies(
+        f"http://localhost:{jp_http_port}{jp_base_url}", jp_auth_header
+    )  # jp_ws_fetch's host
     # When a page of another origin opens the stream, with the browser's cookie or even with a token
     for headers in ({**NO_TOKEN, "Cookie": login}, {}):
         status, error = await websocket_refusal(jp_ws_fetch, {**headers, "Origin": "http://evil.example"})

@@ -44,7 +44,9 @@ def hostile(tmp_path):
 
 async def attach_and_fail(jp_fetch, address: str) -> dict:
     status, cluster = await call(jp_fetch, "POST", "clusters", body={"attach": address}, expect=202)
-    return await wait_for(jp_fetch, cluster["id"], lambda c: c["status"] == "failed", what=f"failed attach of {address}")
+    return await wait_for(
+        jp_fetch, cluster["id"], lambda c: c["status"] == "failed", what=f"failed attach of {address}"
+    )
 
 
 @pytest.mark.parametrize("mode, field", [("nthreads", "nthreads"), ("gpu-inf", "resources.GPU")])
@@ -106,7 +108,9 @@ async def test_ports_outside_1_to_65535_are_refused(jp_fetch, address):
 
 
 async def test_the_same_scheduler_is_listed_once_and_attached_clusters_count_in_max_clusters(
-    jp_fetch, jp_serverapp, external_scheduler  # noqa: F811
+    jp_fetch,
+    jp_serverapp,
+    external_scheduler,  # noqa: F811
 ):
     address, _ = external_scheduler
     port = address.rsplit(":", 1)[1]

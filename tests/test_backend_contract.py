@@ -13,13 +13,17 @@ CAPABILITY_KEYS = {"can_scale", "can_stop", "multiple_groups", "readoptable", "r
 
 
 def manager(tmp_path, config: Config | None = None) -> ClusterManager:
-    return ClusterManager(config=config or Config(), workdir=str(tmp_path / "work"), store_path=str(tmp_path / "s.sqlite3"))
+    return ClusterManager(
+        config=config or Config(), workdir=str(tmp_path / "work"), store_path=str(tmp_path / "s.sqlite3")
+    )
 
 
 def test_a_backend_gets_its_folder_callbacks_and_launcher_from_its_context(tmp_path):
     # Given a context with callbacks
     exits, changes = [], []
-    context = BackendContext(tmp_path / "c1", on_worker_exit=lambda *e: exits.append(e), on_change=lambda: changes.append(1), idle_timeout=30)
+    context = BackendContext(
+        tmp_path / "c1", on_worker_exit=lambda *e: exits.append(e), on_change=lambda: changes.append(1), idle_timeout=30
+    )
     # When a backend is made with it
     backend = LocalBackend("c1", context)
     backend._report_exit("default-1", 3)

@@ -9,7 +9,12 @@ from __future__ import annotations
 import pytest
 from tornado.httpclient import HTTPClientError
 
-BAD = {"name": "gpu", "backend": "slurm", "options": {"walltime": "forever"}, "spec": {"groups": [{"threads": 1, "memory": "1 GiB"}]}}
+BAD = {
+    "name": "gpu",
+    "backend": "slurm",
+    "options": {"walltime": "forever"},
+    "spec": {"groups": [{"threads": 1, "memory": "1 GiB"}]},
+}
 
 
 @pytest.fixture

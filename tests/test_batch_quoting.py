@@ -58,13 +58,15 @@ def test_the_backend_refuses_them_and_the_real_job_script_quotes_what_it_is_give
     backend.address = "tcp://127.0.0.1:8786"
     backend.python, backend.local_directory = value, value
     script = backend.job_script(GROUP, "default-1")
-    command = script[script.rindex(shlex.quote(value) + " -m distributed.cli.dask_worker"):]  # it may span lines
+    command = script[script.rindex(shlex.quote(value) + " -m distributed.cli.dask_worker") :]  # it may span lines
     words = shlex.split(command)
     assert words[0] == value and words[words.index("--local-directory") + 1] == value, command
 
 
 def test_ordinary_paths_are_unchanged_in_the_job_script(tmp_path):
-    backend = SlurmBackend("abc123", tmp_path, options={"python": "/shared/env-3.11/bin/python", "local_directory": "/scratch/dask_x"})
+    backend = SlurmBackend(
+        "abc123", tmp_path, options={"python": "/shared/env-3.11/bin/python", "local_directory": "/scratch/dask_x"}
+    )
     backend.address = "tcp://127.0.0.1:8786"
     command = backend.job_script(GROUP, "default-1").strip().splitlines()[-1]
     assert command.startswith("/shared/env-3.11/bin/python -m distributed.cli.dask_worker ")

@@ -181,7 +181,14 @@ async def execute(jp_fetch, jp_ws_fetch, code, timeout=180):
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "version": "5.3",
     }  # fmt: skip
     content = {"code": code, "silent": False, "store_history": False, "user_expressions": {}, "allow_stdin": False}
-    message = {"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "shell", "buffers": []}
+    message = {
+        "header": header,
+        "parent_header": {},
+        "metadata": {},
+        "content": content,
+        "channel": "shell",
+        "buffers": [],
+    }
     await channels.write_message(json.dumps(message))
     stdout, errors = [], []
     try:
@@ -247,7 +254,9 @@ async def test_the_command_line_manages_a_cluster(clustermgr, server):
         validate_schema(template, *schema("Template"), what="template")
 
     # create, sized and waited for: global options after the command work too
-    code, out, err = await clustermgr("create", "--name", "cli", "--workers", "1", "--idle-timeout", "3600", "--wait", *auth)
+    code, out, err = await clustermgr(
+        "create", "--name", "cli", "--workers", "1", "--idle-timeout", "3600", "--wait", *auth
+    )
     assert code == 0, err
     assert out.startswith("created cli (") and "running: 1/1 workers, 1 cores" in out
 
@@ -262,7 +271,10 @@ async def test_the_command_line_manages_a_cluster(clustermgr, server):
 
     code, out, err = await clustermgr("scale", "cli", "--cores", "2", *auth)
     memory = 2 * cluster["spec"]["groups"][0]["memory"] / 2**30
-    assert code == 0 and out.strip() == f"cli ({cluster['id']}): default -> 2 workers, 2 cores, {memory:.2f} GiB", (out, err)
+    assert code == 0 and out.strip() == f"cli ({cluster['id']}): default -> 2 workers, 2 cores, {memory:.2f} GiB", (
+        out,
+        err,
+    )
     code, out, _ = await clustermgr("adapt", cluster["id"], "--min", "1", "--max", "3", *auth)
     assert code == 0 and out.strip().endswith("adaptive default 1-3 workers")
     code, out, _ = await clustermgr("adapt", "cli", "--off", "--json", *auth)

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from tornado.httpclient import HTTPClientError
 
 from .helpers import create, delete_and_wait, running_with, wait_for
@@ -42,7 +41,13 @@ async def test_dashboard_needs_authentication_and_a_managed_cluster(jp_fetch, jp
     cluster = await running_cluster(jp_fetch)
     # Without a token: refused
     status, _ = await fetch_status(
-        jp_fetch, "clustermgr", "dashboard", cluster["id"], "status", headers={"Authorization": ""}, follow_redirects=False
+        jp_fetch,
+        "clustermgr",
+        "dashboard",
+        cluster["id"],
+        "status",
+        headers={"Authorization": ""},
+        follow_redirects=False,
     )
     assert status in (302, 403)
     # An unknown cluster id: 404
@@ -58,7 +63,11 @@ async def test_generic_proxy_route_is_off(jp_fetch, jp_serverapp):
     port = manager.get(cluster["id"]).endpoint.dashboard_address.rsplit(":", 1)[1]
     # Then jupyter-server-proxy's generic routes do not exist, though ours reaches it
     assert jp_serverapp.jpserver_extensions.get("jupyter_server_proxy") is False
-    for path in (("proxy", port, "status"), ("proxy", f"127.0.0.1:{port}", "status"), ("proxy", "absolute", port, "status")):
+    for path in (
+        ("proxy", port, "status"),
+        ("proxy", f"127.0.0.1:{port}", "status"),
+        ("proxy", "absolute", port, "status"),
+    ):
         status, _ = await fetch_status(jp_fetch, *path)
         assert status == 404, path
     status, _ = await fetch_status(jp_fetch, "clustermgr", "dashboard", cluster["id"], "status")

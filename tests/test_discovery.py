@@ -50,10 +50,12 @@ async def test_a_notebooks_local_cluster_is_discovered_and_leaves_when_closed(jp
     try:
         await client.wait_for_ready(timeout=120)
         # When it starts a LocalCluster, as a notebook would
-        address = scheduler_address(await run_in_kernel(
-            client,
-            f"from distributed import LocalCluster\ncluster = {CLUSTER}\nprint(cluster.scheduler_address)",
-        ))
+        address = scheduler_address(
+            await run_in_kernel(
+                client,
+                f"from distributed import LocalCluster\ncluster = {CLUSTER}\nprint(cluster.scheduler_address)",
+            )
+        )
         started = time.monotonic()
         # Then the server lists it within 2 s, as an external cluster discovered in a notebook
         while (cluster := await listed(jp_fetch, address)) is None and time.monotonic() - started < 30:
@@ -76,7 +78,9 @@ async def test_a_notebooks_local_cluster_is_discovered_and_leaves_when_closed(jp
             assert time.monotonic() - closed < 30, "still listed after the cluster closed"
             await asyncio.sleep(0.1)
         # And one whose kernel dies without closing it leaves too
-        address = scheduler_address(await run_in_kernel(client, f"cluster = {CLUSTER}\nprint(cluster.scheduler_address)"))
+        address = scheduler_address(
+            await run_in_kernel(client, f"cluster = {CLUSTER}\nprint(cluster.scheduler_address)")
+        )
         await until(lambda: listed(jp_fetch, address), 30, "the cluster to be listed")
     finally:
         client.stop_channels()
@@ -86,5 +90,3 @@ async def test_a_notebooks_local_cluster_is_discovered_and_leaves_when_closed(jp
 
 async def absent(jp_fetch, address: str) -> bool:
     return await listed(jp_fetch, address) is None
-
-

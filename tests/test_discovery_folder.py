@@ -113,12 +113,12 @@ async def _any_discovered(jp_fetch) -> bool:
     return bool(data["clusters"])
 
 
-USER_PRELOAD = '''
+USER_PRELOAD = """
 import os
 def dask_setup(scheduler):
     with open(os.environ["USER_PRELOAD_MARKER"], "w") as out:
         out.write(scheduler.address)
-'''
+"""
 
 
 @pytest.fixture
@@ -143,12 +143,14 @@ async def test_the_users_own_scheduler_preload_still_runs_in_kernels(jp_fetch, j
     try:
         await client.wait_for_ready(timeout=120)
         # When the notebook starts a LocalCluster
-        address = scheduler_address(await run_in_kernel(
-            client,
-            "from distributed import LocalCluster\n"
-            "cluster = LocalCluster(n_workers=0, processes=False, protocol='tcp', host='127.0.0.1', dashboard_address=None)\n"
-            "print(cluster.scheduler_address)",
-        ))
+        address = scheduler_address(
+            await run_in_kernel(
+                client,
+                "from distributed import LocalCluster\n"
+                "cluster = LocalCluster(n_workers=0, processes=False, protocol='tcp', host='127.0.0.1', dashboard_address=None)\n"
+                "print(cluster.scheduler_address)",
+            )
+        )
         # Then the user's preload ran in its scheduler, and the server discovered it too
         marker = tmp_path / "user-preload-ran"
         assert marker.exists() and marker.read_text() == address

@@ -7,7 +7,7 @@ import re
 import types
 
 from clustermgr_lab.backends import BACKENDS
-from clustermgr_lab.backends.base import BackendContext, Backend
+from clustermgr_lab.backends.base import Backend, BackendContext
 from clustermgr_lab.cluster import ManagedCluster
 from clustermgr_lab.spec import parse_spec, parse_target, resolve_target
 

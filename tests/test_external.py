@@ -29,7 +29,9 @@ WORKER = parse_group({"name": "default", "count": 1, "threads": 2, "memory": "1 
 
 def start_process(command: list[str], log: Path) -> subprocess.Popen:
     with open(log, "ab") as out:
-        return subprocess.Popen(command, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True, env=subprocess_env())
+        return subprocess.Popen(
+            command, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True, env=subprocess_env()
+        )
 
 
 def stop_process(process: subprocess.Popen) -> None:
@@ -108,7 +110,12 @@ async def test_an_attached_cluster_is_observed_proxied_never_scaled_and_detached
 
 @pytest.mark.parametrize(
     "address, problem",
-    [("", "scheduler address"), (8786, "scheduler address"), ("tls://127.0.0.1:8786", "tcp://"), ("tcp://host", "scheduler address")],
+    [
+        ("", "scheduler address"),
+        (8786, "scheduler address"),
+        ("tls://127.0.0.1:8786", "tcp://"),
+        ("tcp://host", "scheduler address"),
+    ],
 )
 async def test_attach_refuses_what_is_not_a_scheduler_address(jp_fetch, address, problem):
     _, error = await call(jp_fetch, "POST", "clusters", body={"attach": address}, expect=400)
@@ -148,7 +155,9 @@ async def test_the_proxy_forwards_no_credentials_rewrites_redirects_and_refuses_
     assert location == f"{jp_base_url}clustermgr/dashboard/{cluster['id']}/status"
     # Other verbs: a JSON 405, not a 500
     for method in ("POST", "PUT", "PATCH", "DELETE"):
-        status, body = await fetch_status(jp_fetch, *dashboard, "status", method=method, body=None if method == "DELETE" else "{}")
+        status, body = await fetch_status(
+            jp_fetch, *dashboard, "status", method=method, body=None if method == "DELETE" else "{}"
+        )
         assert status == 405, (method, body)
         assert json.loads(body)["code"] == "method_not_allowed"
     await call(jp_fetch, "DELETE", "clusters", cluster["id"], expect=202)

@@ -21,10 +21,15 @@ TIME_BUDGET = 45  # seconds of fuzzing
 @pytest.fixture
 def jp_server_config(jp_server_config):
     # Generated bodies that are valid start real clusters: keep them few and small
-    return {**jp_server_config, "ClusterManager": {**jp_server_config["ClusterManager"], "max_clusters": 2, "max_workers": 2}}
+    return {
+        **jp_server_config,
+        "ClusterManager": {**jp_server_config["ClusterManager"], "max_clusters": 2, "max_workers": 2},
+    }
 
 
-async def test_generated_requests_get_no_5xx_and_conforming_answers(jp_fetch, jp_http_port, jp_base_url, jp_auth_header, tmp_path):
+async def test_generated_requests_get_no_5xx_and_conforming_answers(
+    jp_fetch, jp_http_port, jp_base_url, jp_auth_header, tmp_path
+):
     document = f"http://127.0.0.1:{jp_http_port}{jp_base_url}clustermgr/api/openapi.json"
     code, out, err = await run(
         str(Path(sys.executable).with_name("st")),  # schemathesis' command, installed with the test extras

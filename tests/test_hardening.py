@@ -31,7 +31,9 @@ def quick_heartbeat(monkeypatch):
     monkeypatch.setattr(LocalBackend, "stop_timeout", 3.0)
 
 
-async def test_a_stopped_scheduler_shows_unresponsive_and_a_stopping_cluster_counts(jp_fetch, jp_serverapp, quick_heartbeat):
+async def test_a_stopped_scheduler_shows_unresponsive_and_a_stopping_cluster_counts(
+    jp_fetch, jp_serverapp, quick_heartbeat
+):
     manager = jp_serverapp.web_app.settings["clustermgr_manager"]
     # Given a running cluster whose scheduler is then stopped with SIGSTOP
     _, created = await call(jp_fetch, "POST", "clusters", body={"name": "frozen", "spec": EMPTY}, expect=202)

@@ -47,7 +47,12 @@ SITE = {
     "spec": {"groups": [ONE_CPU]},
 }
 GRID_ENGINE = {"name": "sge", "backend": "sge", "options": {"walltime": "00:10:00"}, "spec": {"groups": [ONE_CPU]}}
-NOWHERE = {"name": "nowhere", "backend": "slurm", "options": {"queue": "nosuchpartition"}, "spec": {"groups": [ONE_CPU]}}
+NOWHERE = {
+    "name": "nowhere",
+    "backend": "slurm",
+    "options": {"queue": "nosuchpartition"},
+    "spec": {"groups": [ONE_CPU]},
+}
 
 
 @pytest.fixture
@@ -69,7 +74,10 @@ def grid_engine_unusable() -> str | None:
 
 # Outside CI a machine without Grid Engine skips these; in CI (`make test` starts it) they run, and fail if it is missing.
 _no_grid_engine = grid_engine_unusable()
-requires_grid_engine = pytest.mark.skipif(_no_grid_engine is not None and not os.environ.get("CI"), reason=f"Grid Engine is not usable here: {_no_grid_engine}")
+requires_grid_engine = pytest.mark.skipif(
+    _no_grid_engine is not None and not os.environ.get("CI"),
+    reason=f"Grid Engine is not usable here: {_no_grid_engine}",
+)
 
 # -- refused at server start ------------------------------------------------------------------------
 
@@ -80,22 +88,40 @@ requires_grid_engine = pytest.mark.skipif(_no_grid_engine is not None and not os
         (lambda t: t["options"].update(walltime="forever"), "templates[0].options.walltime"),
         (lambda t: t["options"].update(partition="gpu"), "templates[0].options.partition"),
         (lambda t: t["options"].update(queue="gpu\n#SBATCH --exclusive"), "templates[0].options.queue"),
-        (lambda t: t["options"].update(job_script_prologue=["ok", "two\nlines"]), "templates[0].options.job_script_prologue[1]"),
+        (
+            lambda t: t["options"].update(job_script_prologue=["ok", "two\nlines"]),
+            "templates[0].options.job_script_prologue[1]",
+        ),
         (lambda t: t["options"].update(gpu_directive="--gres=gpu"), "templates[0].options.gpu_directive"),
-        (lambda t: t["user_options"]["walltime"].update(default="01:00:00"), "templates[0].user_options.walltime.default"),
-        (lambda t: t["user_options"]["walltime"].update(choices=["soon"]), "templates[0].user_options.walltime.choices[0]"),
-        (lambda t: t["user_options"].update(colour={"type": "string", "default": "red"}), "templates[0].user_options.colour"),
+        (
+            lambda t: t["user_options"]["walltime"].update(default="01:00:00"),
+            "templates[0].user_options.walltime.default",
+        ),
+        (
+            lambda t: t["user_options"]["walltime"].update(choices=["soon"]),
+            "templates[0].user_options.walltime.choices[0]",
+        ),
+        (
+            lambda t: t["user_options"].update(colour={"type": "string", "default": "red"}),
+            "templates[0].user_options.colour",
+        ),
         (lambda t: t["user_options"]["walltime"].update(minimum=1), "templates[0].user_options.walltime"),
         (lambda t: t["user_options"]["nice"].update(default=101), "templates[0].user_options.nice.default"),
     ],
 )
 def test_a_bad_template_option_stops_the_server_naming_template_and_option(tmp_path, change, named):
     # Given a site template with one mistake in its options or user options
-    template = {**SITE, "options": dict(SITE["options"]), "user_options": {k: dict(v) for k, v in SITE["user_options"].items()}}
+    template = {
+        **SITE,
+        "options": dict(SITE["options"]),
+        "user_options": {k: dict(v) for k, v in SITE["user_options"].items()},
+    }
     change(template)
     # When the server starts, Then it refuses, naming the template and the option
     with pytest.raises(ValueError) as refused:
-        ClusterManager(workdir=str(tmp_path), templates=[template], include_builtin_templates=False, default_template="hpc")
+        ClusterManager(
+            workdir=str(tmp_path), templates=[template], include_builtin_templates=False, default_template="hpc"
+        )
     assert "template 'hpc'" in str(refused.value) and named in str(refused.value), str(refused.value)
 
 
@@ -113,7 +139,15 @@ def test_every_batch_option_reaches_the_slurm_job_script(tmp_path):
     script = backend.job_script(GROUP, "gpu-1")
     # Then each option is where SLURM and the worker read it
     directives = [line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH ")]
-    for expected in ("-p gpu", "-A proj42", "-t 04:00:00", "--qos=high", "--nice=10", "--constraint=a100", "--gpus-per-task=1"):
+    for expected in (
+        "-p gpu",
+        "-A proj42",
+        "-t 04:00:00",
+        "--qos=high",
+        "--nice=10",
+        "--constraint=a100",
+        "--gpus-per-task=1",
+    ):
         assert expected in directives, (expected, directives)
     assert "module load cuda" in script.splitlines()
     command = script.strip().splitlines()[-1]
@@ -173,6 +207,7 @@ async def test_the_command_line_sets_user_options_and_shows_a_refused_one(cluste
     code, _, err = await clustermgr("delete", "cli-options", "--wait", *auth)
     assert code == 0, err
 
+
 # -- real SLURM --------------------------------------------------------------------------------------
 
 
@@ -204,7 +239,9 @@ async def test_user_options_are_checked_and_pending_workers_say_why_they_wait(jp
         ({"nice": "high"}, "options.nice"),
         ({"queue": "gpu"}, "options.queue"),
     ]:
-        status, error = await call(jp_fetch, "POST", "clusters", body={"template": "hpc", "options": options}, expect=400)
+        status, error = await call(
+            jp_fetch, "POST", "clusters", body={"template": "hpc", "options": options}, expect=400
+        )
         assert error["field"] == field, error
     _, listed = await call(jp_fetch, "GET", "clusters", expect=200)
     assert listed["clusters"] == []
@@ -307,7 +344,9 @@ async def test_a_job_slurm_refuses_sets_the_groups_error_once_without_retrying(j
 
 @pytest.mark.slurm
 @requires_slurm
-async def test_adaptive_on_slurm_grows_under_a_burst_and_cancels_exactly_the_retired_job_at_idle(jp_fetch, jp_serverapp):
+async def test_adaptive_on_slurm_grows_under_a_burst_and_cancels_exactly_the_retired_job_at_idle(
+    jp_fetch, jp_serverapp
+):
     # Given an adaptive SLURM cluster between 1 and 2 workers
     adapt = {"minimum": 1, "maximum": 2, "unit": "workers", "interval": 0.5, "wait_count": 4, "target_duration": 1}
     _, cluster = await call(jp_fetch, "POST", "clusters", body={"template": "hpc", "adapt": adapt}, expect=202)
@@ -333,7 +372,7 @@ async def test_adaptive_on_slurm_grows_under_a_burst_and_cancels_exactly_the_ret
             (survivor,) = [w["name"] for w in (await client.scheduler.identity(n_workers=-1))["workers"].values()]
             listed = await squeue(prefix)
             assert set(listed) == {f"{prefix}{survivor}"}
-            (job_id, _), = listed.values()
+            ((job_id, _),) = listed.values()
             assert backend.job_ids() == {survivor: job_id} and jobs_before[survivor] == job_id
             # And it still computes
             assert await client.submit(sum, [1, 2, 3]) == 6
@@ -342,6 +381,7 @@ async def test_adaptive_on_slurm_grows_under_a_burst_and_cancels_exactly_the_ret
             assert shrink and shrink[-1]["source"] == "adaptive"
     finally:
         await delete_and_wait(jp_fetch, cluster_id)
+
 
 # -- real Grid Engine ---------------------------------------------------------------------------------
 
@@ -366,7 +406,7 @@ async def test_workers_are_grid_engine_jobs_that_scale_up_compute_and_go(jp_fetc
         await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 1}}, expect=200)
         # Then one Grid Engine job runs the worker, which computes
         cluster = await wait_for(jp_fetch, cluster_id, running_with(1), what="the Grid Engine worker", timeout=120)
-        (job_id, state), = grid_engine_jobs(prefix).values()
+        ((job_id, state),) = grid_engine_jobs(prefix).values()
         assert state == "r"
         async with Client(cluster["scheduler_address"], asynchronous=True) as client:
             inside = await client.run(lambda: __import__("os").environ.get("JOB_ID"))

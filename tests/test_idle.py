@@ -10,7 +10,13 @@ NO_WORKERS = {"groups": [{"name": "default", "count": 0, "threads": 1, "memory":
 @pytest.fixture
 def jp_server_config(jp_server_config):
     jp_server_config["ClusterManager"]["templates"] = [
-        {"name": "short-lived", "description": "idle 1 hour", "backend": "local", "spec": NO_WORKERS, "idle_timeout": 3600}
+        {
+            "name": "short-lived",
+            "description": "idle 1 hour",
+            "backend": "local",
+            "spec": NO_WORKERS,
+            "idle_timeout": 3600,
+        }
     ]
     return jp_server_config
 

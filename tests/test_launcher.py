@@ -166,7 +166,13 @@ async def test_the_launcher_outlives_its_server_is_reused_and_exits_once_idle(tm
         assert await asyncio.wait_for(watched.wait(), 30) is not None
         # And once no server is connected and nothing runs, the launcher exits by itself
         await second.close()
-        await until(lambda: not psutil.pid_exists(launcher_pid) or psutil.Process(launcher_pid).status() == psutil.STATUS_ZOMBIE, 15, "the idle launcher to exit")
+        await until(
+            lambda: (
+                not psutil.pid_exists(launcher_pid) or psutil.Process(launcher_pid).status() == psutil.STATUS_ZOMBIE
+            ),
+            15,
+            "the idle launcher to exit",
+        )
     finally:
         await backend.detach()
         for pid in alive([scheduler, launcher_pid]):

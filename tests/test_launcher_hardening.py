@@ -189,7 +189,7 @@ def _probe_as_nobody(socket_path: Path, tmp_path: Path) -> None:
     probe = (
         "import socket, sys\n"
         "s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])\n"
-        "s.sendall(b'{\"op\": \"info\"}\\n')\n"
+        's.sendall(b\'{"op": "info"}\\n\')\n'
         "print(repr(s.recv(1000)))\n"
     )
     result = subprocess.run(

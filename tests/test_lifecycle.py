@@ -46,7 +46,9 @@ async def test_create_goes_pending_then_running_and_delete_leaves_no_process(jp_
 
 async def test_unknown_cluster_is_404_with_json(jp_fetch):
     for method in ("GET", "DELETE", "PATCH"):
-        status, body = await call(jp_fetch, method, "clusters", "nope", body={"name": "x"} if method == "PATCH" else None)
+        status, body = await call(
+            jp_fetch, method, "clusters", "nope", body={"name": "x"} if method == "PATCH" else None
+        )
         assert status == 404
         assert body["code"] == "not_found" and "nope" in body["message"]
 

@@ -67,18 +67,26 @@ def mixed_request(rng: random.Random, ids: list[str], client: int, i: int) -> tu
         "scale": ("PATCH", f"clusters/{cluster}", {"scale": {"workers": rng.choice([0, 0, 1])}}),
         "adapt": ("PATCH", f"clusters/{cluster}", {"adapt": {"minimum": 0, "maximum": 1, "interval": 0.5}}),
         "adapt-off": ("PATCH", f"clusters/{cluster}", {"adapt": None}),
-        "bad": ("PATCH", f"clusters/{cluster}", rng.choice([{"scale": {"workers": -1}}, {"spec": {"groups": []}}, {"name": ""}])),
+        "bad": (
+            "PATCH",
+            f"clusters/{cluster}",
+            rng.choice([{"scale": {"workers": -1}}, {"spec": {"groups": []}}, {"name": ""}]),
+        ),
         "unknown": ("GET", "clusters/no-such-cluster", None),
     }[kind]
 
 
-async def test_many_clients_and_subscribers(jp_fetch, jp_ws_fetch, jp_serverapp, jp_http_port, jp_base_url, jp_auth_header):
+async def test_many_clients_and_subscribers(
+    jp_fetch, jp_ws_fetch, jp_serverapp, jp_http_port, jp_base_url, jp_auth_header
+):
     manager = jp_serverapp.web_app.settings["clustermgr_manager"]
     server = psutil.Process()  # pytest-jupyter runs the server in this process
     # Given clusters with no workers yet, and subscribers watching
     ids = []
     for n in range(CLUSTERS):
-        _, created = await call(jp_fetch, "POST", "clusters", body={"name": f"load-{n}", "spec": NO_WORKERS}, expect=202)
+        _, created = await call(
+            jp_fetch, "POST", "clusters", body={"name": f"load-{n}", "spec": NO_WORKERS}, expect=202
+        )
         ids.append(created["id"])
     views = [View(await jp_ws_fetch("clustermgr", "api", "stream")) for _ in range(SUBSCRIBERS)]
     before = server.memory_info().rss

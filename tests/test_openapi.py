@@ -108,7 +108,9 @@ def test_a_patch_answer_may_say_what_a_scale_resolved_to():
     resolved = {"group": "default", "workers": 2, "cores": 2, "memory": 2147483648, "gpus": 0}
     validate_schema({**CLUSTER, "resolved": resolved}, "components", "schemas", "ClusterChange", what="PATCH answer")
     with pytest.raises(AssertionError):
-        validate_schema({**CLUSTER, "resolved": {"workers": 2}}, "components", "schemas", "ClusterChange", what="partial")
+        validate_schema(
+            {**CLUSTER, "resolved": {"workers": 2}}, "components", "schemas", "ClusterChange", what="partial"
+        )
 
 
 def test_adapt_bounds_are_counts_unless_the_unit_is_memory():

@@ -83,7 +83,11 @@ async def test_an_attached_cluster_is_re_attached_and_never_stopped(tmp_path):
         await manager.readopt_all()
         # Then the cluster is attached again, as it was
         (cluster,) = manager.list()
-        assert (cluster["backend"], cluster["status"], cluster["scheduler_address"]) == ("external", "running", record["scheduler_address"])
+        assert (cluster["backend"], cluster["status"], cluster["scheduler_address"]) == (
+            "external",
+            "running",
+            record["scheduler_address"],
+        )
         # And when that manager stops, the scheduler started elsewhere keeps running
         await manager.close_all()
         assert scheduler.poll() is None

@@ -54,7 +54,9 @@ async def attached(jp_fetch, address: str) -> dict:
     return await wait_for(jp_fetch, cluster["id"], lambda c: c["status"] == "running", what="attached")
 
 
-async def test_upstream_cookies_and_off_site_redirects_never_reach_the_browser(jp_fetch, jp_base_url, hostile_dashboard):
+async def test_upstream_cookies_and_off_site_redirects_never_reach_the_browser(
+    jp_fetch, jp_base_url, hostile_dashboard
+):
     cluster = await attached(jp_fetch, hostile_dashboard)
     dashboard = ("clustermgr", "dashboard", cluster["id"])
     # When the dashboard answers with Set-Cookie, Then the page comes through without the cookies
@@ -67,7 +69,10 @@ async def test_upstream_cookies_and_off_site_redirects_never_reach_the_browser(j
         response = await raw(jp_fetch, *dashboard, "clustermgr-test", "redirect", params={"to": target})
         assert response.code in (301, 302), (target, response.code)
         location = response.headers.get("Location", "")
-        assert location == "" or location.startswith(f"{jp_base_url}clustermgr/dashboard/{cluster['id']}/"), (target, location)
+        assert location == "" or location.startswith(f"{jp_base_url}clustermgr/dashboard/{cluster['id']}/"), (
+            target,
+            location,
+        )
     # And a redirect to the dashboard's own absolute URL stays below this server's proxy path
     own = await raw(jp_fetch, *dashboard, "clustermgr-test", "redirect", params={"to": "/status"})
     assert own.headers["Location"] == f"{jp_base_url}clustermgr/dashboard/{cluster['id']}/status"

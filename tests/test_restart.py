@@ -100,10 +100,15 @@ def test_a_local_adaptive_cluster_survives_sigkill_with_the_same_processes_and_g
     for key in ("id", "name", "template", "backend", "spec", "scheduler_address", "adapt", "created"):
         assert after[key] == before[key], key
     assert after["dashboard_url"] == before["dashboard_url"]
-    assert any("re-adopted after a server restart" in m and "2 workers running" in m for m in events_of(client, cluster["id"]))
+    assert any(
+        "re-adopted after a server restart" in m and "2 workers running" in m for m in events_of(client, cluster["id"])
+    )
     # And its workers are the same processes, counted and not started again
     assert place.remember(cluster["id"]) == processes
-    assert sorted(p.name for p in (place.workdir / cluster["id"]).glob("default-*.log")) == ["default-1.log", "default-2.log"]
+    assert sorted(p.name for p in (place.workdir / cluster["id"]).glob("default-*.log")) == [
+        "default-1.log",
+        "default-2.log",
+    ]
 
     # When a burst of work arrives
     with Client(after["scheduler_address"], timeout="30s") as dask:
@@ -111,7 +116,9 @@ def test_a_local_adaptive_cluster_survives_sigkill_with_the_same_processes_and_g
         # Then adaptive mode, resumed, grows the cluster
         grown = client.wait(cluster["id"], lambda c: c["workers"]["running"] > 2, timeout=90)
         assert grown["adapt"] == before["adapt"]
-        assert any(e["source"] == "adaptive" and e["after"] > 2 for e in client.events(cluster["id"]) if e["kind"] == "scale")
+        assert any(
+            e["source"] == "adaptive" and e["after"] > 2 for e in client.events(cluster["id"]) if e["kind"] == "scale"
+        )
         place.remember(cluster["id"])
         del futures
 
@@ -140,7 +147,7 @@ def test_sigterm_keeps_or_stops_and_a_cluster_whose_scheduler_went_away_fails(pl
     # When, while no server runs, one scheduler is killed, and another's is replaced by a stranger on its port
     for cid in (gone, replaced):
         psutil.Process(processes[cid]["scheduler"]["pid"]).kill()
-        eventually(lambda: not same_process(processes[cid]["scheduler"]), 10, "the scheduler to exit")
+        eventually(lambda cid=cid: not same_process(processes[cid]["scheduler"]), 10, "the scheduler to exit")
     port = clusters[replaced]["scheduler_address"].rsplit(":", 1)[1]
     stranger = subprocess.Popen(
         [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"],
@@ -163,7 +170,9 @@ def test_sigterm_keeps_or_stops_and_a_cluster_whose_scheduler_went_away_fails(pl
         other = client.wait(replaced, lambda c: c["status"] == "failed", timeout=60)
         assert "another scheduler" in other["error"] and other["dashboard_url"] is None
         for cid in (gone, replaced):
-            eventually(lambda: not same_process(processes[cid]["default-1"]), 30, f"the worker of {cid} to be stopped")
+            eventually(
+                lambda cid=cid: not same_process(processes[cid]["default-1"]), 30, f"the worker of {cid} to be stopped"
+            )
         assert stranger.poll() is None
 
         # When that server stops cleanly

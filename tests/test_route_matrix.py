@@ -55,7 +55,9 @@ def registered_routes(web_app, base_url: str) -> dict[str, type]:
 
 def served_verbs(handler: type) -> set[str]:
     """The verbs a handler class implements itself (not tornado's 405 defaults); GET of a WebSocket is "WS"."""
-    verbs = {v for v in handler.SUPPORTED_METHODS if getattr(handler, v.lower()) is not getattr(RequestHandler, v.lower())}
+    verbs = {
+        v for v in handler.SUPPORTED_METHODS if getattr(handler, v.lower()) is not getattr(RequestHandler, v.lower())
+    }
     if issubclass(handler, WebSocketHandler):
         verbs.add("WS")
         if not hasattr(handler, "http_get"):  # jupyter-server-proxy's handlers serve plain GETs too

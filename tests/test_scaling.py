@@ -21,7 +21,9 @@ async def test_scale_by_memory_and_by_cores_round_up_to_whole_workers(jp_fetch):
     await wait_for(jp_fetch, cluster_id, running_with(1))
     try:
         # When it is scaled to 1 GiB of memory
-        _, answer = await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"memory": "1GiB"}}, expect=200)
+        _, answer = await call(
+            jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"memory": "1GiB"}}, expect=200
+        )
         # Then that resolves to 4 workers and says so
         assert answer["resolved"] == {"group": "default", "workers": 4, "cores": 4, "memory": 1024 * MiB, "gpus": 0}
         cluster = await wait_for(jp_fetch, cluster_id, running_with(4), what="4 workers")
@@ -34,7 +36,9 @@ async def test_scale_by_memory_and_by_cores_round_up_to_whole_workers(jp_fetch):
         assert cluster["resources"]["cores"] == 2
 
         # And 300 MiB rounds up to 2 whole workers
-        _, answer = await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"memory": 300 * MiB}}, expect=200)
+        _, answer = await call(
+            jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"memory": 300 * MiB}}, expect=200
+        )
         assert answer["resolved"]["workers"] == 2
     finally:
         await delete_and_wait(jp_fetch, cluster_id)
@@ -84,7 +88,9 @@ async def test_two_groups_show_up_with_their_shapes_in_the_scheduler(jp_fetch):
         # And the scheduler sees each worker with its group's shape
         async with Client(cluster["scheduler_address"], asynchronous=True) as client:
             workers = (await client.scheduler.identity(n_workers=-1))["workers"].values()
-            shapes = sorted((w["name"].rsplit("-", 1)[0], w["nthreads"], w["memory_limit"], w["resources"]) for w in workers)
+            shapes = sorted(
+                (w["name"].rsplit("-", 1)[0], w["nthreads"], w["memory_limit"], w["resources"]) for w in workers
+            )
             assert shapes == [
                 ("gpu", 2, 512 * MiB, {"GPU": 1, "fast": 1}),
                 ("small", 1, 256 * MiB, {}),
@@ -96,7 +102,9 @@ async def test_two_groups_show_up_with_their_shapes_in_the_scheduler(jp_fetch):
         # And scaling a cluster of several groups needs a group name
         status, error = await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 1}})
         assert status == 400 and error["field"] == "scale.group"
-        _, answer = await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"cores": 4, "group": "gpu"}}, expect=200)
+        _, answer = await call(
+            jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"cores": 4, "group": "gpu"}}, expect=200
+        )
         assert answer["resolved"] == {"group": "gpu", "workers": 2, "cores": 4, "memory": 1024 * MiB, "gpus": 2}
         await wait_for(jp_fetch, cluster_id, running_with(2, group="gpu"), what="2 GPU workers")
     finally:
@@ -118,9 +126,7 @@ async def test_concurrent_scale_calls_do_not_overshoot(jp_fetch, jp_serverapp):
 
         # When calls that go up and down race, whichever is handled last is the plan, and the
         # cluster settles on exactly that
-        calls = [
-            call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": n}}) for n in (4, 2, 4, 4)
-        ]
+        calls = [call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": n}}) for n in (4, 2, 4, 4)]
         await asyncio.gather(*calls)
         _, cluster = await call(jp_fetch, "GET", "clusters", cluster_id, expect=200)
         plan = cluster["spec"]["groups"][0]["count"]
@@ -143,6 +149,7 @@ async def test_a_worker_that_dies_is_replaced(jp_fetch, jp_serverapp):
         pids = manager.get(cluster_id).pids()
         victim = next(name for name in pids if name != "scheduler")
         os.killpg(pids[victim], signal.SIGKILL)
+
         # Then the cluster notices, says why, and gets back to 2 workers
         async def noticed():
             _, events = await call(jp_fetch, "GET", "clusters", cluster_id, "events")
@@ -165,7 +172,10 @@ async def test_a_worker_that_cannot_start_is_not_restarted_in_a_loop(jp_fetch, j
         await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 2}}, expect=200)
         # Then the cluster says why and settles back on the plan it can keep, without a restart loop
         settled = await wait_for(
-            jp_fetch, cluster_id, lambda c: c["error"] and c["spec"]["groups"][0]["count"] == 1, what="the failure noted"
+            jp_fetch,
+            cluster_id,
+            lambda c: c["error"] and c["spec"]["groups"][0]["count"] == 1,
+            what="the failure noted",
         )
         assert "before it connected" in settled["error"]
         assert settled["last_decision"]["message"].startswith("not replacing default-")

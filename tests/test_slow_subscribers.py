@@ -82,8 +82,10 @@ async def test_silent_subscribers_are_let_go_and_memory_stays_bounded(
     peak = max(peak, server.memory_info().rss)
 
     growth = (peak - before) / MiB
-    print(f"{changes} messages of {size} B to {SILENT} silent subscribers: server RSS {before / MiB:.0f} MiB -> "
-          f"peak {peak / MiB:.0f} MiB (+{growth:.0f} MiB; {SILENT * changes * size / MiB:.0f} MiB were offered)")
+    print(
+        f"{changes} messages of {size} B to {SILENT} silent subscribers: server RSS {before / MiB:.0f} MiB -> "
+        f"peak {peak / MiB:.0f} MiB (+{growth:.0f} MiB; {SILENT * changes * size / MiB:.0f} MiB were offered)"
+    )
     # Then the silent subscribers were let go, and the server held a few MiB for each at most
     assert len(manager._listeners) == 1, len(manager._listeners)
     assert growth < 2 * SILENT * manager.stream_buffer_limit / MiB + 40, growth  # without the limit: +864 MiB

@@ -35,8 +35,13 @@ def jp_server_config(jp_server_config):
     jp_server_config["ClusterManager"]["templates"] = [
         {"name": "slurm", "description": "SLURM test workers", "backend": "slurm", "spec": {"groups": [WORKERS]}},
         # The job's shell takes 3 s to exit after SIGTERM: SLURM lists the job COMPLETING meanwhile
-        {"name": "slow-exit", "description": "jobs that outlive their worker", "backend": "slurm",
-         "options": {"job_script_prologue": ["trap 'sleep 3' TERM"]}, "spec": {"groups": [{**WORKERS, "count": 1}]}},
+        {
+            "name": "slow-exit",
+            "description": "jobs that outlive their worker",
+            "backend": "slurm",
+            "options": {"job_script_prologue": ["trap 'sleep 3' TERM"]},
+            "spec": {"groups": [{**WORKERS, "count": 1}]},
+        },
     ]
     return jp_server_config
 
@@ -59,7 +64,11 @@ def test_job_script_asks_slurm_for_the_group_and_names_the_worker(tmp_path):
     script = backend.job_script(spec.groups[0], "gpu-7")
     # Then SLURM is asked for what the worker gets, and the logs go to the cluster's work folder
     directives = [line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH ")]
-    assert directives[:3] == ["-J clustermgr-abc123-gpu-7", f"-e {tmp_path}/clustermgr-abc123-gpu-7-%J.err", f"-o {tmp_path}/clustermgr-abc123-gpu-7-%J.out"]
+    assert directives[:3] == [
+        "-J clustermgr-abc123-gpu-7",
+        f"-e {tmp_path}/clustermgr-abc123-gpu-7-%J.err",
+        f"-o {tmp_path}/clustermgr-abc123-gpu-7-%J.out",
+    ]
     assert directives[3:] == ["-p debug", "-n 1", "--cpus-per-task=2", "--mem=300M", "-t 01:00:00", "--gres=gpu:1"]
     # And the worker is called by our name, with its exact memory, its resources as one shell word, on loopback
     command = script.strip().splitlines()[-1]
@@ -103,7 +112,9 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
 
         async with Client(cluster["scheduler_address"], asynchronous=True) as client:
             # And each worker is called by our name and runs inside the SLURM job of that name
-            inside = await client.run(lambda dask_worker: (dask_worker.name, __import__("os").environ.get("SLURM_JOB_ID")))
+            inside = await client.run(
+                lambda dask_worker: (dask_worker.name, __import__("os").environ.get("SLURM_JOB_ID"))
+            )
             assert sorted(inside.values()) == sorted((n.removeprefix(prefix), j) for n, (j, _) in jobs.items())
 
             # And they compute
@@ -120,7 +131,7 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
             left = await until(lambda: _jobs_if(prefix, 1), 30, "1 job in squeue")
             timing("scale 2 -> 1: one job left in squeue", time.monotonic() - started)
             assert [len(r) for r in await client.gather(futures)] == [1000 * i for i in range(20)]
-            (survivor, (survivor_job, _)), = left.items()
+            ((survivor, (survivor_job, _)),) = left.items()
 
             # When the last job is cancelled from outside (as a walltime or a node failure would end it)
             started = time.monotonic()
@@ -179,7 +190,9 @@ async def _jobs_if(prefix: str, n: int, empty_ok: bool = False):
 async def test_a_group_with_gpus_and_resources_runs_as_a_job_of_its_shape(jp_fetch, jp_serverapp, monkeypatch):
     # Given a SLURM without GPUs configured as GRES (so no --gres directive), and a GPU group
     monkeypatch.setattr(SlurmBackend, "gpu_directive", None)
-    spec = {"groups": [{"name": "gpu", "count": 1, "threads": 2, "memory": "300 MiB", "gpus": 1, "resources": {"fast": 1}}]}
+    spec = {
+        "groups": [{"name": "gpu", "count": 1, "threads": 2, "memory": "300 MiB", "gpus": 1, "resources": {"fast": 1}}]
+    }
     _, cluster = await call(jp_fetch, "POST", "clusters", body={"template": "slurm", "spec": spec}, expect=202)
     cluster_id = cluster["id"]
     try:
@@ -195,7 +208,7 @@ async def test_a_group_with_gpus_and_resources_runs_as_a_job_of_its_shape(jp_fet
             # And a task that needs a GPU runs there
             assert await client.submit(lambda: 42, resources={"GPU": 1}) == 42
         # And SLURM gave the job 2 CPUs
-        (job_id, _), = (await squeue(f"clustermgr-{cluster_id}-")).values()
+        ((job_id, _),) = (await squeue(f"clustermgr-{cluster_id}-")).values()
         shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True).stdout
         assert "NumCPUs=2" in shown
     finally:
@@ -232,7 +245,9 @@ async def test_jobs_of_a_cluster_that_cannot_be_re_adopted_are_cancelled(tmp_pat
         await manager.readopt_all()
         # Then the cluster failed, its job is cancelled, and the other job is left alone
         assert manager.list()[0]["status"] == "failed"
-        listed = subprocess.run(["squeue", "-h", "-o", "%i", "-j", f"{orphan},{bystander}"], capture_output=True, text=True).stdout
+        listed = subprocess.run(
+            ["squeue", "-h", "-o", "%i", "-j", f"{orphan},{bystander}"], capture_output=True, text=True
+        ).stdout
         assert listed.split() == [bystander]
         await manager.close_all()
     finally:

@@ -58,8 +58,16 @@ def test_group_targets_need_a_group_name_when_there_are_several():
         ({"groups": [{"threads": 1, "memory": "1GB", "gpus": -1}]}, "spec.groups[0].gpus", "at least 0"),
         ({"groups": [{"memory": "1GB"}]}, "spec.groups[0].threads", "required"),
         ({"groups": [{"threads": 1, "memory": "1GB", "colour": "red"}]}, "spec.groups[0].colour", "unknown field"),
-        ({"groups": [{"threads": 1, "memory": "1GB", "resources": {"GPU": 1}}]}, "spec.groups[0].resources.GPU", "gpus"),
-        ({"groups": [{"threads": 1, "memory": "1GB", "resources": {"x": 0}}]}, "spec.groups[0].resources.x", "positive"),
+        (
+            {"groups": [{"threads": 1, "memory": "1GB", "resources": {"GPU": 1}}]},
+            "spec.groups[0].resources.GPU",
+            "gpus",
+        ),
+        (
+            {"groups": [{"threads": 1, "memory": "1GB", "resources": {"x": 0}}]},
+            "spec.groups[0].resources.x",
+            "positive",
+        ),
         (
             {"groups": [{"name": "a", "threads": 1, "memory": "1GB"}, {"name": "a", "threads": 1, "memory": "1GB"}]},
             "spec.groups[1].name",
@@ -178,11 +186,23 @@ def test_policy_holds_workers_that_keep_data_and_says_why():
         ({"groups": [{"threads": 1, "memory": " kB "}]}, "spec.groups[0].memory", "not a size"),
         ({"groups": [{"threads": 10**400, "memory": "1GB"}]}, "spec.groups[0].threads", "at most 2147483647"),
         ({"groups": [{"threads": 1, "memory": "1GB", "count": 1e300}]}, "spec.groups[0].count", "at most"),
-        ({"groups": [{"threads": 1, "memory": "1GB", "resources": {"x": 10**400}}]}, "spec.groups[0].resources.x", "up to"),
+        (
+            {"groups": [{"threads": 1, "memory": "1GB", "resources": {"x": 10**400}}]},
+            "spec.groups[0].resources.x",
+            "up to",
+        ),
         # full matches: `$` alone lets a trailing newline through, which splits job scripts and command lines
         ({"groups": [{"name": "cpu\n", "threads": 1, "memory": "1GB"}]}, "spec.groups[0].name", "letters"),
-        ({"groups": [{"threads": 1, "memory": "1GB", "resources": {"ssd\n": 1}}]}, "spec.groups[0].resources.ssd\n", "not a valid"),
-        ({"groups": [{"name": f"g{i}", "threads": 1, "memory": "1GB"} for i in range(17)]}, "spec.groups", "17 worker groups"),
+        (
+            {"groups": [{"threads": 1, "memory": "1GB", "resources": {"ssd\n": 1}}]},
+            "spec.groups[0].resources.ssd\n",
+            "not a valid",
+        ),
+        (
+            {"groups": [{"name": f"g{i}", "threads": 1, "memory": "1GB"} for i in range(17)]},
+            "spec.groups",
+            "17 worker groups",
+        ),
     ],
 )
 def test_numbers_too_large_sizes_without_a_number_and_names_with_newlines_are_refused(spec, field, words):
@@ -214,8 +234,16 @@ def test_limits_refuse_plans_beyond_the_machine_and_the_server_caps():
     for spec, field, words in [
         (two, "spec.groups[1].gpus", "asks for 1 GPUs per worker; this machine has 0 GPUs"),
         (parse_spec(ONE_GROUP).with_count("default", 3), "spec.groups", "6 cores in all; the limit is 4"),
-        (parse_spec({"groups": [{"count": 3, "threads": 1, "memory": "1 GiB"}]}), "spec.groups", "3.00 GiB of memory in all; the limit is 2.00 GiB"),
-        (parse_spec({"groups": [{"threads": 1, "memory": "5 GiB"}]}), "spec.groups[0].memory", "this machine has 4.00 GiB"),
+        (
+            parse_spec({"groups": [{"count": 3, "threads": 1, "memory": "1 GiB"}]}),
+            "spec.groups",
+            "3.00 GiB of memory in all; the limit is 2.00 GiB",
+        ),
+        (
+            parse_spec({"groups": [{"threads": 1, "memory": "5 GiB"}]}),
+            "spec.groups[0].memory",
+            "this machine has 4.00 GiB",
+        ),
     ]:
         with pytest.raises(InvalidRequest) as error:
             limits.check(spec, "spec.groups", groups_field="spec.groups")

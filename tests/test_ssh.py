@@ -55,10 +55,13 @@ def dask_spec_processes(scheduler_address: str) -> dict[str, psutil.Process]:
     for process in psutil.process_iter():
         try:
             command = process.cmdline()
-            if "distributed.cli.dask_spec" in command and scheduler_address in command:
-                if process.status() != psutil.STATUS_ZOMBIE:
-                    (spec,) = json.loads(command[command.index("--spec") + 1]).values()
-                    found[spec["opts"]["name"]] = process
+            if (
+                "distributed.cli.dask_spec" in command
+                and scheduler_address in command
+                and process.status() != psutil.STATUS_ZOMBIE
+            ):
+                (spec,) = json.loads(command[command.index("--spec") + 1]).values()
+                found[spec["opts"]["name"]] = process
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return found
@@ -110,7 +113,9 @@ def sshd(tmp_path_factory):
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation directory
     log = folder / "sshd.log"
     with open(log, "wb") as log_file:
-        process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log_file, stderr=log_file, start_new_session=True)
+        process = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(config)], stdout=log_file, stderr=log_file, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -183,7 +188,10 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
         assert sorted(workers) == ["default-1", "default-2"]
         nannies = list(workers.values())
         assert all(n.pid in tree(sshd.process.pid) for n in nannies)
-        assert backend_of(jp_serverapp, cluster_id).hosts_of_workers() == {"default-1": "127.0.0.1", "default-2": "127.0.0.1"}
+        assert backend_of(jp_serverapp, cluster_id).hosts_of_workers() == {
+            "default-1": "127.0.0.1",
+            "default-2": "127.0.0.1",
+        }
         under_sshd = set(tree(sshd.process.pid))
         trees = {n.pid: tree(n.pid) for n in nannies}
         seen.update(p for pids in trees.values() for p in pids)
@@ -203,7 +211,11 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
             await wait_for(jp_fetch, cluster_id, running_with(1), what="1 worker", timeout=60)
 
             # Then exactly one remote worker process is left, the other's processes are gone, and no result is lost
-            (survivor,) = (await until(lambda: len(dask_spec_processes(address)) == 1 and dask_spec_processes(address), 30, "1 Nanny")).values()
+            (survivor,) = (
+                await until(
+                    lambda: len(dask_spec_processes(address)) == 1 and dask_spec_processes(address), 30, "1 Nanny"
+                )
+            ).values()
             stopped = [p for nanny, pids in trees.items() if nanny != survivor.pid for p in pids]
             assert len(stopped) >= 2  # the Nanny and its worker process
             assert await until(lambda: alive(stopped) == [], 30, "the retired worker's processes to end")
@@ -310,17 +322,21 @@ async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group
     assert alive(scheduler_pids) == [] and dask_spec_processes(address) == {}
 
 
-async def test_a_worker_that_hangs_while_starting_is_killed_when_its_start_times_out(tmp_path, sshd, ssh_backend, monkeypatch):
+async def test_a_worker_that_hangs_while_starting_is_killed_when_its_start_times_out(
+    tmp_path, sshd, ssh_backend, monkeypatch
+):
     # Given an SSH backend whose workers hang as they start (a Nanny preload that sleeps, after the
     # one that reports the process group), with a start timeout long enough to get that far
     monkeypatch.setattr(SSHBackend, "worker_start_timeout", 8.0)
     backend = ssh_backend("abc123", tmp_path / "abc123")
     address = (await backend.start_scheduler()).address
     try:
-        with dask.config.set({"distributed.nanny.preload": ["import time; time.sleep(120)"]}):
-            # When a worker is started
-            with pytest.raises(BackendError) as failed:
-                await backend.scale_up(parse_spec({"groups": [WORKERS]}).groups[0], ["default-1"])
+        # When a worker is started
+        with (
+            dask.config.set({"distributed.nanny.preload": ["import time; time.sleep(120)"]}),
+            pytest.raises(BackendError) as failed,
+        ):
+            await backend.scale_up(parse_spec({"groups": [WORKERS]}).groups[0], ["default-1"])
         # Then the start fails naming the timeout, and the hanging remote process group is gone already
         assert "worker default-1 did not start on 127.0.0.1" in failed.value.message
         assert "no worker within 8 s" in failed.value.message

@@ -60,7 +60,9 @@ def test_events_are_bounded_and_the_store_has_one_owner(tmp_path):
     # Then only the newest are kept, oldest first
     (loaded,) = store.load()
     assert len(loaded["events"]) == MAX_EVENTS_PER_CLUSTER
-    assert loaded["events"][0] == {"message": "event 50"} and loaded["events"][-1] == {"message": f"event {MAX_EVENTS_PER_CLUSTER + 49}"}
+    assert loaded["events"][0] == {"message": "event 50"} and loaded["events"][-1] == {
+        "message": f"event {MAX_EVENTS_PER_CLUSTER + 49}"
+    }
     # And the record reads back as written
     assert loaded["workers"] == record["workers"] and loaded["spec"] == record["spec"]
 

@@ -38,7 +38,9 @@ def small_disk(tmp_path):
     """A 16 MiB tmpfs (unmounted after the test)."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(mount)], check=True, capture_output=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(mount)], check=True, capture_output=True
+    )
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=True, capture_output=True)
 
@@ -66,7 +68,9 @@ def place(tmp_path):
 
 
 def status_of(server: JupyterServer) -> dict:
-    response = requests.get(f"{server.url}clustermgr/api/status", headers={"Authorization": f"token {server.token}"}, timeout=30)
+    response = requests.get(
+        f"{server.url}clustermgr/api/status", headers={"Authorization": f"token {server.token}"}, timeout=30
+    )
     data = response.json()
     validate_response("GET", ("status",), response.status_code, response.headers.get("Content-Type"), data)
     return data
@@ -179,7 +183,9 @@ def test_a_store_deleted_while_the_server_runs_is_made_again_with_every_cluster(
     client.wait(after["id"], running_with(1), timeout=120)
     # Then the log says the store was deleted, and the store is made again with both clusters
     assert "was deleted or replaced" in server.log_text()
-    eventually(lambda: sorted(stored_cluster_ids(store)) == sorted([before["id"], after["id"]]), 30, "both clusters stored")
+    eventually(
+        lambda: sorted(stored_cluster_ids(store)) == sorted([before["id"], after["id"]]), 30, "both clusters stored"
+    )
     place.remember(store, after["id"])
 
     # When the server is killed and another starts on the same store, then both are re-adopted

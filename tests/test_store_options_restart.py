@@ -56,7 +56,9 @@ def test_a_chosen_walltime_applies_to_a_worker_started_after_a_server_restart(tm
         # When the server is killed with SIGKILL, and another starts on the same store
         servers[-1].stop(signal.SIGKILL)
         client = server().client()
-        after = client.wait(cluster["id"], lambda c: c["status"] == "running" and c["workers"]["running"] == 1, timeout=90)
+        after = client.wait(
+            cluster["id"], lambda c: c["status"] == "running" and c["workers"]["running"] == 1, timeout=90
+        )
         # Then the cluster still reports the chosen option
         assert after["options"] == {"walltime": "00:17:00"}
 

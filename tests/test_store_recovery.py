@@ -124,7 +124,9 @@ async def test_a_stopping_cluster_never_makes_start_up_delete_outside_the_work_f
     store.close()
     # When a manager starts on that store and re-adopts
     with caplog.at_level(logging.ERROR):
-        manager = ClusterManager(workdir=str(workdir), store_path=str(store_path), log=logging.getLogger("test-manager"))
+        manager = ClusterManager(
+            workdir=str(workdir), store_path=str(store_path), log=logging.getLogger("test-manager")
+        )
         await manager.readopt_all()
     # Then both are forgotten; the folder inside the work folder is deleted, the one outside is not, with a log line
     assert manager.list() == []
@@ -174,8 +176,13 @@ async def test_what_runs_of_a_cluster_that_cannot_be_restored_is_stopped(tmp_pat
     # whose scheduler and worker processes still run
     sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
     scheduler, worker = (subprocess.Popen(sleeper, start_new_session=True) for _ in range(2))
-    records = {name: {"pid": p.pid, "create_time": psutil.Process(p.pid).create_time()} for name, p in (("scheduler", scheduler), ("default-1", worker))}
-    record = stored_cluster("bad123", tmp_path / "work" / "bad123", {"default-1": records["default-1"]}, scheduler=records["scheduler"])
+    records = {
+        name: {"pid": p.pid, "create_time": psutil.Process(p.pid).create_time()}
+        for name, p in (("scheduler", scheduler), ("default-1", worker))
+    }
+    record = stored_cluster(
+        "bad123", tmp_path / "work" / "bad123", {"default-1": records["default-1"]}, scheduler=records["scheduler"]
+    )
     record["spec"] = {"groups": "not a list"}
     store_path = tmp_path / "clusters.sqlite3"
     store = ClusterStore(store_path)
@@ -184,7 +191,9 @@ async def test_what_runs_of_a_cluster_that_cannot_be_restored_is_stopped(tmp_pat
     try:
         # When a manager starts on it
         with caplog.at_level(logging.WARNING):
-            manager = ClusterManager(workdir=str(tmp_path / "work"), store_path=str(store_path), log=logging.getLogger("test-manager"))
+            manager = ClusterManager(
+                workdir=str(tmp_path / "work"), store_path=str(store_path), log=logging.getLogger("test-manager")
+            )
             await manager.readopt_all()
         # Then its processes are stopped, and the log says which
         for process in (scheduler, worker):
@@ -192,7 +201,10 @@ async def test_what_runs_of_a_cluster_that_cannot_be_restored_is_stopped(tmp_pat
             while process.poll() is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             assert process.poll() is not None
-        assert any("bad123: not restored; stopped what still ran of it: ['default-1', 'scheduler']" in r.getMessage() for r in caplog.records)
+        assert any(
+            "bad123: not restored; stopped what still ran of it: ['default-1', 'scheduler']" in r.getMessage()
+            for r in caplog.records
+        )
         await manager.close_all()
     finally:
         for process in (scheduler, worker):

@@ -43,7 +43,9 @@ def a_cluster_with_every_field_set(workdir: Path) -> ManagedCluster:
     """A cluster whose record has a value other than the default in every field."""
     backend = LocalBackend("c0ffee", workdir)
     spec = parse_spec(SPEC)
-    cluster = ManagedCluster("c0ffee", "every field", "local", backend, spec, on_change=lambda c: None, max_workers=8, idle_timeout=600.0)
+    cluster = ManagedCluster(
+        "c0ffee", "every field", "local", backend, spec, on_change=lambda c: None, max_workers=8, idle_timeout=600.0
+    )
     cluster.error = "a remembered error"
     cluster.options = {"walltime": "00:42:00", "queue": "debug"}
     cluster.adapt = parse_adapt({"minimum": 1, "maximum": 3}, spec, max_workers=8)
@@ -61,7 +63,9 @@ def test_every_field_of_a_record_survives_a_store_round_trip_and_its_manifest(tm
     written = a_cluster_with_every_field_set(workdir).to_record()
     assert set(written) == set(codec.RECORD_FIELDS)
     unset = [key for key, value in written.items() if value in (None, {}, [], "")]
-    assert unset == [], f"set these fields in a_cluster_with_every_field_set, so that the round trip tests them: {unset}"
+    assert unset == [], (
+        f"set these fields in a_cluster_with_every_field_set, so that the round trip tests them: {unset}"
+    )
     # When it is saved in a store, and the store is opened again
     path = tmp_path / "clusters.sqlite3"
     store = ClusterStore(path)
@@ -85,7 +89,9 @@ def test_every_field_of_a_record_survives_a_store_round_trip_and_its_manifest(tm
 
 def _start(command: list[str], log: Path) -> subprocess.Popen:
     with open(log, "ab") as out:
-        return subprocess.Popen(command, stdout=out, stderr=out, stdin=subprocess.DEVNULL, env=subprocess_env(), start_new_session=True)
+        return subprocess.Popen(
+            command, stdout=out, stderr=out, stdin=subprocess.DEVNULL, env=subprocess_env(), start_new_session=True
+        )
 
 
 def _process_record(process: subprocess.Popen) -> dict:
@@ -108,9 +114,13 @@ def released_store(tmp_path):
         for cluster_id, spec, idle_timeout in rows:
             folder = workdir / cluster_id
             folder.mkdir(parents=True)
-            scheduler = _start(scheduler_command(folder / "scheduler.json", idle_timeout=idle_timeout), folder / "scheduler.log")
+            scheduler = _start(
+                scheduler_command(folder / "scheduler.json", idle_timeout=idle_timeout), folder / "scheduler.log"
+            )
             processes.append(scheduler)
-            info = eventually(lambda folder=folder: _scheduler_file(folder / "scheduler.json"), 60, "the scheduler file")
+            info = eventually(
+                lambda folder=folder: _scheduler_file(folder / "scheduler.json"), 60, "the scheduler file"
+            )
             group = parse_spec(json.loads(spec)).groups[0]
             workers = {}
             for (name,) in db.execute("SELECT name FROM workers WHERE cluster_id = ?", (cluster_id,)).fetchall():
@@ -132,7 +142,11 @@ def released_store(tmp_path):
         db.commit()
         db.close()
         for cluster_id, records in clusters.items():
-            eventually(lambda c=cluster_id, n=len(records) - 1: _workers_connected(workdir / c, n), 90, "the workers to connect")
+            eventually(
+                lambda c=cluster_id, n=len(records) - 1: _workers_connected(workdir / c, n),  # noqa: B008 (bound per loop turn)
+                90,
+                "the workers to connect",
+            )
         yield store, workdir, clusters
     finally:
         db.close()
@@ -175,7 +189,9 @@ def test_a_store_of_the_released_schema_is_migrated_in_place_and_every_cluster_r
             assert all(same_process(p) for p in records.values())
         assert set(by_name) == {"adaptive", "plain"}
         # And what the released server stored is kept: adaptive settings, idle timeout, spec
-        assert by_name["adaptive"]["adapt"]["groups"] == [{"group": "default", "minimum": 2, "maximum": 3, "unit": "workers"}]
+        assert by_name["adaptive"]["adapt"]["groups"] == [
+            {"group": "default", "minimum": 2, "maximum": 3, "unit": "workers"}
+        ]
         assert by_name["adaptive"]["idle_timeout"] == 3600 and by_name["plain"]["spec"]["groups"][0]["count"] == 1
         # And the store was migrated in place (same file, nothing moved aside), saying so in the log
         db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
@@ -190,7 +206,9 @@ def test_a_store_of_the_released_schema_is_migrated_in_place_and_every_cluster_r
         client.scale(plain["id"], 2)
         # Then a new worker starts next to the re-adopted one, and is recorded
         client.wait(plain["id"], lambda c: c["status"] == "running" and c["workers"]["running"] == 2, timeout=90)
-        recorded = eventually(lambda: r if len(r := stored_workers(store, plain["id"])) == 3 else None, 30, "the new worker's record")
+        recorded = eventually(
+            lambda: r if len(r := stored_workers(store, plain["id"])) == 3 else None, 30, "the new worker's record"
+        )
         sessions.update(r["pid"] for r in recorded.values())
 
         # When both are deleted, then nothing of them is left running

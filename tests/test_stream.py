@@ -1,6 +1,7 @@
 """Given a real Jupyter server, when clusters change, then every WebSocket client is told within 100 ms, unpolled."""
 
 import asyncio
+import contextlib
 import statistics
 import time
 
@@ -51,12 +52,12 @@ class StreamClient:
                     return message
             checked = len(self.received)
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; got {[(m['seq'], m['type']) for m in self.messages]}")
+                raise AssertionError(
+                    f"timed out waiting for {what}; got {[(m['seq'], m['type']) for m in self.messages]}"
+                )
             self._arrival.clear()
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._arrival.wait(), deadline - time.monotonic())
-            except asyncio.TimeoutError:
-                pass
 
     def close(self) -> None:
         self.connection.close()

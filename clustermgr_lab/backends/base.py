@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from traitlets.config import LoggingConfigurable
 from traitlets.traitlets import MetaHasTraits
@@ -72,7 +73,7 @@ class BackendContext:
     workdir: Path
     on_worker_exit: WorkerExited | None = None
     on_change: Callable[[], None] | None = None
-    launcher: "WarmLauncher | None" = None
+    launcher: WarmLauncher | None = None
     idle_timeout: float | None = None
 
 
@@ -182,7 +183,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         return Path(self.context.workdir)
 
     @property
-    def launcher(self) -> "WarmLauncher | None":
+    def launcher(self) -> WarmLauncher | None:
         return self.context.launcher
 
     @property

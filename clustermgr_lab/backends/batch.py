@@ -33,6 +33,7 @@ from .processes import LocalProcesses, exit_reason
 
 log = logging.getLogger(__name__)
 
+
 async def run_command(*command: str, timeout: float = 60) -> tuple[int, str, str]:
     """Run a queueing-system command without blocking the event loop; returns (returncode, stdout, stderr)."""
     try:
@@ -92,7 +93,9 @@ BATCH_OPTIONS: dict[str, opt.BackendOption] = {
     "job_script_prologue": opt.BackendOption(opt.lines, "shell lines before the worker, e.g. ['module load cuda']"),
     "interface": opt.BackendOption(opt.word, "network interface the workers listen on, e.g. ib0 (lo: single node)"),
     "scheduler_host": opt.BackendOption(opt.host, "address the scheduler listens on, reachable from the compute nodes"),
-    "scheduler_interface": opt.BackendOption(opt.word, "network interface the scheduler listens on (wins over scheduler_host)"),
+    "scheduler_interface": opt.BackendOption(
+        opt.word, "network interface the scheduler listens on (wins over scheduler_host)"
+    ),
     "python": opt.BackendOption(script_path, "the Python that runs the workers on the compute nodes"),
     "local_directory": opt.BackendOption(script_path, "node-local scratch folder for the workers' spilled data"),
     "gpu_directive": opt.BackendOption(opt.gpu_directive, "directive for groups with GPUs, with {gpus}; null: none"),
@@ -132,7 +135,9 @@ class BatchBackend(Backend):
     scheduler_interface: str | None = None  # or: the network interface it listens on (wins over the host)
     job_name_prefix = "clustermgr"
     poll_interval = 2.0
-    command_timeout = Float(60.0, config=True, help="Seconds a queueing-system command (submit, cancel, status) may take.")
+    command_timeout = Float(
+        60.0, config=True, help="Seconds a queueing-system command (submit, cancel, status) may take."
+    )
     stop_timeout = Float(10.0, config=True, help="Seconds the scheduler and other local processes get to stop.")
     cancel_timeout = Float(
         60.0,
@@ -323,7 +328,9 @@ class BatchBackend(Backend):
             cancel = shlex.split(self.job_class().cancel_command)
             code, out, err = await run_command(*cancel, *job_ids, timeout=self.command_timeout)
             if code != 0:
-                log.warning("cluster %s: %s %s: %s", self.cluster_id, cancel[0], " ".join(job_ids), (err or out).strip())
+                log.warning(
+                    "cluster %s: %s %s: %s", self.cluster_id, cancel[0], " ".join(job_ids), (err or out).strip()
+                )
             # A cancelled job is listed (SLURM: COMPLETING) until the system has killed and cleaned up after
             # it, up to its kill grace time after the signal: only then is it gone, and its resources free.
             loop = asyncio.get_running_loop()
@@ -334,7 +341,12 @@ class BatchBackend(Backend):
                     break
                 await asyncio.sleep(0.25)
             else:
-                log.warning("cluster %s: jobs %s still listed %g s after cancelling", self.cluster_id, job_ids, self.cancel_timeout)
+                log.warning(
+                    "cluster %s: jobs %s still listed %g s after cancelling",
+                    self.cluster_id,
+                    job_ids,
+                    self.cancel_timeout,
+                )
             for name in names:
                 self._jobs.pop(name, None)
                 self._waiting.pop(name, None)
@@ -376,7 +388,9 @@ class BatchBackend(Backend):
     def process_records(self) -> dict[str, dict[str, Any]]:
         """The scheduler's PID, and each worker's job id and job name."""
         records = self.scheduler.record()
-        records.update({name: {"job_id": job_id, "job_name": self.job_name(name)} for name, job_id in self._jobs.items()})
+        records.update(
+            {name: {"job_id": job_id, "job_name": self.job_name(name)} for name, job_id in self._jobs.items()}
+        )
         return records
 
     async def adopt(self, endpoint: SchedulerEndpoint, records: dict[str, dict[str, Any]]) -> set[str]:
@@ -387,12 +401,16 @@ class BatchBackend(Backend):
         """
         self.address = endpoint.address
         self.scheduler.adopt(endpoint, {n: r for n, r in records.items() if n == SCHEDULER and "pid" in r})
-        jobs = {n: str(r["job_id"]) for n, r in records.items() if r.get("job_id") and r.get("job_name") == self.job_name(n)}
+        jobs = {
+            n: str(r["job_id"]) for n, r in records.items() if r.get("job_id") and r.get("job_name") == self.job_name(n)
+        }
         if jobs:
             self._jobs.update(jobs)
             active = await self._active(list(jobs))
             if active is None:
-                log.warning("cluster %s: the job status did not answer; keeping the recorded jobs %s", self.cluster_id, jobs)
+                log.warning(
+                    "cluster %s: the job status did not answer; keeping the recorded jobs %s", self.cluster_id, jobs
+                )
                 active = dict.fromkeys(jobs)
             for name in set(jobs) - set(active):
                 del self._jobs[name]
@@ -434,7 +452,9 @@ class SGEBackend(BatchBackend):
             state = entry.findtext("state", "")
             running = "r" in state or "t" in state
             jobs[entry.findtext("JB_job_number", "")] = JobState(
-                name=entry.findtext("JB_name", ""), active="d" not in state, pending_reason=None if running else state,
+                name=entry.findtext("JB_name", ""),
+                active="d" not in state,
+                pending_reason=None if running else state,
                 finishing="d" in state,  # deleted, still listed until the execd has killed it
             )
         return jobs
@@ -469,7 +489,9 @@ class PBSBackend(BatchBackend):
             if len(fields) >= 6 and fields[0].split(".")[0] in {j.split(".")[0] for j in job_ids}:
                 full = next(j for j in job_ids if j.split(".")[0] == fields[0].split(".")[0])
                 state = fields[4]
-                jobs[full] = JobState("", active=state not in ("C", "F", "X"), pending_reason=None if state in ("R", "E") else state)
+                jobs[full] = JobState(
+                    "", active=state not in ("C", "F", "X"), pending_reason=None if state in ("R", "E") else state
+                )
         return jobs if code == 0 or jobs or "Unknown Job" in err else None
 
 
@@ -520,7 +542,9 @@ class HTCondorBackend(BatchBackend):
         return kwargs
 
     async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
-        code, out, err = await run_command("condor_q", *job_ids, "-af", "ClusterId", "ProcId", "JobStatus", timeout=self.command_timeout)
+        code, out, err = await run_command(
+            "condor_q", *job_ids, "-af", "ClusterId", "ProcId", "JobStatus", timeout=self.command_timeout
+        )
         if code != 0:
             return None
         jobs = {}

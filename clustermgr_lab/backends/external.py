@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from distributed.comm import parse_address, parse_host_port, unparse_host_port
+from traitlets import Float
 
 from ..errors import BackendError, Conflict, InvalidRequest
 from ..foreign_scheduler import ForeignSchedulerError, ForeignSchedulerLink, foreign_identity
 from ..spec import WorkerGroup
-from traitlets import Float
-
 from .base import Backend, Capabilities, SchedulerEndpoint
 
 NOT_OURS = "its workers are started and stopped by whoever started it, not by this server; scale it there"
@@ -35,7 +35,9 @@ def parse_scheduler_address(value: Any, field: str = "attach") -> str:
         scheme, location = parse_address(text)
         host, port = parse_host_port(location)
     except ValueError:
-        raise InvalidRequest(f"must be a scheduler address such as 'tcp://127.0.0.1:8786', not {value!r}", field) from None
+        raise InvalidRequest(
+            f"must be a scheduler address such as 'tcp://127.0.0.1:8786', not {value!r}", field
+        ) from None
     if scheme != "tcp" or not host or not port:
         raise InvalidRequest(f"must be a tcp:// scheduler address with a host and a port, not {value!r}", field)
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
@@ -84,7 +86,9 @@ class ExternalBackend(Backend):
             raise BackendError(f"cannot reach the scheduler at {self.address}: {exc}") from None
         other = self.listed_as(identity.scheduler_id)
         if other is not None:  # e.g. attached as 127.0.0.1 and again by this host's name
-            raise BackendError(f"the scheduler at {self.address} ({identity.scheduler_id}) is listed already, as {other!r}")
+            raise BackendError(
+                f"the scheduler at {self.address} ({identity.scheduler_id}) is listed already, as {other!r}"
+            )
         host = parse_host_port(parse_address(self.address)[1])[0]
         port = identity.dashboard_port
         dashboard = unparse_host_port(host, port) if port else None

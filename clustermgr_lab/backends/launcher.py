@@ -178,7 +178,9 @@ class Launcher:
         except BlockingIOError:
             return
         except OSError as exc:  # EMFILE / ENFILE / ENOBUFS: stop accepting for a moment instead of spinning
-            print(f"launcher {os.getpid()}: cannot accept a connection: {exc}; retrying in {ACCEPT_PAUSE:g} s", flush=True)
+            print(
+                f"launcher {os.getpid()}: cannot accept a connection: {exc}; retrying in {ACCEPT_PAUSE:g} s", flush=True
+            )
             self.selector.unregister(self.listener)
             self.accept_paused_until = time.monotonic() + ACCEPT_PAUSE
             return
@@ -328,7 +330,9 @@ def set_process_title(argv: list[str]) -> None:
     setproctitle.setproctitle(" ".join(argv))
 
 
-def run_child(argv: list[str], env: dict[str, str], log_path: str, cwd: str, inherited: list[int], tell_parent: int) -> None:
+def run_child(
+    argv: list[str], env: dict[str, str], log_path: str, cwd: str, inherited: list[int], tell_parent: int
+) -> None:
     """In the forked child: a session of its own, output to ``log_path``, then the dask CLI. Never returns."""
     code = 1
     try:
@@ -383,7 +387,7 @@ def serve(socket_path: Path, idle_timeout: float, preload: list[str]) -> int:
         return 2
     # Close-on-exec (Python's default), and closed in every forked child (see Launcher._fork): the lock
     # dies with this process, so a new launcher can start at once after this one crashed.
-    lock = open(socket_path.with_name(socket_path.name + ".lock"), "a")
+    lock = open(socket_path.with_name(socket_path.name + ".lock"), "a")  # noqa: SIM115 (held for the launcher's life)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -392,7 +396,9 @@ def serve(socket_path: Path, idle_timeout: float, preload: list[str]) -> int:
     started = time.perf_counter()
     for module in preload:
         importlib.import_module(module)
-    print(f"launcher {os.getpid()}: preloaded {', '.join(preload)} in {time.perf_counter() - started:.2f} s", flush=True)
+    print(
+        f"launcher {os.getpid()}: preloaded {', '.join(preload)} in {time.perf_counter() - started:.2f} s", flush=True
+    )
     socket_path.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_umask = os.umask(0o177)  # only this user may ask for processes
@@ -512,7 +518,14 @@ class WarmLauncher(LoggingConfigurable):
         try:
             await self.ensure()
             reply = await self._request(
-                {"op": "spawn", "name": log_path.stem, "argv": command, "env": env, "log": str(log_path), "cwd": str(log_path.parent)}
+                {
+                    "op": "spawn",
+                    "name": log_path.stem,
+                    "argv": command,
+                    "env": env,
+                    "log": str(log_path),
+                    "cwd": str(log_path.parent),
+                }
             )
         except LauncherUnavailable as exc:
             self._give_up(str(exc))
@@ -531,7 +544,9 @@ class WarmLauncher(LoggingConfigurable):
         process = self._launched.get(pid)
         if process is None or process.create_time != create_time:
             process = self._launched[pid] = LaunchedProcess(pid, create_time)
-            process._exited.add_done_callback(lambda _: self._launched.pop(pid, None) if self._launched.get(pid) is process else None)
+            process._exited.add_done_callback(
+                lambda _: self._launched.pop(pid, None) if self._launched.get(pid) is process else None
+            )
         if pid in self._exits:
             process._set_exited(self._exits.pop(pid))
         elif poll or not self.connected:
@@ -679,7 +694,9 @@ class WarmLauncher(LoggingConfigurable):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("socket", type=Path, help="the unix socket to serve")
-    parser.add_argument("--idle-timeout", type=float, default=2.0, help="exit after this long with no server and no child")
+    parser.add_argument(
+        "--idle-timeout", type=float, default=2.0, help="exit after this long with no server and no child"
+    )
     parser.add_argument("--preload", default=",".join(DEFAULT_PRELOAD), help="comma-separated modules to import first")
     args = parser.parse_args(argv)
     return serve(args.socket, args.idle_timeout, [m for m in args.preload.split(",") if m])

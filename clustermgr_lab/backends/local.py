@@ -20,6 +20,7 @@ __all__ = [
     "PRELOAD", "PROCESS_DEFAULTS", "SCHEDULER", "LocalBackend", "TrackedProcess", "scheduler_command", "worker_command",
 ]  # fmt: skip
 
+
 def worker_command(scheduler: str | Path, group: WorkerGroup, name: str, death_timeout: float = 60) -> list[str]:
     """The ``dask worker`` command line for one worker of ``group``; any backend may reuse it.
 
@@ -56,8 +57,12 @@ class LocalBackend(Backend):
     capabilities = Capabilities()
 
     stop_timeout = Float(10.0, config=True, help="Seconds a stopped process gets after SIGTERM before SIGKILL.")
-    scheduler_start_timeout = Float(60.0, config=True, help="Seconds the scheduler gets to write its address before it is stopped.")
-    worker_death_timeout = Float(60.0, config=True, help="Seconds a worker that cannot reach its scheduler waits before exiting.")
+    scheduler_start_timeout = Float(
+        60.0, config=True, help="Seconds the scheduler gets to write its address before it is stopped."
+    )
+    worker_death_timeout = Float(
+        60.0, config=True, help="Seconds a worker that cannot reach its scheduler waits before exiting."
+    )
     scheduler_host = "127.0.0.1"  # where the scheduler listens (its dashboard stays on 127.0.0.1)
     scheduler_interface: str | None = None  # or: the network interface it listens on (wins over the host)
 

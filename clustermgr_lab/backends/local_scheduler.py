@@ -74,7 +74,9 @@ class LocalScheduler:
         while "address" not in info:
             if not process.running():
                 code = await self.processes.exit_code(process)
-                raise BackendError(f"the scheduler exited with code {code}: {self.processes.log_tail(SCHEDULER_PROCESS)}")
+                raise BackendError(
+                    f"the scheduler exited with code {code}: {self.processes.log_tail(SCHEDULER_PROCESS)}"
+                )
             if loop.time() > deadline:
                 await self.processes.stop(SCHEDULER_PROCESS, stop_timeout)
                 raise BackendError(f"the scheduler did not start within {timeout:g} s")
@@ -85,7 +87,9 @@ class LocalScheduler:
                 info = {}
         self.address = info["address"]
         dashboard_port = info.get("services", {}).get("dashboard")
-        return SchedulerEndpoint(self.address, f"127.0.0.1:{dashboard_port}" if dashboard_port else None, info.get("id"))
+        return SchedulerEndpoint(
+            self.address, f"127.0.0.1:{dashboard_port}" if dashboard_port else None, info.get("id")
+        )
 
     async def stop(self, timeout: float) -> None:
         await self.processes.stop(SCHEDULER_PROCESS, timeout)

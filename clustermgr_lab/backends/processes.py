@@ -6,9 +6,10 @@ import asyncio
 import os
 import re
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -33,14 +34,14 @@ class TrackedProcess:
     create_time: float
 
     @classmethod
-    def of(cls, pid: int) -> "TrackedProcess":
+    def of(cls, pid: int) -> TrackedProcess:
         try:
             return cls(pid, psutil.Process(pid).create_time())
         except psutil.NoSuchProcess:
             return cls(pid, 0.0)  # already gone: never running
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> "TrackedProcess | None":
+    def from_record(cls, record: dict[str, Any]) -> TrackedProcess | None:
         try:
             return cls(int(record["pid"]), float(record["create_time"]))
         except (KeyError, TypeError, ValueError):
@@ -117,8 +118,8 @@ class LocalProcesses:
     def __init__(
         self,
         workdir: Path,
-        launcher: "WarmLauncher | None" = None,
-        on_exit: Callable[[str, "int | None"], None] | None = None,
+        launcher: WarmLauncher | None = None,
+        on_exit: Callable[[str, int | None], None] | None = None,
         on_change: Callable[[], None] | None = None,
     ):
         self.workdir = Path(workdir)
@@ -168,7 +169,9 @@ class LocalProcesses:
 
     async def _start_and_track(self, name: str, command: list[str], env: dict[str, str] | None) -> TrackedProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        process = await self._start_process(name, command, {**PROCESS_DEFAULTS, **os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+        process = await self._start_process(
+            name, command, {**PROCESS_DEFAULTS, **os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        )
         create_time = getattr(process, "create_time", None)
         tracked = TrackedProcess(process.pid, create_time) if create_time else TrackedProcess.of(process.pid)
         self._children[process.pid] = process

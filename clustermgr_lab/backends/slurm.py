@@ -14,7 +14,16 @@ from ..spec import WorkerGroup
 from .batch import BATCH_OPTIONS, BatchBackend, JobState, jobqueue_class, run_command
 
 # A job in one of these states queues or runs; in any other (or with no line at all) its worker has ended.
-ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "RESIZING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}
+ACTIVE_STATES = {
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "SUSPENDED",
+    "RESIZING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+}
 # Listed after the worker ended, while SLURM kills what is left of the job and cleans up (up to KillWait and the epilog).
 LISTED_STATES = {"COMPLETING", "SIGNALING", "STAGE_OUT"}
 
@@ -62,11 +71,15 @@ class SlurmBackend(BatchBackend):
             job_id, job_name, state, reason = (line.strip().split("|", 3) + ["", "", ""])[:4]
             waits = (reason if reason not in ("", "None") else "queued") if state == "PENDING" else None
             active = state in ACTIVE_STATES
-            jobs[job_id] = JobState(job_name, active=active, pending_reason=waits, finishing=not active and state in LISTED_STATES)
+            jobs[job_id] = JobState(
+                job_name, active=active, pending_reason=waits, finishing=not active and state in LISTED_STATES
+            )
         return jobs
 
     async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
-        code, out, err = await run_command("squeue", "-h", "-o", "%i|%j|%T|%r", "-j", ",".join(job_ids), timeout=self.command_timeout)
+        code, out, err = await run_command(
+            "squeue", "-h", "-o", "%i|%j|%T|%r", "-j", ",".join(job_ids), timeout=self.command_timeout
+        )
         if code != 0:
             return {} if "Invalid job id" in err else None  # only the first: every id is unknown
         return self.parse_squeue(out)

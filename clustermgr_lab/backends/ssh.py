@@ -137,7 +137,9 @@ class SSHBackend(Backend):
     workers_before_scheduler = False  # a remote worker needs the scheduler's address
     capabilities = Capabilities(runs_processes_here=False)  # workers run on the hosts
 
-    hosts = List(Unicode(), ["127.0.0.1"], config=True, help="The hosts workers are started on (the least loaded first).")
+    hosts = List(
+        Unicode(), ["127.0.0.1"], config=True, help="The hosts workers are started on (the least loaded first)."
+    )
     connect_options = Dict(
         {}, config=True, help="Keyword arguments of asyncssh.connect: port, username, known_hosts, client_keys..."
     )
@@ -145,19 +147,29 @@ class SSHBackend(Backend):
         None, allow_none=True, config=True, help="The Python on the hosts; None: this server's sys.executable."
     )
     interface = Unicode(
-        None, allow_none=True, config=True, help="The workers' network interface; None: the one routing to the scheduler."
+        None,
+        allow_none=True,
+        config=True,
+        help="The workers' network interface; None: the one routing to the scheduler.",
     )
     scheduler_host = Unicode(
-        "127.0.0.1", config=True, help="The address the scheduler listens on: one of this machine's that the hosts reach."
+        "127.0.0.1",
+        config=True,
+        help="The address the scheduler listens on: one of this machine's that the hosts reach.",
     )
     scheduler_interface = Unicode(
-        None, allow_none=True, config=True, help="Or the network interface the scheduler listens on (wins over the host)."
+        None,
+        allow_none=True,
+        config=True,
+        help="Or the network interface the scheduler listens on (wins over the host).",
     )
     worker_start_timeout = Float(60.0, config=True, help="Seconds a worker gets to start over SSH.")
     command_timeout = Float(30.0, config=True, help="Seconds an SSH command (kill of a process group) may take.")
     stop_timeout = Float(10.0, config=True, help="Seconds a stopped worker or the scheduler gets before it is killed.")
     scheduler_start_timeout = Float(60.0, config=True, help="Seconds the scheduler gets to write its address.")
-    worker_death_timeout = Float(60.0, config=True, help="Seconds a worker that cannot reach its scheduler waits before exiting.")
+    worker_death_timeout = Float(
+        60.0, config=True, help="Seconds a worker that cannot reach its scheduler waits before exiting."
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -195,7 +207,6 @@ class SSHBackend(Backend):
 
     def exit_reason(self, name: str) -> str | None:
         return exit_reason(self.worker_log(name))
-
 
     def worker_options(self, group: WorkerGroup, name: str) -> dict[str, Any]:
         """Keyword arguments of the remote Nanny (and its worker) for one worker of ``group``."""
@@ -248,7 +259,9 @@ class SSHBackend(Backend):
             detail = "\n".join(output[-15:]) or f"{type(exc).__name__}: {exc}"
             if isinstance(exc, asyncio.TimeoutError):
                 detail = f"no worker within {self.worker_start_timeout:g} s\n{detail}"
-            raise BackendError(f"worker {name} did not start on {host} (remote exit status {status}): {detail}") from exc
+            raise BackendError(
+                f"worker {name} did not start on {host} (remote exit status {status}): {detail}"
+            ) from exc
         self._remote[name].process_group = _reported_process_group(output)
         self._remote[name].watcher = asyncio.ensure_future(self._watch_remote(name, process))
         self._notify_change()
@@ -273,11 +286,21 @@ class SSHBackend(Backend):
         await self._close_connection(name)
         if returncode is None and remote.process_group is not None:
             # No exit status: the connection was lost, not the worker; it must not run on untracked.
-            killed = await _kill_remote_group(remote.host, self.connect_options, remote.process_group, self.command_timeout)
+            killed = await _kill_remote_group(
+                remote.host, self.connect_options, remote.process_group, self.command_timeout
+            )
             outcome = "killed it" if killed else "it was not running any more, or could not be reached"
-            log.warning("cluster %s: lost the SSH connection of worker %s on %s; %s", self.cluster_id, name, remote.host, outcome)
+            log.warning(
+                "cluster %s: lost the SSH connection of worker %s on %s; %s",
+                self.cluster_id,
+                name,
+                remote.host,
+                outcome,
+            )
         else:
-            log.warning("cluster %s: worker %s on %s ended on its own (%s)", self.cluster_id, name, remote.host, returncode)
+            log.warning(
+                "cluster %s: worker %s on %s ended on its own (%s)", self.cluster_id, name, remote.host, returncode
+            )
         self._report_exit(name, returncode)
 
     async def _abandon(self, name: str, output: list[str], ended: bool) -> None:
@@ -323,9 +346,13 @@ class SSHBackend(Backend):
             return False
         command = _stop_group_command(remote.process_group, signal_name, self.stop_timeout)
         try:
-            done = await asyncio.wait_for(remote.process.connection.run(command), self.stop_timeout + self.command_timeout)
+            done = await asyncio.wait_for(
+                remote.process.connection.run(command), self.stop_timeout + self.command_timeout
+            )
         except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
-            log.warning("cluster %s: kill -%s of a worker on %s failed: %s", self.cluster_id, signal_name, remote.host, exc)
+            log.warning(
+                "cluster %s: kill -%s of a worker on %s failed: %s", self.cluster_id, signal_name, remote.host, exc
+            )
             return False
         return done.exit_status == 0
 
@@ -338,7 +365,9 @@ class SSHBackend(Backend):
             for signal_name in ("TERM", "KILL"):
                 if await self._signal_group(remote, signal_name):
                     break
-                log.warning("cluster %s: worker %s was still running after kill -%s", self.cluster_id, name, signal_name)
+                log.warning(
+                    "cluster %s: worker %s was still running after kill -%s", self.cluster_id, name, signal_name
+                )
             await self._close_connection(name)
         finally:
             self._stopping.discard(name)

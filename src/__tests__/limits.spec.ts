@@ -67,7 +67,9 @@ describe('caps', () => {
       'Above the limit of 12 workers per cluster: the server will refuse it',
       'Above the limit of 16 cores per cluster: the server will refuse it'
     ]);
-    expect(limitWarnings(plan(2, 2, 65 * GiB), withCaps, false, 'slurm')).toEqual([
+    expect(
+      limitWarnings(plan(2, 2, 65 * GiB), withCaps, false, 'slurm')
+    ).toEqual([
       'Above the limit of 64 GiB of memory per cluster: the server will refuse it'
     ]);
     expect(

@@ -69,9 +69,14 @@ export function adaptDraft(
  * The request for a draft; amounts are sent as typed when they do not
  * parse, so that the server says what is wrong with them.
  */
-export function adaptRequest(draft: IAdaptDraft, group?: string): IAdaptRequest {
+export function adaptRequest(
+  draft: IAdaptDraft,
+  group?: string
+): IAdaptRequest {
   const value = (text: string) =>
-    draft.unit === 'memory' ? text.trim() : parseAmount('workers', text) ?? text;
+    draft.unit === 'memory'
+      ? text.trim()
+      : (parseAmount('workers', text) ?? text);
   return {
     ...(group ? { group } : {}),
     minimum: value(draft.minimum),
@@ -90,7 +95,12 @@ export function rangeProblems(draft: IAdaptDraft): {
   const min = checkAmount(draft.unit, draft.minimum);
   const max = checkAmount(draft.unit, draft.maximum);
   let maximum = max.error;
-  if (!maximum && min.value !== null && max.value !== null && max.value < min.value) {
+  if (
+    !maximum &&
+    min.value !== null &&
+    max.value !== null &&
+    max.value < min.value
+  ) {
     maximum = 'Must be at least the minimum';
   }
   return { minimum: min.error, maximum };
@@ -252,7 +262,9 @@ export interface IAdaptiveEditorProps {
  * `{"adapt": {"group", "enabled": false}}` turns one group off, at the
  * size it has.
  */
-export function AdaptiveEditor(props: IAdaptiveEditorProps): React.ReactElement {
+export function AdaptiveEditor(
+  props: IAdaptiveEditorProps
+): React.ReactElement {
   const { cluster } = props;
   const groups = cluster.spec.groups;
   const initial = React.useMemo(() => {
@@ -284,10 +296,7 @@ export function AdaptiveEditor(props: IAdaptiveEditorProps): React.ReactElement 
     const turnOff = changed.filter(g => !drafts[g.name].on);
     const requests: Array<[string, PatchClusterRequest]> = [];
     for (const g of turnOn) {
-      requests.push([
-        g.name,
-        { adapt: adaptRequest(drafts[g.name], g.name) }
-      ]);
+      requests.push([g.name, { adapt: adaptRequest(drafts[g.name], g.name) }]);
     }
     for (const g of turnOff) {
       requests.push([g.name, { adapt: { group: g.name, enabled: false } }]);

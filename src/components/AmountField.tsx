@@ -186,7 +186,10 @@ export function AmountField(props: IAmountFieldProps): React.ReactElement {
         <FieldError key={i.errorId} id={i.errorId} message={i.message} />
       ))}
       {props.unitErrorId && (
-        <FieldError id={props.unitErrorId} message={props.unitMessage ?? null} />
+        <FieldError
+          id={props.unitErrorId}
+          message={props.unitMessage ?? null}
+        />
       )}
       {!refused && (
         <PlanPreview

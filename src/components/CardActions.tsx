@@ -106,10 +106,15 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
         disabled: cannotScale,
         className: 'cm-ScaleButton'
       })}
-      {action(CommandIDs.adapt, 'Adaptive', `Adaptive mode of ${cluster.name}`, {
-        disabled: cannotScale,
-        className: 'cm-AdaptButton'
-      })}
+      {action(
+        CommandIDs.adapt,
+        'Adaptive',
+        `Adaptive mode of ${cluster.name}`,
+        {
+          disabled: cannotScale,
+          className: 'cm-AdaptButton'
+        }
+      )}
       {action(
         CommandIDs.editSpec,
         'Spec',

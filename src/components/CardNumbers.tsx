@@ -119,7 +119,9 @@ export function CardDecision(props: {
         <span className="cm-ClusterCard-decisionChange">
           {decisionChange(decision)}
         </span>{' '}
-        <span className="cm-ClusterCard-decisionReason">{decision.message}</span>{' '}
+        <span className="cm-ClusterCard-decisionReason">
+          {decision.message}
+        </span>{' '}
         <span className="cm-ClusterCard-decisionMeta">
           {[decision.source, formatTime(decision.time)]
             .filter(Boolean)

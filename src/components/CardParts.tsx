@@ -90,8 +90,8 @@ export function ShrinkHint(): React.ReactElement {
     <div className="cm-ShrinkHint" role="note">
       To let it shrink, release the data in the notebook that holds it:{' '}
       <code>del</code> the futures or persisted collections you no longer need,
-      or call <code>client.cancel(futures)</code>; published datasets stay
-      until <code>client.unpublish_dataset(name)</code>.
+      or call <code>client.cancel(futures)</code>; published datasets stay until{' '}
+      <code>client.unpublish_dataset(name)</code>.
     </div>
   );
 }

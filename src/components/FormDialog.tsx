@@ -79,9 +79,11 @@ class FormDialog<T> extends Dialog<T | null> {
 
   private _setBusy(busy: boolean): void {
     this._busy = busy;
-    this.node.querySelectorAll<HTMLButtonElement>('.jp-mod-accept').forEach(b => {
-      b.disabled = busy;
-    });
+    this.node
+      .querySelectorAll<HTMLButtonElement>('.jp-mod-accept')
+      .forEach(b => {
+        b.disabled = busy;
+      });
     this.node.setAttribute('aria-busy', busy ? 'true' : 'false');
   }
 

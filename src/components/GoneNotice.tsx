@@ -25,8 +25,8 @@ export function GoneNotice(props: {
         {afterOutage
           ? 'They were shut down, or the server restarted and could not take them back. '
           : 'They were shut down elsewhere (another tab, a script or the CLI). '}
-        Their workers, and any data held in them, are gone; clients connected
-        to them need a new cluster.
+        Their workers, and any data held in them, are gone; clients connected to
+        them need a new cluster.
       </p>
       <button
         type="button"

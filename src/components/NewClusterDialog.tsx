@@ -152,8 +152,7 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
     optionInline ||
     specShowsError(error, 'spec') ||
     adaptInline;
-  const adaptDraftGroup =
-    groups.find(g => g.name === adaptGroup) ?? groups[0];
+  const adaptDraftGroup = groups.find(g => g.name === adaptGroup) ?? groups[0];
   const capabilities = capabilitiesOf(template);
 
   return (
@@ -273,7 +272,7 @@ export function showNewClusterDialog(options: {
   const { templates } = options;
   const initial = templates.some(t => t.name === options.defaultTemplate)
     ? options.defaultTemplate
-    : templates[0]?.name ?? '';
+    : (templates[0]?.name ?? '');
   const form = new FormBody<ICluster>(f => (
     <NewClusterForm
       model={options.model}

@@ -14,10 +14,7 @@ export function Preview(props: {
 }): React.ReactElement {
   const { error, warnings = [] } = props;
   return (
-    <div
-      className={`cm-Preview ${props.className ?? ''}`}
-      aria-live="polite"
-    >
+    <div className={`cm-Preview ${props.className ?? ''}`} aria-live="polite">
       {error ? (
         <span id={props.id} className="cm-Preview-invalid">
           {error}

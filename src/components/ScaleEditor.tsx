@@ -7,7 +7,12 @@ import { convertAmount, formatTotals, totals, workersFor } from '../spec';
 import { AdaptUnit, ICluster, ILimits, IResolution, Target } from '../types';
 import { checkAmount } from '../validate';
 import { AmountField } from './AmountField';
-import { FieldError, fieldMessage, FormError, invalidProps } from './FormDialog';
+import {
+  FieldError,
+  fieldMessage,
+  FormError,
+  invalidProps
+} from './FormDialog';
 
 export interface IScaleEditorProps {
   cluster: ICluster;

@@ -41,7 +41,8 @@ export function userOptionsRequest(
     } else if (option.type === 'integer' || option.type === 'number') {
       const text = draft.trim();
       const value = Number(text);
-      request[option.name] = text !== '' && Number.isFinite(value) ? value : text;
+      request[option.name] =
+        text !== '' && Number.isFinite(value) ? value : text;
     } else {
       request[option.name] = draft;
     }
@@ -52,7 +53,9 @@ export function userOptionsRequest(
 /**
  * "walltime 00:20:00 · nice 5", for a card.
  */
-export function formatOptions(options: { [name: string]: OptionValue }): string {
+export function formatOptions(options: {
+  [name: string]: OptionValue;
+}): string {
   return Object.entries(options)
     .map(([name, value]) => `${name} ${String(value)}`)
     .join(' · ');
@@ -130,7 +133,10 @@ export function UserOptionsFields(props: {
         }
         return (
           <React.Fragment key={option.name}>
-            <label className="cm-Field cm-UserOption" title={option.description}>
+            <label
+              className="cm-Field cm-UserOption"
+              title={option.description}
+            >
               <span className="cm-Field-label">
                 {option.label}
                 {bounds ? ` (${bounds})` : ''}

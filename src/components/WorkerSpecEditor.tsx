@@ -92,10 +92,10 @@ export function WorkerSpecEditor(
   // Named in the form's words: "Resource foo of group gpu: …".
   const otherError =
     specShowsError(error, field) && !inputFields.has(error!.field!)
-      ? `${fieldLabel(error!.field!, groups.map(g => g.name))}: ${stripField(
-          error!.message,
-          error!.field
-        )}`
+      ? `${fieldLabel(
+          error!.field!,
+          groups.map(g => g.name)
+        )}: ${stripField(error!.message, error!.field)}`
       : null;
 
   return (

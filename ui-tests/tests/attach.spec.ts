@@ -31,7 +31,9 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
   await expect(sidebar.locator('.cm-ClusterCard')).toHaveCount(0);
 
   // Attach it from the sidebar.
-  await sidebar.getByRole('button', { name: 'Attach a cluster started elsewhere' }).click();
+  await sidebar
+    .getByRole('button', { name: 'Attach a cluster started elsewhere' })
+    .click();
   const dialog = page.locator('.jp-Dialog');
   await dialog.getByRole('textbox').fill(address);
   await dialog.getByRole('button', { name: 'Attach' }).click();
@@ -40,11 +42,16 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
   });
   await expect(card.locator('.cm-ExternalBadge')).toHaveText('external');
   await expect(card.locator('.cm-ClusterCard-template')).toHaveText('attached');
-  await expect(card.locator('.cm-ClusterCard-workers')).toHaveText('1 running, 0 pending', {
-    timeout: CLUSTER_TIMEOUT
-  });
+  await expect(card.locator('.cm-ClusterCard-workers')).toHaveText(
+    '1 running, 0 pending',
+    {
+      timeout: CLUSTER_TIMEOUT
+    }
+  );
   await expect(card.getByRole('button', { name: /^Scale / })).toBeDisabled();
-  await expect(card.getByRole('button', { name: /^Dashboard plots of / })).toBeEnabled();
+  await expect(
+    card.getByRole('button', { name: /^Dashboard plots of / })
+  ).toBeEnabled();
 
   // Insert its client into the notebook, and use it.
   await card.getByRole('button', { name: /^Insert client code for / }).click();
@@ -53,7 +60,9 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
     `from distributed import Client\nclient = Client(${JSON.stringify(address)})`
   );
   expect(await page.notebook.runCell(index)).toBe(true);
-  expect(await runInNewCell(page, "print(len(client.scheduler_info()['workers']))")).toBe('1');
+  expect(
+    await runInNewCell(page, "print(len(client.scheduler_info()['workers']))")
+  ).toBe('1');
 
   // A LocalCluster started with discovery on appears by itself, marked external.
   const discovered = await runInNewCell(
@@ -63,7 +72,10 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
   const foundCard = sidebar.locator('.cm-ClusterCard', {
     has: page.locator('.cm-ClusterCard-address', { hasText: discovered })
   });
-  await expect(foundCard.locator('.cm-ClusterCard-template')).toHaveText('discovered', { timeout: 2000 });
+  await expect(foundCard.locator('.cm-ClusterCard-template')).toHaveText(
+    'discovered',
+    { timeout: 2000 }
+  );
   await expect(foundCard.locator('.cm-ExternalBadge')).toHaveText('external');
   // ...and leaves when the notebook closes it.
   await runInNewCell(page, 'found.close()');
@@ -72,8 +84,13 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
   // Detaching leaves the cluster running.
   await card.getByRole('button', { name: /^Shut down / }).click();
   await expect(page.locator('.jp-Dialog-header')).toHaveText(/^Detach /);
-  await page.locator('.jp-Dialog').getByRole('button', { name: 'Detach' }).click();
+  await page
+    .locator('.jp-Dialog')
+    .getByRole('button', { name: 'Detach' })
+    .click();
   await expect(card).toHaveCount(0, { timeout: CLUSTER_TIMEOUT });
-  expect(await runInNewCell(page, "print(len(client.scheduler_info()['workers']))")).toBe('1');
+  expect(
+    await runInNewCell(page, "print(len(client.scheduler_info()['workers']))")
+  ).toBe('1');
   await runInNewCell(page, 'client.close(); outside.close()');
 });

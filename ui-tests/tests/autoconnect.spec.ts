@@ -3,7 +3,12 @@
  * that cluster by themselves, again after a restart, and no more once the
  * cluster is gone.
  */
-import { expect, galata, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import {
+  expect,
+  galata,
+  IJupyterLabPageFixture,
+  test
+} from '@jupyterlab/galata';
 
 import {
   createCluster,
@@ -34,7 +39,9 @@ async function restartKernel(page: IJupyterLabPageFixture): Promise<void> {
   await expect(page.locator('.jp-Dialog')).toHaveCount(0);
 }
 
-test('new and restarted kernels connect to the chosen cluster', async ({ page }) => {
+test('new and restarted kernels connect to the chosen cluster', async ({
+  page
+}) => {
   test.setTimeout(300000);
   const { id } = await createCluster(page, smallCluster(NAME));
   let removed = false;
@@ -43,11 +50,15 @@ test('new and restarted kernels connect to the chosen cluster', async ({ page })
     const address = cluster.scheduler_address;
     // The sidebar's model must know the cluster before the kernel starts.
     await page.getByRole('tab', { name: 'Clusters' }).click();
-    await expect(page.locator(`.cm-ClusterCard[data-cluster-id="${id}"]`)).toBeVisible();
+    await expect(
+      page.locator(`.cm-ClusterCard[data-cluster-id="${id}"]`)
+    ).toBeVisible();
 
     await page.notebook.createNew('autoconnect.ipynb', { kernel: 'python3' });
     const check = 'print(client.scheduler.address)';
-    await expect.poll(() => runInNewCell(page, check), { timeout: 60000 }).toBe(address);
+    await expect
+      .poll(() => runInNewCell(page, check), { timeout: 60000 })
+      .toBe(address);
     // Nothing shows in the notebook: the code ran silently.
     expect(await page.notebook.getCellCount()).toBeGreaterThanOrEqual(1);
 
@@ -58,10 +69,14 @@ test('new and restarted kernels connect to the chosen cluster', async ({ page })
 
     await removeCluster(page, id);
     removed = true;
-    await expect(page.locator(`.cm-ClusterCard[data-cluster-id="${id}"]`)).toHaveCount(0);
+    await expect(
+      page.locator(`.cm-ClusterCard[data-cluster-id="${id}"]`)
+    ).toHaveCount(0);
     await restartKernel(page);
     await expect
-      .poll(() => runInNewCell(page, "print('client' in globals())"), { timeout: 60000 })
+      .poll(() => runInNewCell(page, "print('client' in globals())"), {
+        timeout: 60000
+      })
       .toBe('False');
   } finally {
     if (!removed) {

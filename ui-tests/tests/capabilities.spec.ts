@@ -34,7 +34,10 @@ test('a cluster the server cannot scale or stop is external, read-only and detac
   page
 }) => {
   // Given an attached cluster and a local one
-  const server = await fakeServer(page, [attached, fakeCluster('l', { name: 'Local one' })]);
+  const server = await fakeServer(page, [
+    attached,
+    fakeCluster('l', { name: 'Local one' })
+  ]);
   await page.goto();
   const sidebar = await openSidebar(page);
   const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="x"]');
@@ -50,29 +53,38 @@ test('a cluster the server cannot scale or stop is external, read-only and detac
   ]) {
     await expect(card.getByRole('button', { name })).toBeDisabled();
   }
-  await expect(local.getByRole('button', { name: 'Scale Local one' })).toBeEnabled();
-  await expect(card.getByRole('button', { name: 'Shut down Attached one' })).toHaveText('Detach');
-  await expect(local.getByRole('button', { name: 'Shut down Local one' })).toHaveText('Shut down');
+  await expect(
+    local.getByRole('button', { name: 'Scale Local one' })
+  ).toBeEnabled();
+  await expect(
+    card.getByRole('button', { name: 'Shut down Attached one' })
+  ).toHaveText('Detach');
+  await expect(
+    local.getByRole('button', { name: 'Shut down Local one' })
+  ).toHaveText('Shut down');
 
   // And its context menu offers no scaling either
   await card.click({ button: 'right', position: { x: 20, y: 10 } });
   const menu = page.locator('.lm-Menu');
   await expect(menu.getByText('Scale…')).toBeVisible();
-  await expect(menu.locator('.lm-Menu-item', { hasText: 'Scale…' })).toHaveAttribute(
-    'aria-disabled',
-    'true'
-  );
+  await expect(
+    menu.locator('.lm-Menu-item', { hasText: 'Scale…' })
+  ).toHaveAttribute('aria-disabled', 'true');
   await page.keyboard.press('Escape');
 
   // When it is removed, the confirmation says it is detached, not shut down
   await card.getByRole('button', { name: 'Shut down Attached one' }).click();
   const confirm = page.locator('.jp-Dialog');
-  await expect(confirm.locator('.jp-Dialog-header')).toHaveText('Detach Attached one?');
-  await expect(confirm.locator('.jp-Dialog-body')).toContainText('keep running');
+  await expect(confirm.locator('.jp-Dialog-header')).toHaveText(
+    'Detach Attached one?'
+  );
+  await expect(confirm.locator('.jp-Dialog-body')).toContainText(
+    'keep running'
+  );
   await confirm.getByRole('button', { name: 'Detach' }).click();
-  await expect.poll(() => server.calls.map(c => `${c.method} ${c.path}`)).toEqual([
-    'DELETE /clustermgr/api/clusters/x'
-  ]);
+  await expect
+    .poll(() => server.calls.map(c => `${c.method} ${c.path}`))
+    .toEqual(['DELETE /clustermgr/api/clusters/x']);
 });
 
 test('a cluster that cannot be scaled but can be stopped is shut down, not detached', async ({
@@ -89,9 +101,13 @@ test('a cluster that cannot be scaled but can be stopped is shut down, not detac
   const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="f"]');
 
   // Then it cannot be scaled, is not external, and its button shuts it down
-  await expect(card.getByRole('button', { name: 'Scale Fixed one' })).toBeDisabled();
+  await expect(
+    card.getByRole('button', { name: 'Scale Fixed one' })
+  ).toBeDisabled();
   await expect(card.locator('.cm-ExternalBadge')).toHaveCount(0);
-  await expect(card.getByRole('button', { name: 'Shut down Fixed one' })).toHaveText('Shut down');
+  await expect(
+    card.getByRole('button', { name: 'Shut down Fixed one' })
+  ).toHaveText('Shut down');
 });
 
 test('machine limits warn only for workers on this host; one-group backends add no group', async ({
@@ -99,7 +115,16 @@ test('machine limits warn only for workers on this host; one-group backends add 
 }) => {
   // Given a local template, a batch one and a single-group one, each with 32 cores of workers
   const spec = {
-    groups: [{ name: 'default', count: 8, threads: 4, memory: 2 * GiB, gpus: 0, resources: {} }]
+    groups: [
+      {
+        name: 'default',
+        count: 8,
+        threads: 4,
+        memory: 2 * GiB,
+        gpus: 0,
+        resources: {}
+      }
+    ]
   };
   const template = (name: string, capabilities: Record<string, boolean>) => ({
     name,
@@ -119,7 +144,11 @@ test('machine limits warn only for workers on this host; one-group backends add 
           template('batch', BATCH_CAPABILITIES),
           template('single', { ...LOCAL_CAPABILITIES, multiple_groups: false })
         ],
-        limits: { max_workers: 100, max_clusters: 8, machine: { cores: 16, memory: 64 * GiB } }
+        limits: {
+          max_workers: 100,
+          max_clusters: 8,
+          machine: { cores: 16, memory: 64 * GiB }
+        }
       }
     })
   );
@@ -140,7 +169,9 @@ test('machine limits warn only for workers on this host; one-group backends add 
 
   // When the batch template is chosen, its jobs run elsewhere: no machine warning
   await templates.getByRole('radio', { name: /^batch/ }).check();
-  await expect(dialog.getByLabel('Number of workers, group 1')).toHaveValue('8');
+  await expect(dialog.getByLabel('Number of workers, group 1')).toHaveValue(
+    '8'
+  );
   await expect(warnings).toHaveCount(0);
   await expect(addGroup).toBeEnabled();
 

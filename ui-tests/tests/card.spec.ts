@@ -58,19 +58,32 @@ test('shows status, workers, resources and adaptive state; follows changes', asy
   const sidebar = await openSidebar(page);
   const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="a"]');
   await expect(card.locator('.cm-StatusBadge')).toHaveText('scaling');
-  await expect(card.locator('.cm-ClusterCard-address')).toHaveText('tcp://127.0.0.1:1');
-  await expect(card.locator('.cm-ClusterCard-workers')).toHaveText('2 running, 1 pending');
+  await expect(card.locator('.cm-ClusterCard-address')).toHaveText(
+    'tcp://127.0.0.1:1'
+  );
+  await expect(card.locator('.cm-ClusterCard-workers')).toHaveText(
+    '2 running, 1 pending'
+  );
   await expect(card.locator('.cm-ClusterCard-cores')).toHaveText('2 cores');
   await expect(card.locator('.cm-ClusterCard-memory')).toHaveText('4 GiB');
   await expect(card.locator('.cm-ClusterCard-gpus')).toHaveText('0 GPUs');
-  await expect(card.locator('.cm-ClusterCard-adapt')).toHaveText('on · default 0–4 workers');
-  await expect(card.locator('.cm-ClusterCard-decisionChange')).toHaveText('2 → 3 workers (default)');
+  await expect(card.locator('.cm-ClusterCard-adapt')).toHaveText(
+    'on · default 0–4 workers'
+  );
+  await expect(card.locator('.cm-ClusterCard-decisionChange')).toHaveText(
+    '2 → 3 workers (default)'
+  );
   await expect(card.locator('.cm-ClusterCard-decisionReason')).toHaveText(
     '12 tasks queued, 5 s target duration'
   );
-  await expect(card.locator('.cm-ClusterCard-decisionMeta')).toContainText('adaptive');
+  await expect(card.locator('.cm-ClusterCard-decisionMeta')).toContainText(
+    'adaptive'
+  );
   const chart = card.getByRole('img', { name: /^Workers over the last/ });
-  await expect(chart).toHaveAttribute('aria-label', /now 2 running of 3 requested/);
+  await expect(chart).toHaveAttribute(
+    'aria-label',
+    /now 2 running of 3 requested/
+  );
 
   server.send({
     type: 'changed',
@@ -88,12 +101,22 @@ test('shows status, workers, resources and adaptive state; follows changes', asy
     }
   });
   await expect(card.locator('.cm-StatusBadge')).toHaveText('running');
-  await expect(card.locator('.cm-ClusterCard-workers')).toHaveText('3 running, 0 pending');
+  await expect(card.locator('.cm-ClusterCard-workers')).toHaveText(
+    '3 running, 0 pending'
+  );
   await expect(card.locator('.cm-ClusterCard-adapt')).toHaveText('off');
-  await expect(card.locator('.cm-ClusterCard-decisionReason')).toHaveText('manual scale');
-  await expect(chart).toHaveAttribute('aria-label', /now 3 running of 3 requested, at most 3/);
+  await expect(card.locator('.cm-ClusterCard-decisionReason')).toHaveText(
+    'manual scale'
+  );
+  await expect(chart).toHaveAttribute(
+    'aria-label',
+    /now 3 running of 3 requested, at most 3/
+  );
   // Two points: the chart steps from 2 to 3.
-  await expect(card.locator('.cm-Sparkline-running')).toHaveAttribute('d', /^M[\d.]+,[\d.]+H[\d.]+V[\d.]+H[\d.]+$/);
+  await expect(card.locator('.cm-Sparkline-running')).toHaveAttribute(
+    'd',
+    /^M[\d.]+,[\d.]+H[\d.]+V[\d.]+H[\d.]+$/
+  );
   expect(server.listCalls).toBe(0);
 });
 
@@ -102,16 +125,25 @@ test('copy, dashboard tab, shut down with confirmation', async ({ page }) => {
     route.fulfill({ status: 202, json: { ...adaptive, status: 'stopping' } })
   );
   await page.route(/\/clustermgr\/dashboard\/a\/status$/, route =>
-    route.fulfill({ contentType: 'text/html', body: '<h1>Dask dashboard a</h1>' })
+    route.fulfill({
+      contentType: 'text/html',
+      body: '<h1>Dask dashboard a</h1>'
+    })
   );
   await page.goto();
   const sidebar = await openSidebar(page);
   const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="a"]');
 
-  await card.getByRole('button', { name: 'Copy the scheduler address of Adaptive one' }).click();
-  await expect(page.locator('.jp-toast-message')).toContainText(['Copied tcp://127.0.0.1:1']);
+  await card
+    .getByRole('button', { name: 'Copy the scheduler address of Adaptive one' })
+    .click();
+  await expect(page.locator('.jp-toast-message')).toContainText([
+    'Copied tcp://127.0.0.1:1'
+  ]);
 
-  await card.getByRole('button', { name: 'Open the dashboard of Adaptive one' }).click();
+  await card
+    .getByRole('button', { name: 'Open the dashboard of Adaptive one' })
+    .click();
   const tab = page.getByRole('tab', { name: 'Dask Adaptive one' });
   await expect(tab).toBeVisible();
   const frame = page.frameLocator('#clustermgr-dashboard-a iframe');
@@ -119,16 +151,23 @@ test('copy, dashboard tab, shut down with confirmation', async ({ page }) => {
 
   await card.getByRole('button', { name: 'Shut down Adaptive one' }).click();
   const confirm = page.locator('.jp-Dialog');
-  await expect(confirm.locator('.jp-Dialog-header')).toHaveText('Shut down Adaptive one?');
+  await expect(confirm.locator('.jp-Dialog-header')).toHaveText(
+    'Shut down Adaptive one?'
+  );
   await confirm.getByRole('button', { name: 'Cancel' }).click();
   expect(server.calls).toEqual([]);
   await card.getByRole('button', { name: 'Shut down Adaptive one' }).click();
   await confirm.getByRole('button', { name: 'Shut down' }).click();
-  await expect.poll(() => server.calls.map(c => `${c.method} ${c.path}`)).toEqual([
-    'DELETE /clustermgr/api/clusters/a'
-  ]);
-  server.send({ type: 'changed', cluster: { ...adaptive, status: 'stopping' } });
-  await expect(card.getByRole('button', { name: 'Shut down Adaptive one' })).toBeDisabled();
+  await expect
+    .poll(() => server.calls.map(c => `${c.method} ${c.path}`))
+    .toEqual(['DELETE /clustermgr/api/clusters/a']);
+  server.send({
+    type: 'changed',
+    cluster: { ...adaptive, status: 'stopping' }
+  });
+  await expect(
+    card.getByRole('button', { name: 'Shut down Adaptive one' })
+  ).toBeDisabled();
   server.send({ type: 'removed', id: 'a' });
   await expect(card).toHaveCount(0);
 });
@@ -149,14 +188,19 @@ test('a cluster that shut itself down for being idle is removed from its card', 
   const sidebar = await openSidebar(page);
   const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="i"]');
   await expect(card.locator('.cm-StatusBadge')).toHaveText('stopped');
-  await expect(card.getByRole('button', { name: 'Scale Idle one' })).toHaveCount(0);
+  await expect(
+    card.getByRole('button', { name: 'Scale Idle one' })
+  ).toHaveCount(0);
   const remove = card.getByRole('button', { name: 'Shut down Idle one' });
   await expect(remove).toHaveText('Remove');
   await remove.click();
-  await page.locator('.jp-Dialog').getByRole('button', { name: 'Shut down' }).click();
-  await expect.poll(() => server.calls.map(c => `${c.method} ${c.path}`)).toEqual([
-    'DELETE /clustermgr/api/clusters/i'
-  ]);
+  await page
+    .locator('.jp-Dialog')
+    .getByRole('button', { name: 'Shut down' })
+    .click();
+  await expect
+    .poll(() => server.calls.map(c => `${c.method} ${c.path}`))
+    .toEqual(['DELETE /clustermgr/api/clusters/i']);
 });
 
 test('context menu and keyboard', async ({ page }) => {
@@ -185,13 +229,18 @@ test('context menu and keyboard', async ({ page }) => {
   await page.keyboard.press('Shift+F10');
   await expect(menu).toBeVisible();
   await menu.getByText('Shut Down…').click();
-  await expect(page.locator('.jp-Dialog-header')).toHaveText('Shut down Adaptive one?');
+  await expect(page.locator('.jp-Dialog-header')).toHaveText(
+    'Shut down Adaptive one?'
+  );
   await page.keyboard.press('Escape');
   expect(server.calls).toEqual([]);
 });
 
 test('Insert Client cell for cluster… from the palette', async ({ page }) => {
-  const other = fakeCluster('b', { name: 'Other', scheduler_address: 'tcp://127.0.0.1:2' });
+  const other = fakeCluster('b', {
+    name: 'Other',
+    scheduler_address: 'tcp://127.0.0.1:2'
+  });
   await fakeServer(page, [adaptive, other]);
   await page.goto();
   const sidebar = await openSidebar(page);
@@ -206,9 +255,15 @@ test('Insert Client cell for cluster… from the palette', async ({ page }) => {
   await page.keyboard.press('Escape');
 
   // The modal palette closes when the new notebook takes the focus: retried.
-  await fromPalette(page, 'Insert Client Cell for Cluster', 'Insert Client Cell for Cluster…');
+  await fromPalette(
+    page,
+    'Insert Client Cell for Cluster',
+    'Insert Client Cell for Cluster…'
+  );
   const chooser = page.locator('.jp-Dialog');
-  await expect(chooser.locator('.jp-Dialog-header')).toHaveText('Insert Client cell for cluster');
+  await expect(chooser.locator('.jp-Dialog-header')).toHaveText(
+    'Insert Client cell for cluster'
+  );
   await expect(chooser.locator('select option')).toHaveText([
     'Adaptive one (tcp://127.0.0.1:1)',
     'Other (tcp://127.0.0.1:2)'
@@ -219,10 +274,14 @@ test('Insert Client cell for cluster… from the palette', async ({ page }) => {
     .poll(() =>
       page.evaluate(() => {
         const panel = (window as any).jupyterapp.shell.currentWidget;
-        return panel.content.model.sharedModel.cells.map((c: any) => c.getSource());
+        return panel.content.model.sharedModel.cells.map((c: any) =>
+          c.getSource()
+        );
       })
     )
-    .toContain('from distributed import Client\nclient = Client("tcp://127.0.0.1:2")');
+    .toContain(
+      'from distributed import Client\nclient = Client("tcp://127.0.0.1:2")'
+    );
 });
 
 test('shows when live updates are disconnected', async ({ page }) => {
@@ -251,15 +310,25 @@ test('shows when live updates are disconnected', async ({ page }) => {
 
 test('says how to enable a missing server extension', async ({ page }) => {
   await page.route(TEMPLATES, route =>
-    route.fulfill({ status: 404, contentType: 'text/html', body: '<h1>404 Not Found</h1>' })
+    route.fulfill({
+      status: 404,
+      contentType: 'text/html',
+      body: '<h1>404 Not Found</h1>'
+    })
   );
   await page.goto();
   const sidebar = await openSidebar(page);
   const message = sidebar.locator('.cm-ServerMissing');
-  await expect(message).toContainText('The clustermgr_lab server extension is not enabled');
-  await expect(message.locator('pre')).toHaveText('jupyter server extension enable clustermgr_lab');
+  await expect(message).toContainText(
+    'The clustermgr_lab server extension is not enabled'
+  );
+  await expect(message.locator('pre')).toHaveText(
+    'jupyter server extension enable clustermgr_lab'
+  );
   await expect(message).toContainText('and restart JupyterLab.');
-  await expect(sidebar.getByRole('button', { name: 'New Cluster' })).toBeDisabled();
+  await expect(
+    sidebar.getByRole('button', { name: 'New Cluster' })
+  ).toBeDisabled();
   await expect(sidebar.locator('.cm-ClusterCard')).toHaveCount(0);
   await expect(sidebar).toHaveScreenshot('sidebar-server-missing.png', {
     maxDiffPixelRatio: 0.02

@@ -17,8 +17,22 @@ export const GiB = 2 ** 30;
  */
 export const CPU_AND_GPU_SPEC = {
   groups: [
-    { name: 'cpu', count: 2, threads: 2, memory: 4 * GiB, gpus: 0, resources: {} },
-    { name: 'gpu', count: 1, threads: 4, memory: 16 * GiB, gpus: 1, resources: {} }
+    {
+      name: 'cpu',
+      count: 2,
+      threads: 2,
+      memory: 4 * GiB,
+      gpus: 0,
+      resources: {}
+    },
+    {
+      name: 'gpu',
+      count: 1,
+      threads: 4,
+      memory: 16 * GiB,
+      gpus: 1,
+      resources: {}
+    }
   ]
 };
 
@@ -47,7 +61,10 @@ export const EXTERNAL_CAPABILITIES = {
 /**
  * What batch jobs allow: their workers run on other hosts.
  */
-export const BATCH_CAPABILITIES = { ...LOCAL_CAPABILITIES, runs_processes_here: false };
+export const BATCH_CAPABILITIES = {
+  ...LOCAL_CAPABILITIES,
+  runs_processes_here: false
+};
 
 export function fakeCluster(
   id: string,
@@ -64,7 +81,14 @@ export function fakeCluster(
     dashboard_url: null,
     spec: {
       groups: [
-        { name: 'default', count: 1, threads: 1, memory: GiB, gpus: 0, resources: {} }
+        {
+          name: 'default',
+          count: 1,
+          threads: 1,
+          memory: GiB,
+          gpus: 0,
+          resources: {}
+        }
       ]
     },
     workers: {
@@ -75,7 +99,14 @@ export function fakeCluster(
       waiting: [],
       stopping: 0,
       groups: [
-        { name: 'default', requested: 1, running: 1, pending: 0, pending_reasons: {}, error: null }
+        {
+          name: 'default',
+          requested: 1,
+          running: 1,
+          pending: 0,
+          pending_reasons: {},
+          error: null
+        }
       ]
     },
     resources: { cores: 1, memory: GiB, gpus: 0 },
@@ -91,11 +122,19 @@ export function fakeCluster(
 export const TEMPLATE_LIST = [
   {
     name: 'local',
-    description: 'Local processes sized from this machine: one thread per worker',
+    description:
+      'Local processes sized from this machine: one thread per worker',
     backend: 'local',
     spec: {
       groups: [
-        { name: 'default', count: 2, threads: 1, memory: 2 * GiB, gpus: 0, resources: {} }
+        {
+          name: 'default',
+          count: 2,
+          threads: 1,
+          memory: 2 * GiB,
+          gpus: 0,
+          resources: {}
+        }
       ]
     },
     adapt: null,
@@ -108,7 +147,14 @@ export const TEMPLATE_LIST = [
     backend: 'local',
     spec: {
       groups: [
-        { name: 'default', count: 0, threads: 1, memory: 2 * GiB, gpus: 0, resources: {} }
+        {
+          name: 'default',
+          count: 0,
+          threads: 1,
+          memory: 2 * GiB,
+          gpus: 0,
+          resources: {}
+        }
       ]
     },
     adapt: { minimum: 0, maximum: 4, unit: 'workers' },
@@ -200,7 +246,9 @@ export async function fakeServer(
   return server;
 }
 
-export async function openSidebar(page: IJupyterLabPageFixture): Promise<Locator> {
+export async function openSidebar(
+  page: IJupyterLabPageFixture
+): Promise<Locator> {
   await page.getByRole('tab', { name: 'Clusters' }).click();
   const sidebar = page.locator('#clustermgr-sidebar');
   await expect(sidebar).toBeVisible();
@@ -227,7 +275,9 @@ export async function fromPalette(
   await expect(async () => {
     if (!(await palette.locator('input').isVisible())) {
       await page.evaluate(() =>
-        (window as any).jupyterapp.commands.execute('apputils:activate-command-palette')
+        (window as any).jupyterapp.commands.execute(
+          'apputils:activate-command-palette'
+        )
       );
     }
     await palette.locator('input').fill(query, { timeout: 2000 });

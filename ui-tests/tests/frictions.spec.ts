@@ -68,22 +68,33 @@ test('many clusters: filter, compact cards, full names, whole ports, group count
 
   // Full name on hover; the port stays whole and inside the card.
   const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="g"]');
-  await expect(card.locator('.cm-ClusterCard-name')).toHaveAttribute('title', longName);
+  await expect(card.locator('.cm-ClusterCard-name')).toHaveAttribute(
+    'title',
+    longName
+  );
   const address = card.locator('.cm-ClusterCard-address');
   await expect(address).toHaveAttribute(
     'title',
     'tcp://a-very-long-host-name.compute.example.org:38786'
   );
-  await expect(address.locator('.cm-ClusterCard-addressPort')).toHaveText(':38786');
+  await expect(address.locator('.cm-ClusterCard-addressPort')).toHaveText(
+    ':38786'
+  );
   // One line of text (what a copy gets), the port right after the host.
-  expect(await address.innerText()).toBe('tcp://a-very-long-host-name.compute.example.org:38786');
-  const port = (await address.locator('.cm-ClusterCard-addressPort').boundingBox())!;
+  expect(await address.innerText()).toBe(
+    'tcp://a-very-long-host-name.compute.example.org:38786'
+  );
+  const port = (await address
+    .locator('.cm-ClusterCard-addressPort')
+    .boundingBox())!;
   const box = (await card.boundingBox())!;
   expect(port.width).toBeGreaterThan(10);
   expect(port.x + port.width).toBeLessThanOrEqual(box.x + box.width);
 
   // No horizontal scrollbar.
-  const overflow = await sidebar.evaluate(node => node.scrollWidth - node.clientWidth);
+  const overflow = await sidebar.evaluate(
+    node => node.scrollWidth - node.clientWidth
+  );
   expect(overflow).toBeLessThanOrEqual(0);
 
   // Per-group counts.
@@ -96,7 +107,9 @@ test('many clusters: filter, compact cards, full names, whole ports, group count
   const one = sidebar.locator('.cm-ClusterCard[data-cluster-id="one"]');
   const small = (await one.boundingBox())!;
   expect(small.height).toBeLessThan(125);
-  await one.getByRole('button', { name: 'More actions for Cluster one' }).click();
+  await one
+    .getByRole('button', { name: 'More actions for Cluster one' })
+    .click();
   await expect(page.locator('.lm-Menu .lm-Menu-itemLabel')).toContainText([
     'Shut Down…'
   ]);
@@ -109,7 +122,10 @@ test('many clusters: filter, compact cards, full names, whole ports, group count
   await expect(sidebar.locator('.cm-ClusterFilter-count')).toHaveText('1 of 6');
   // Every word must match (name, template, status or address).
   await filter.fill('cluster th');
-  await expect(cards.locator('.cm-ClusterCard-name')).toHaveText([longName, 'Cluster three']);
+  await expect(cards.locator('.cm-ClusterCard-name')).toHaveText([
+    longName,
+    'Cluster three'
+  ]);
   await filter.fill('');
   await expect(cards).toHaveCount(6);
 });
@@ -117,21 +133,26 @@ test('many clusters: filter, compact cards, full names, whole ports, group count
 test('editors: units convert, input explains itself, limits warn, one error shown once', async ({
   page
 }) => {
-  const server = await fakeServer(page, [twoGroups('e')], (route, method, body) =>
-    route.fulfill({
-      status: 400,
-      json: body.spec
-        ? {
-            code: 'invalid',
-            field: 'spec.groups[1].resources.foo',
-            message: 'spec.groups[1].resources.foo: must be a positive number, not -2'
-          }
-        : {
-            code: 'invalid',
-            field: 'scale.workers',
-            message: 'scale.workers: 3 workers needs more than the backend allows'
-          }
-    })
+  const server = await fakeServer(
+    page,
+    [twoGroups('e')],
+    (route, method, body) =>
+      route.fulfill({
+        status: 400,
+        json: body.spec
+          ? {
+              code: 'invalid',
+              field: 'spec.groups[1].resources.foo',
+              message:
+                'spec.groups[1].resources.foo: must be a positive number, not -2'
+            }
+          : {
+              code: 'invalid',
+              field: 'scale.workers',
+              message:
+                'scale.workers: 3 workers needs more than the backend allows'
+            }
+      })
   );
   await page.goto();
   const sidebar = await openSidebar(page);
@@ -158,12 +179,16 @@ test('editors: units convert, input explains itself, limits warn, one error show
   await expect(preview).toHaveText('8 what? Add a unit: 8 GiB, 8 MiB, 8 TB…');
   await expect(amount).toHaveAttribute('aria-invalid', 'true');
   await amount.fill('lots');
-  await expect(preview).toHaveText('“lots” is not a size; use e.g. 512 MiB, 4 GiB or 1 TB');
+  await expect(preview).toHaveText(
+    '“lots” is not a size; use e.g. 512 MiB, 4 GiB or 1 TB'
+  );
 
   // "-1": a true message, and nothing is sent.
   await unit.selectOption('workers');
   await amount.fill('-1');
-  await expect(preview).toHaveText('Cannot be negative: enter 0 or more workers');
+  await expect(preview).toHaveText(
+    'Cannot be negative: enter 0 or more workers'
+  );
   await dialog.getByRole('button', { name: 'Scale', exact: true }).click();
   await expect(dialog).toBeVisible();
   expect(server.calls).toEqual([]);
@@ -179,14 +204,20 @@ test('editors: units convert, input explains itself, limits warn, one error show
   await amount.fill('3');
   await dialog.getByRole('button', { name: 'Scale', exact: true }).click();
   const message = dialog.locator('#cm-scale-amount-error');
-  await expect(message).toHaveText('3 workers needs more than the backend allows');
-  await expect(dialog.getByText('needs more than the backend allows')).toHaveCount(1);
+  await expect(message).toHaveText(
+    '3 workers needs more than the backend allows'
+  );
+  await expect(
+    dialog.getByText('needs more than the backend allows')
+  ).toHaveCount(1);
   await expect(dialog.getByText('scale.workers')).toHaveCount(0);
   expect(await errorToasts(page).count()).toBe(0);
   await dialog.locator('.jp-Dialog-button.jp-mod-reject').click();
 
   // Adaptive mode: switching unit converts both ends of the range.
-  await card.getByRole('button', { name: 'Adaptive mode of Two groups e' }).click();
+  await card
+    .getByRole('button', { name: 'Adaptive mode of Two groups e' })
+    .click();
   const cpu = dialog.locator('.cm-AdaptRange[data-group="cpu"]');
   await cpu.locator('.cm-AdaptRange-on').check();
   await expect(cpu.locator('.cm-AdaptRange-maximum')).toHaveValue('4');
@@ -201,15 +232,21 @@ test('editors: units convert, input explains itself, limits warn, one error show
   await dialog.locator('.jp-Dialog-button.jp-mod-reject').click();
 
   // The Worker Spec editor: a bare memory number explains itself; the total warns.
-  await card.getByRole('button', { name: 'Edit the Worker Spec of Two groups e' }).click();
+  await card
+    .getByRole('button', { name: 'Edit the Worker Spec of Two groups e' })
+    .click();
   // The dialog focuses its first field first.
   await expect(dialog.getByLabel('Group name, group 1')).toBeFocused();
   await dialog.getByLabel('Memory per worker, e.g. 4 GiB, group 1').fill('4');
   await expect(dialog.locator('#cm-spec-g0-memory-error')).toHaveText(
     '4 what? Add a unit: 4 GiB, 4 MiB, 4 TB…'
   );
-  await dialog.getByLabel('Memory per worker, e.g. 4 GiB, group 1').fill('40 GiB');
-  await expect(dialog.locator('.cm-SpecEditor-total .cm-Preview-warning')).toHaveText([
+  await dialog
+    .getByLabel('Memory per worker, e.g. 4 GiB, group 1')
+    .fill('40 GiB');
+  await expect(
+    dialog.locator('.cm-SpecEditor-total .cm-Preview-warning')
+  ).toHaveText([
     'More than this machine’s 64 GiB of memory: workers may be killed'
   ]);
   // A refusal about no input of the form: the field in the form's words.
@@ -248,8 +285,24 @@ test('adaptive: how to release data a client holds, and the event history', asyn
     route.fulfill({
       json: {
         events: [
-          { time: '2026-01-01T12:00:00+00:00', kind: 'lifecycle', message: 'running', group: null, before: null, after: null, source: 'system' },
-          { time: '2026-01-01T12:00:02+00:00', kind: 'scale', message: '12 tasks queued, 5 s target duration', group: 'default', before: 0, after: 2, source: 'adaptive' },
+          {
+            time: '2026-01-01T12:00:00+00:00',
+            kind: 'lifecycle',
+            message: 'running',
+            group: null,
+            before: null,
+            after: null,
+            source: 'system'
+          },
+          {
+            time: '2026-01-01T12:00:02+00:00',
+            kind: 'scale',
+            message: '12 tasks queued, 5 s target duration',
+            group: 'default',
+            before: 0,
+            after: 2,
+            source: 'adaptive'
+          },
           blocked.last_decision
         ]
       }
@@ -258,12 +311,16 @@ test('adaptive: how to release data a client holds, and the event history', asyn
   await page.goto();
   const sidebar = await openSidebar(page);
   const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="h"]');
-  await expect(card.locator('.cm-ShrinkHint')).toContainText('client.cancel(futures)');
+  await expect(card.locator('.cm-ShrinkHint')).toContainText(
+    'client.cancel(futures)'
+  );
   await expect(card.locator('.cm-ShrinkHint')).toContainText('del');
 
   await card.getByRole('button', { name: 'Event history of Held' }).click();
   await expect(page.getByRole('tab', { name: 'History Held' })).toBeVisible();
-  const rows = page.locator('#clustermgr-events-h .cm-EventHistory-table tbody tr');
+  const rows = page.locator(
+    '#clustermgr-events-h .cm-EventHistory-table tbody tr'
+  );
   await expect(rows).toHaveCount(3);
   // Newest first.
   await expect(rows.locator('.cm-EventHistory-message')).toHaveText([
@@ -280,7 +337,11 @@ test('a stopped card has no live buttons; clusters gone while offline are explai
   const clusters = [
     fakeCluster('a', { name: 'Alive' }),
     fakeCluster('b', { name: 'Bygone' }),
-    fakeCluster('s', { name: 'Stopped one', status: 'stopped', scheduler_address: null })
+    fakeCluster('s', {
+      name: 'Stopped one',
+      status: 'stopped',
+      scheduler_address: null
+    })
   ];
   const server = await fakeServer(page, clusters);
   await page.goto();
@@ -297,12 +358,16 @@ test('a stopped card has no live buttons; clusters gone while offline are explai
   await server.sockets[0].close({ code: 1011, reason: 'down' });
   await expect(sidebar.locator('.cm-ConnectionState')).toHaveText('Offline');
   server.down = false;
-  await expect(sidebar.locator('.cm-ConnectionState')).toHaveText('Live', { timeout: 15000 });
+  await expect(sidebar.locator('.cm-ConnectionState')).toHaveText('Live', {
+    timeout: 15000
+  });
   const notice = sidebar.locator('.cm-GoneNotice');
   await expect(notice).toContainText(
     'While the connection to the server was down, 1 cluster stopped: Bygone.'
   );
-  await expect(notice).toContainText('the server restarted and could not take them back');
+  await expect(notice).toContainText(
+    'the server restarted and could not take them back'
+  );
   await expect(sidebar.locator('.cm-ClusterCard')).toHaveCount(2);
   await notice.getByRole('button', { name: 'Dismiss' }).click();
   await expect(notice).toHaveCount(0);
@@ -316,8 +381,12 @@ test('offline cards disable what needs the server', async ({ page }) => {
   await expect(card.getByRole('button', { name: 'Scale Alive' })).toBeEnabled();
   server.down = true;
   await server.sockets[0].close({ code: 1011, reason: 'down' });
-  await expect(card.getByRole('button', { name: 'Scale Alive' })).toBeDisabled();
-  await expect(card.getByRole('button', { name: 'Shut down Alive' })).toBeDisabled();
+  await expect(
+    card.getByRole('button', { name: 'Scale Alive' })
+  ).toBeDisabled();
+  await expect(
+    card.getByRole('button', { name: 'Shut down Alive' })
+  ).toBeDisabled();
 });
 
 test('keyboard and palette: "dask" finds the commands, Show Clusters Sidebar focuses it', async ({
@@ -327,10 +396,16 @@ test('keyboard and palette: "dask" finds the commands, Show Clusters Sidebar foc
   await page.goto();
   const palette = page.locator('#command-palette');
   await page.evaluate(() =>
-    (window as any).jupyterapp.commands.execute('apputils:activate-command-palette')
+    (window as any).jupyterapp.commands.execute(
+      'apputils:activate-command-palette'
+    )
   );
   await palette.locator('input').fill('dask');
-  for (const label of ['New Cluster…', 'Show Clusters Sidebar', 'Insert Client Cell for Cluster…']) {
+  for (const label of [
+    'New Cluster…',
+    'Show Clusters Sidebar',
+    'Insert Client Cell for Cluster…'
+  ]) {
     await expect(
       palette.locator('.lm-CommandPalette-item', { hasText: label })
     ).toHaveCount(1);
@@ -340,10 +415,14 @@ test('keyboard and palette: "dask" finds the commands, Show Clusters Sidebar foc
   await fromPalette(page, 'dask show', 'Show Clusters Sidebar');
   await expect
     .poll(() =>
-      page.evaluate(() => !!document.activeElement?.closest('#clustermgr-sidebar'))
+      page.evaluate(
+        () => !!document.activeElement?.closest('#clustermgr-sidebar')
+      )
     )
     .toBe(true);
-  await expect(page.locator('#clustermgr-sidebar .cm-ClusterCard').first()).toBeFocused();
+  await expect(
+    page.locator('#clustermgr-sidebar .cm-ClusterCard').first()
+  ).toBeFocused();
 });
 
 test('dragging a card selects no text; Client code goes into notebooks, files and consoles', async ({
@@ -359,22 +438,33 @@ test('dragging a card selects no text; Client code goes into notebooks, files an
   // Drag from the card's (selectable) address across the page onto a cell.
   await page.notebook.createNew('drag.ipynb', { kernel: null });
   const from = (await card.locator('.cm-ClusterCard-address').boundingBox())!;
-  const to = (await page.locator('.jp-NotebookPanel .jp-Cell').first().boundingBox())!;
+  const to = (await page
+    .locator('.jp-NotebookPanel .jp-Cell')
+    .first()
+    .boundingBox())!;
   await page.mouse.move(from.x + 10, from.y + 5);
   await page.mouse.down();
   await page.mouse.move(from.x + 40, from.y + 30, { steps: 5 });
-  await page.mouse.move(to.x + to.width / 2, to.y + to.height / 2, { steps: 15 });
-  expect(await page.evaluate(() => window.getSelection()?.toString() ?? '')).toBe('');
+  await page.mouse.move(to.x + to.width / 2, to.y + to.height / 2, {
+    steps: 15
+  });
+  expect(
+    await page.evaluate(() => window.getSelection()?.toString() ?? '')
+  ).toBe('');
   await page.mouse.up();
   await expect
     .poll(() =>
       page.evaluate(() => {
         const panel = (window as any).jupyterapp.shell.currentWidget;
-        return panel.content.model.sharedModel.cells.map((c: any) => c.getSource());
+        return panel.content.model.sharedModel.cells.map((c: any) =>
+          c.getSource()
+        );
       })
     )
     .toContain(code);
-  expect(await page.evaluate(() => window.getSelection()?.toString() ?? '')).toBe('');
+  expect(
+    await page.evaluate(() => window.getSelection()?.toString() ?? '')
+  ).toBe('');
 
   // A file editor: dropped on it, the code goes in at the cursor.
   await page.evaluate(() =>
@@ -404,8 +494,12 @@ test('dragging a card selects no text; Client code goes into notebooks, files an
       kernelPreference: { shouldStart: false, canStart: false }
     })
   );
-  await expect(page.locator('.jp-CodeConsole-promptCell')).toBeVisible({ timeout: 60000 });
-  await card.getByRole('button', { name: 'Insert client code for Alive' }).click();
+  await expect(page.locator('.jp-CodeConsole-promptCell')).toBeVisible({
+    timeout: 60000
+  });
+  await card
+    .getByRole('button', { name: 'Insert client code for Alive' })
+    .click();
   await expect
     .poll(() =>
       page.evaluate(() => {
@@ -420,7 +514,16 @@ test('plurals and sizes read the same everywhere', async ({ page }) => {
   const one = fakeCluster('o', {
     name: 'Single',
     spec: {
-      groups: [{ name: 'default', count: 1, threads: 1, memory: GiB, gpus: 1, resources: {} }]
+      groups: [
+        {
+          name: 'default',
+          count: 1,
+          threads: 1,
+          memory: GiB,
+          gpus: 1,
+          resources: {}
+        }
+      ]
     },
     resources: { cores: 1, memory: GiB, gpus: 1 },
     last_decision: {
@@ -437,12 +540,16 @@ test('plurals and sizes read the same everywhere', async ({ page }) => {
   await page.goto();
   const sidebar = await openSidebar(page);
   const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="o"]');
-  await expect(card.locator('.cm-ClusterCard-resources')).toHaveText('1 core · 1 GiB · 1 GPU');
+  await expect(card.locator('.cm-ClusterCard-resources')).toHaveText(
+    '1 core · 1 GiB · 1 GPU'
+  );
   await expect(card.locator('.cm-ClusterCard-decisionChange')).toHaveText(
     '0 → 1 worker (default)'
   );
   await expect(
-    sidebar.locator('.cm-ClusterCard[data-cluster-id="t"] .cm-ClusterCard-resources')
+    sidebar.locator(
+      '.cm-ClusterCard[data-cluster-id="t"] .cm-ClusterCard-resources'
+    )
   ).toHaveText('4 cores · 8 GiB · 0 GPUs');
 
   await card.getByRole('button', { name: 'Scale Single' }).click();

@@ -49,7 +49,9 @@ export async function waitForCluster(
     }
     await page.waitForTimeout(500);
   }
-  throw new Error(`cluster ${id}: condition not met after ${CLUSTER_TIMEOUT} ms: ${JSON.stringify(last)}`);
+  throw new Error(
+    `cluster ${id}: condition not met after ${CLUSTER_TIMEOUT} ms: ${JSON.stringify(last)}`
+  );
 }
 
 /**
@@ -61,16 +63,22 @@ export async function removeCluster(
 ): Promise<void> {
   await page.request.delete(`/clustermgr/api/clusters/${id}`);
   await expect
-    .poll(async () => (await page.request.get(`/clustermgr/api/clusters/${id}`)).status(), {
-      timeout: CLUSTER_TIMEOUT
-    })
+    .poll(
+      async () =>
+        (await page.request.get(`/clustermgr/api/clusters/${id}`)).status(),
+      {
+        timeout: CLUSTER_TIMEOUT
+      }
+    )
     .toBe(404);
 }
 
 /**
  * The sources of the current notebook's cells, from its model.
  */
-export async function getSources(page: IJupyterLabPageFixture): Promise<string[]> {
+export async function getSources(
+  page: IJupyterLabPageFixture
+): Promise<string[]> {
   return page.evaluate(() => {
     const app = (window as any).jupyterapp;
     const panel = app.shell.currentWidget;
@@ -87,7 +95,9 @@ export function smallCluster(name: string): Record<string, unknown> {
     name,
     template: 'local',
     adapt: null,
-    spec: { groups: [{ name: 'default', count: 1, threads: 1, memory: '512 MiB' }] }
+    spec: {
+      groups: [{ name: 'default', count: 1, threads: 1, memory: '512 MiB' }]
+    }
   };
 }
 

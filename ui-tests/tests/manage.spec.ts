@@ -28,7 +28,9 @@ test('scale, adaptive and Worker Spec of a real cluster', async ({ page }) => {
     await waitForCluster(page, id);
     const sidebar = await openSidebar(page);
     const card = sidebar.locator(`.cm-ClusterCard[data-cluster-id="${id}"]`);
-    await expect(card.locator('.cm-ClusterCard-workers')).toHaveText('1 running, 0 pending');
+    await expect(card.locator('.cm-ClusterCard-workers')).toHaveText(
+      '1 running, 0 pending'
+    );
 
     // A size that does not read explains itself, and is not sent.
     await card.getByRole('button', { name: 'Scale manage-test' }).click();
@@ -47,9 +49,9 @@ test('scale, adaptive and Worker Spec of a real cluster', async ({ page }) => {
     // shown once, next to the field, without its path, and no notification.
     await dialog.getByLabel('Unit').selectOption('workers');
     await amount.fill('40');
-    await expect(dialog.locator('.cm-ScaleEditor-preview .cm-Preview-warning').first()).toHaveText(
-      /^Above the limit of \d+ workers per cluster/
-    );
+    await expect(
+      dialog.locator('.cm-ScaleEditor-preview .cm-Preview-warning').first()
+    ).toHaveText(/^Above the limit of \d+ workers per cluster/);
     await dialog.getByRole('button', { name: 'Scale', exact: true }).click();
     const message = dialog.locator('#cm-scale-amount-error');
     await expect(message).toContainText('the limit is');
@@ -60,11 +62,12 @@ test('scale, adaptive and Worker Spec of a real cluster', async ({ page }) => {
     // Scale by memory: the preview rounds up to whole workers.
     await dialog.getByLabel('Unit').selectOption('memory');
     await amount.fill('1 GiB');
-    await expect(dialog.locator('.cm-ScaleEditor-preview .cm-Preview-text')).toHaveText(
-      '→ 2 workers · 2 cores · 1 GiB'
-    );
+    await expect(
+      dialog.locator('.cm-ScaleEditor-preview .cm-Preview-text')
+    ).toHaveText('→ 2 workers · 2 cores · 1 GiB');
     const patched = page.waitForResponse(
-      r => r.request().method() === 'PATCH' && r.url().includes(`/clusters/${id}`)
+      r =>
+        r.request().method() === 'PATCH' && r.url().includes(`/clusters/${id}`)
     );
     await dialog.getByRole('button', { name: 'Scale', exact: true }).click();
     const resolved = (await (await patched).json()).resolved;
@@ -80,38 +83,58 @@ test('scale, adaptive and Worker Spec of a real cluster', async ({ page }) => {
       'manage-test: default → 2 workers · 2 cores · 1 GiB'
     ]);
     // pending, then running (the stream says so)
-    await expect(card.locator('.cm-ClusterCard-workers')).toHaveText('2 running, 0 pending', {
-      timeout: CLUSTER_TIMEOUT
-    });
+    await expect(card.locator('.cm-ClusterCard-workers')).toHaveText(
+      '2 running, 0 pending',
+      {
+        timeout: CLUSTER_TIMEOUT
+      }
+    );
     await expect(card.locator('.cm-ClusterCard-cores')).toHaveText('2 cores');
-    await expect(card.locator('.cm-ClusterCard-decisionReason')).toHaveText(/manual/);
+    await expect(card.locator('.cm-ClusterCard-decisionReason')).toHaveText(
+      /manual/
+    );
 
     // Adaptive mode: an invalid range first, then 1–2 workers.
-    await card.getByRole('button', { name: 'Adaptive mode of manage-test' }).click();
+    await card
+      .getByRole('button', { name: 'Adaptive mode of manage-test' })
+      .click();
     await dialog.locator('.cm-AdaptRange-on').check();
     await dialog.locator('.cm-AdaptRange-minimum').fill('3');
     await dialog.locator('.cm-AdaptRange-maximum').fill('1');
     await dialog.getByRole('button', { name: 'Apply' }).click();
-    await expect(dialog.locator('.cm-FieldError')).toHaveText(['Must be at least the minimum']);
+    await expect(dialog.locator('.cm-FieldError')).toHaveText([
+      'Must be at least the minimum'
+    ]);
     await expect(dialog.locator('[aria-invalid="true"]')).toHaveCount(1);
     await dialog.locator('.cm-AdaptRange-minimum').fill('1');
     await dialog.locator('.cm-AdaptRange-maximum').fill('2');
     await dialog.getByRole('button', { name: 'Apply' }).click();
     await expect(dialog).toHaveCount(0);
-    await expect(card.locator('.cm-ClusterCard-adapt')).toHaveText('on · default 1–2 workers');
+    await expect(card.locator('.cm-ClusterCard-adapt')).toHaveText(
+      'on · default 1–2 workers'
+    );
     if (process.env.UPDATE_DOCS_SCREENSHOT) {
       // The README's picture: the real sidebar with this cluster.
       await page.sidebar.setWidth(440, 'left');
       const top = (await sidebar.boundingBox())!;
-      const hint = (await sidebar.locator('.cm-ClusterPanel-hint').boundingBox())!;
+      const hint = (await sidebar
+        .locator('.cm-ClusterPanel-hint')
+        .boundingBox())!;
       await page.screenshot({
         path: '../docs/sidebar.png',
-        clip: { x: top.x, y: top.y, width: top.width, height: hint.y + hint.height + 12 - top.y }
+        clip: {
+          x: top.x,
+          y: top.y,
+          width: top.width,
+          height: hint.y + hint.height + 12 - top.y
+        }
       });
     }
 
     // Off again.
-    await card.getByRole('button', { name: 'Adaptive mode of manage-test' }).click();
+    await card
+      .getByRole('button', { name: 'Adaptive mode of manage-test' })
+      .click();
     await expect(dialog.locator('.cm-AdaptRange-on')).toBeChecked();
     await expect(dialog.locator('.cm-AdaptRange-maximum')).toHaveValue('2');
     await dialog.locator('.cm-AdaptRange-on').uncheck();
@@ -120,27 +143,41 @@ test('scale, adaptive and Worker Spec of a real cluster', async ({ page }) => {
     await expect(card.locator('.cm-ClusterCard-adapt')).toHaveText('off');
 
     // A new Worker Spec: one worker, plus a second group of one 2-thread worker.
-    await card.getByRole('button', { name: 'Edit the Worker Spec of manage-test' }).click();
-    await expect(dialog.getByLabel('Memory per worker, e.g. 4 GiB, group 1')).toHaveValue('512 MiB');
+    await card
+      .getByRole('button', { name: 'Edit the Worker Spec of manage-test' })
+      .click();
+    await expect(
+      dialog.getByLabel('Memory per worker, e.g. 4 GiB, group 1')
+    ).toHaveValue('512 MiB');
     await dialog.getByLabel('Number of workers, group 1').fill('1');
     await dialog.getByRole('button', { name: 'Add group' }).click();
     await dialog.getByLabel('Group name, group 2').fill('big');
     await dialog.getByLabel('Threads (cores) per worker, group 2').fill('2');
-    await dialog.getByLabel('Memory per worker, e.g. 4 GiB, group 2').fill('512 MiB');
-    await expect(dialog.locator('.cm-SpecEditor-total .cm-Preview-text')).toHaveText(
-      'Total → 2 workers · 3 cores · 1 GiB'
-    );
+    await dialog
+      .getByLabel('Memory per worker, e.g. 4 GiB, group 2')
+      .fill('512 MiB');
+    await expect(
+      dialog.locator('.cm-SpecEditor-total .cm-Preview-text')
+    ).toHaveText('Total → 2 workers · 3 cores · 1 GiB');
     await dialog.getByRole('button', { name: 'Apply' }).click();
     await expect(dialog).toHaveCount(0);
     await expect(card.locator('.cm-ClusterCard-cores')).toHaveText('3 cores', {
       timeout: CLUSTER_TIMEOUT
     });
-    await expect(card.locator('.cm-ClusterCard-workers')).toHaveText('2 running, 0 pending');
-    await expect(card.getByRole('img', { name: /^Workers over the last/ })).toBeVisible();
+    await expect(card.locator('.cm-ClusterCard-workers')).toHaveText(
+      '2 running, 0 pending'
+    );
+    await expect(
+      card.getByRole('img', { name: /^Workers over the last/ })
+    ).toBeVisible();
 
     // The dashboard, through the server's authenticated proxy, in a tab.
-    await card.getByRole('button', { name: 'Open the dashboard of manage-test' }).click();
-    await expect(page.getByRole('tab', { name: 'Dask manage-test' })).toBeVisible();
+    await card
+      .getByRole('button', { name: 'Open the dashboard of manage-test' })
+      .click();
+    await expect(
+      page.getByRole('tab', { name: 'Dask manage-test' })
+    ).toBeVisible();
     const frame = page.frameLocator(`#clustermgr-dashboard-${id} iframe`);
     await expect(frame.locator('body')).toContainText(/Dask|Workers|Tasks/i, {
       timeout: 30000

@@ -11,7 +11,9 @@ import { errorToasts, fakeCluster, fakeServer, openSidebar } from './fakes';
 test.describe.configure({ timeout: 90000 });
 test.use({ autoGoto: false });
 
-test('lists templates and prefills the Worker Spec editor', async ({ page }) => {
+test('lists templates and prefills the Worker Spec editor', async ({
+  page
+}) => {
   const server = await fakeServer(page, [], (route, method, body) =>
     route.fulfill({
       status: 202,
@@ -35,7 +37,9 @@ test('lists templates and prefills the Worker Spec editor', async ({ page }) => 
     'gpu'
   ]);
   await expect(
-    templates.locator('[data-template="local-adaptive"] .cm-Template-description')
+    templates.locator(
+      '[data-template="local-adaptive"] .cm-Template-description'
+    )
   ).toHaveText('Local processes that grow with the load (0 to 4 workers)');
   await expect(
     templates.locator('[data-template="local"] .cm-Template-defaults')
@@ -45,12 +49,18 @@ test('lists templates and prefills the Worker Spec editor', async ({ page }) => 
   ).toHaveText('local · 0 workers · 0 cores · 0 B · adaptive 0–4 workers');
 
   // The first template is chosen; its spec fills the editor.
-  await expect(templates.getByRole('radio', { name: /^local Local/ })).toBeChecked();
+  await expect(
+    templates.getByRole('radio', { name: /^local Local/ })
+  ).toBeChecked();
   const row = dialog.locator('.cm-SpecEditor-group');
   await expect(row).toHaveCount(1);
   await expect(dialog.getByLabel('Group name, group 1')).toHaveValue('default');
-  await expect(dialog.getByLabel('Number of workers, group 1')).toHaveValue('2');
-  await expect(dialog.getByLabel('Memory per worker, e.g. 4 GiB, group 1')).toHaveValue('2 GiB');
+  await expect(dialog.getByLabel('Number of workers, group 1')).toHaveValue(
+    '2'
+  );
+  await expect(
+    dialog.getByLabel('Memory per worker, e.g. 4 GiB, group 1')
+  ).toHaveValue('2 GiB');
   await expect(dialog.locator('.cm-SpecEditor-detail .cm-Preview')).toHaveText(
     '→ 2 workers · 2 cores · 4 GiB'
   );
@@ -128,7 +138,11 @@ test('explains a value that does not read; shows the server message once, next t
     }
     return route.fulfill({
       status: 409,
-      json: { code: 'conflict', message: 'at most 8 clusters', field: 'template' }
+      json: {
+        code: 'conflict',
+        message: 'at most 8 clusters',
+        field: 'template'
+      }
     });
   });
   await page.goto();
@@ -139,7 +153,9 @@ test('explains a value that does not read; shows the server message once, next t
   const message = dialog.locator('#cm-new-g0-memory-error');
   await memory.fill('lots');
   // The value explains itself at once, and is not sent.
-  await expect(message).toHaveText('“lots” is not a size; use e.g. 512 MiB, 4 GiB or 1 TB');
+  await expect(message).toHaveText(
+    '“lots” is not a size; use e.g. 512 MiB, 4 GiB or 1 TB'
+  );
   await expect(memory).toHaveAttribute('aria-invalid', 'true');
   await dialog.getByRole('button', { name: 'Create' }).click();
   await expect(dialog).toBeVisible();
@@ -150,12 +166,20 @@ test('explains a value that does not read; shows the server message once, next t
   await dialog.getByRole('button', { name: 'Create' }).click();
   await expect(message).toHaveText('more than one node of this site has');
   await expect(memory).toHaveAttribute('aria-invalid', 'true');
-  await expect(memory).toHaveAttribute('aria-describedby', 'cm-new-g0-memory-error');
-  await expect(dialog.getByText('more than one node of this site has')).toHaveCount(1);
+  await expect(memory).toHaveAttribute(
+    'aria-describedby',
+    'cm-new-g0-memory-error'
+  );
+  await expect(
+    dialog.getByText('more than one node of this site has')
+  ).toHaveCount(1);
   await expect(dialog.getByText('spec.groups')).toHaveCount(0);
-  await expect(dialog.locator('.jp-Dialog-content')).toHaveScreenshot('new-cluster-invalid.png', {
-    maxDiffPixelRatio: 0.02
-  });
+  await expect(dialog.locator('.jp-Dialog-content')).toHaveScreenshot(
+    'new-cluster-invalid.png',
+    {
+      maxDiffPixelRatio: 0.02
+    }
+  );
 
   await memory.fill('4 GiB');
   await dialog.getByRole('button', { name: 'Create' }).click();
@@ -185,9 +209,12 @@ test.describe('with a default template set', () => {
     const dialog = page.locator('.cm-FormDialog');
     await expect(dialog.getByRole('radio', { name: /^gpu/ })).toBeChecked();
     await expect(dialog.locator('.cm-SpecEditor-group')).toHaveCount(2);
-    await expect(dialog.locator('.jp-Dialog-content')).toHaveScreenshot('new-cluster-gpu.png', {
-      maxDiffPixelRatio: 0.02
-    });
+    await expect(dialog.locator('.jp-Dialog-content')).toHaveScreenshot(
+      'new-cluster-gpu.png',
+      {
+        maxDiffPixelRatio: 0.02
+      }
+    );
     await page.keyboard.press('Escape');
     await expect(dialog).toHaveCount(0);
   });
@@ -201,7 +228,9 @@ test.describe('with a default template set', () => {
       })
     );
     const editor = page.locator('.jp-SettingsPanel');
-    await expect(editor.getByText('Default template', { exact: true })).toBeVisible();
+    await expect(
+      editor.getByText('Default template', { exact: true })
+    ).toBeVisible();
     await expect(
       editor.getByText('Connect new kernels to cluster', { exact: true })
     ).toBeVisible();

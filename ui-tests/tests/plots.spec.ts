@@ -22,12 +22,18 @@ const NAME = 'plots-test';
 /**
  * The frame of a plot tab, once its page has loaded.
  */
-async function plotFrame(page: IJupyterLabPageFixture, tabId: string): Promise<Frame> {
+async function plotFrame(
+  page: IJupyterLabPageFixture,
+  tabId: string
+): Promise<Frame> {
   const element = page.locator(`#${tabId} iframe`);
   await expect(element).toBeAttached();
   let frame: Frame | null = null;
   await expect
-    .poll(async () => (frame = await (await element.elementHandle())!.contentFrame()) !== null)
+    .poll(
+      async () =>
+        (frame = await (await element.elementHandle())!.contentFrame()) !== null
+    )
     .toBe(true);
   return frame!;
 }
@@ -42,7 +48,10 @@ function drawnWorkers(frame: Frame): Promise<number> {
     for (const model of doc?.all_models ?? []) {
       const data = model.data;
       const column = data instanceof Map ? data.get('worker') : data?.worker;
-      if (column && (data instanceof Map ? data.has('duration') : 'duration' in data)) {
+      if (
+        column &&
+        (data instanceof Map ? data.has('duration') : 'duration' in data)
+      ) {
         Array.from(column as ArrayLike<string>).forEach(w => workers.add(w));
       }
     }
@@ -58,14 +67,22 @@ function drawnTasks(frame: Frame): Promise<number> {
   return frame.evaluate(() => {
     const bokeh = (window as any).Bokeh;
     const doc = bokeh?.documents?.[0];
-    if (!doc || !document.querySelector('canvas, .bk-Canvas, div[class*="bk"]')) {
+    if (
+      !doc ||
+      !document.querySelector('canvas, .bk-Canvas, div[class*="bk"]')
+    ) {
       return -1;
     }
     let tasks = 0;
     for (const model of doc.all_models) {
       const data = model.data;
-      const column = data instanceof Map ? data.get('duration') : data?.duration;
-      if (column && data && (data instanceof Map ? data.has('worker') : 'worker' in data)) {
+      const column =
+        data instanceof Map ? data.get('duration') : data?.duration;
+      if (
+        column &&
+        data &&
+        (data instanceof Map ? data.has('worker') : 'worker' in data)
+      ) {
         tasks = Math.max(tasks, column.length);
       }
     }
@@ -82,28 +99,47 @@ test('the task stream tab draws a notebook’s computation, survives scaling and
   try {
     const cluster = await waitForCluster(page, id);
     await page.notebook.createNew('plots.ipynb', { kernel: 'python3' });
-    const notebookId = await page.evaluate(() => (window as any).jupyterapp.shell.currentWidget.id);
+    const notebookId = await page.evaluate(
+      () => (window as any).jupyterapp.shell.currentWidget.id
+    );
 
     // The card lists the dashboard's individual plots.
     const sidebar = await openSidebar(page);
     const card = sidebar.locator(`.cm-ClusterCard[data-cluster-id="${id}"]`);
-    await card.getByRole('button', { name: `Dashboard plots of ${NAME}` }).click();
+    await card
+      .getByRole('button', { name: `Dashboard plots of ${NAME}` })
+      .click();
     const plots = card.getByRole('list', { name: `Plots of ${NAME}` });
-    await expect(plots.getByRole('button', { name: 'Progress', exact: true })).toBeVisible();
-    await plots.getByRole('button', { name: 'Task Stream', exact: true }).click();
+    await expect(
+      plots.getByRole('button', { name: 'Progress', exact: true })
+    ).toBeVisible();
+    await plots
+      .getByRole('button', { name: 'Task Stream', exact: true })
+      .click();
     const tabId = `clustermgr-plot-${id}-individual-task-stream`;
-    await expect(page.getByRole('tab', { name: `Task Stream · ${NAME}` })).toBeVisible();
+    await expect(
+      page.getByRole('tab', { name: `Task Stream · ${NAME}` })
+    ).toBeVisible();
 
     let frame = await plotFrame(page, tabId);
-    await expect.poll(() => drawnTasks(frame), { timeout: 60000 }).toBeGreaterThanOrEqual(0);
+    await expect
+      .poll(() => drawnTasks(frame), { timeout: 60000 })
+      .toBeGreaterThanOrEqual(0);
     expect(await drawnTasks(frame)).toBeLessThan(20); // nothing computed yet (Bokeh may hold a placeholder row)
 
     // A computation in the notebook is drawn.
     await page.getByRole('tab', { name: 'plots.ipynb' }).click();
     const connect = `from distributed import Client\nclient = Client(${JSON.stringify(cluster.scheduler_address)})`;
-    expect(await runInNewCell(page, `${connect}\nprint(sum(client.gather(client.map(lambda x: x + 1, range(20)))))`)).toBe('210');
+    expect(
+      await runInNewCell(
+        page,
+        `${connect}\nprint(sum(client.gather(client.map(lambda x: x + 1, range(20)))))`
+      )
+    ).toBe('210');
     await page.getByRole('tab', { name: `Task Stream · ${NAME}` }).click();
-    await expect.poll(() => drawnTasks(frame), { timeout: 30000 }).toBeGreaterThanOrEqual(20);
+    await expect
+      .poll(() => drawnTasks(frame), { timeout: 30000 })
+      .toBeGreaterThanOrEqual(20);
     await page.getByRole('tab', { name: 'plots.ipynb' }).click();
 
     // It keeps drawing while the cluster scales.
@@ -111,17 +147,30 @@ test('the task stream tab draws a notebook’s computation, survives scaling and
       data: { scale: { workers: 2 } }
     });
     expect(patched.status()).toBe(200);
-    await waitForCluster(page, id, c => c.status === 'running' && c.workers.running === 2);
-    expect(await runInNewCell(page, 'print(sum(client.gather(client.map(lambda x: x * 2, range(30), pure=False))))')).toBe('870');
+    await waitForCluster(
+      page,
+      id,
+      c => c.status === 'running' && c.workers.running === 2
+    );
+    expect(
+      await runInNewCell(
+        page,
+        'print(sum(client.gather(client.map(lambda x: x * 2, range(30), pure=False))))'
+      )
+    ).toBe('870');
     await page.getByRole('tab', { name: `Task Stream · ${NAME}` }).click();
-    await expect.poll(() => drawnTasks(frame), { timeout: 30000 }).toBeGreaterThanOrEqual(30);
+    await expect
+      .poll(() => drawnTasks(frame), { timeout: 30000 })
+      .toBeGreaterThanOrEqual(30);
     await expect.poll(() => drawnWorkers(frame), { timeout: 30000 }).toBe(2); // the new worker's tasks too
 
     // Arranged beside the notebook, like any JupyterLab tab.
     await page.evaluate(
       ([tab, notebook]) => {
         const shell = (window as any).jupyterapp.shell;
-        const widget = Array.from(shell.widgets('main')).find((w: any) => w.id === tab);
+        const widget = Array.from(shell.widgets('main')).find(
+          (w: any) => w.id === tab
+        );
         shell.add(widget, 'main', { mode: 'split-right', ref: notebook });
       },
       [tabId, notebookId]
@@ -133,10 +182,14 @@ test('the task stream tab draws a notebook’s computation, survives scaling and
     // Restored on reload.
     await page.reload({ waitForIsReady: false }); // the restored layout has no Launcher to wait for
     await page.locator('#jupyterlab-splash').waitFor({ state: 'detached' });
-    await expect(page.getByRole('tab', { name: `Task Stream · ${NAME}` })).toBeVisible();
+    await expect(
+      page.getByRole('tab', { name: `Task Stream · ${NAME}` })
+    ).toBeVisible();
     await page.getByRole('tab', { name: `Task Stream · ${NAME}` }).click();
     frame = await plotFrame(page, tabId);
-    await expect.poll(() => drawnTasks(frame), { timeout: 60000 }).toBeGreaterThanOrEqual(0);
+    await expect
+      .poll(() => drawnTasks(frame), { timeout: 60000 })
+      .toBeGreaterThanOrEqual(0);
 
     // Once the cluster is gone, the tab says so (once) and its frame is gone.
     let dashboardRequests = 0;
@@ -149,7 +202,9 @@ test('the task stream tab draws a notebook’s computation, survives scaling and
     removed = true;
     const message = page.locator(`#${tabId} .cm-DashboardView-message`);
     await expect(message).toHaveText(
-      new RegExp(`^Cluster ${NAME} is gone \\(it (was shut down|is no longer listed)\\); this plot no longer updates\\.$`),
+      new RegExp(
+        `^Cluster ${NAME} is gone \\(it (was shut down|is no longer listed)\\); this plot no longer updates\\.$`
+      ),
       { timeout: CLUSTER_TIMEOUT }
     );
     await expect(message).toHaveCount(1);

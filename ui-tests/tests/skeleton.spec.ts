@@ -63,7 +63,6 @@ test.describe('clustermgr-lab skeleton', () => {
 
     await sidebar.screenshot({ path: test.info().outputPath('sidebar.png') });
 
-
     // 3. A new notebook with a Python 3 kernel.
     const name = await page.notebook.createNew('skeleton.ipynb', {
       kernel: 'python3'
@@ -73,11 +72,16 @@ test.describe('clustermgr-lab skeleton', () => {
 
     // 4. Drag the card onto the notebook's first cell.
     const from = await card.locator('.cm-ClusterCard-name').boundingBox();
-    const target = page.locator('.jp-NotebookPanel .jp-Notebook .jp-Cell').first();
+    const target = page
+      .locator('.jp-NotebookPanel .jp-Notebook .jp-Cell')
+      .first();
     const to = await target.boundingBox();
     expect(from).not.toBeNull();
     expect(to).not.toBeNull();
-    await page.mouse.move(from!.x + from!.width / 2, from!.y + from!.height / 2);
+    await page.mouse.move(
+      from!.x + from!.width / 2,
+      from!.y + from!.height / 2
+    );
     await page.mouse.down();
     await page.mouse.move(from!.x + from!.width / 2 + 20, from!.y + 20, {
       steps: 5
@@ -107,7 +111,10 @@ test.describe('clustermgr-lab skeleton', () => {
     expect((clientOutput ?? []).join('\n')).not.toMatch(/Error|Traceback/);
 
     expect(
-      await page.notebook.addCell('code', 'len(client.scheduler_info()["workers"])')
+      await page.notebook.addCell(
+        'code',
+        'len(client.scheduler_info()["workers"])'
+      )
     ).toBe(true);
     const workersIndex = (await getSources(page)).length - 1;
     expect(await page.notebook.runCell(workersIndex)).toBe(true);
@@ -124,7 +131,9 @@ test.describe('clustermgr-lab skeleton', () => {
     await expect
       .poll(async () => (await getSources(page)).length)
       .toBe(countBefore + 1);
-    expect((await getSources(page)).filter(s => s === expected)).toHaveLength(2);
+    expect((await getSources(page)).filter(s => s === expected)).toHaveLength(
+      2
+    );
 
     // 7. Shut the cluster down (confirmed): the card leaves the list.
     await card.getByRole('button', { name: /^Shut down/ }).click();

@@ -66,9 +66,7 @@ test('follows the stream: snapshot, added, changed, removed', async ({
   );
   await expect(cardA.locator('.cm-ClusterCard-memory')).toHaveText('4 GiB');
 
-  ws.send(
-    JSON.stringify({ type: 'added', seq: 3, cluster: fakeCluster('b') })
-  );
+  ws.send(JSON.stringify({ type: 'added', seq: 3, cluster: fakeCluster('b') }));
   await expect(sidebar.locator('.cm-ClusterCard')).toHaveCount(2);
 
   ws.send(JSON.stringify({ type: 'removed', seq: 4, id: 'a' }));
@@ -79,9 +77,7 @@ test('follows the stream: snapshot, added, changed, removed', async ({
   expect(listCalls).toBe(0);
 
   // A lost message (seq 5 missing) makes the client start over.
-  ws.send(
-    JSON.stringify({ type: 'added', seq: 6, cluster: fakeCluster('c') })
-  );
+  ws.send(JSON.stringify({ type: 'added', seq: 6, cluster: fakeCluster('c') }));
   await expect.poll(() => sockets.length, { timeout: 10000 }).toBe(2);
   // The fresh snapshot (cluster a only) replaces the list.
   await expect(sidebar.locator('.cm-ClusterCard')).toHaveCount(1);

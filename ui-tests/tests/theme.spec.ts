@@ -4,7 +4,13 @@
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 
-import { CPU_AND_GPU_SPEC, fakeCluster, fakeServer, GiB, openSidebar } from './fakes';
+import {
+  CPU_AND_GPU_SPEC,
+  fakeCluster,
+  fakeServer,
+  GiB,
+  openSidebar
+} from './fakes';
 
 test.describe.configure({ timeout: 90000 });
 test.use({ autoGoto: false, viewport: { width: 1280, height: 900 } });
@@ -67,7 +73,10 @@ async function shoot(page: IJupyterLabPageFixture, name: string) {
   await expect(sidebar).toHaveScreenshot(name, {
     maxDiffPixelRatio: 0.02,
     // The chart's right edge is "now".
-    mask: [sidebar.locator('.cm-Sparkline'), sidebar.locator('.cm-ClusterCard-decisionMeta')]
+    mask: [
+      sidebar.locator('.cm-Sparkline'),
+      sidebar.locator('.cm-ClusterCard-decisionMeta')
+    ]
   });
   return sidebar;
 }
@@ -84,7 +93,10 @@ test('dark theme', async ({ page }) => {
       theme: 'JupyterLab Dark'
     });
   });
-  await expect(page.locator('body')).toHaveAttribute('data-jp-theme-light', 'false');
+  await expect(page.locator('body')).toHaveAttribute(
+    'data-jp-theme-light',
+    'false'
+  );
   const sidebar = await openSidebar(page);
   await page.sidebar.setWidth(360, 'left');
   await expect(sidebar.locator('.cm-ClusterCard')).toHaveCount(3);
@@ -97,6 +109,9 @@ test('dark theme', async ({ page }) => {
   expect(r + g + b).toBeLessThan(200);
   await expect(sidebar).toHaveScreenshot('sidebar-dark.png', {
     maxDiffPixelRatio: 0.02,
-    mask: [sidebar.locator('.cm-Sparkline'), sidebar.locator('.cm-ClusterCard-decisionMeta')]
+    mask: [
+      sidebar.locator('.cm-Sparkline'),
+      sidebar.locator('.cm-ClusterCard-decisionMeta')
+    ]
   });
 });
