@@ -106,6 +106,7 @@ sshd:
 # services this run started, then fail the run if anything it started still runs (process, daemon, job, namespace).
 define with_services
 	export CLUSTERMGR_TEST_RUN="$$(date +%Y%m%d-%H%M%S)-$$$$"; run_dir="$(TEST_RUNS)/$$CLUSTERMGR_TEST_RUN"; \
+	export CLUSTERMGR_TEST_RUN_DIR="$$run_dir"; \
 	bash $(CURDIR)/ci/check-leftovers.sh snapshot "$$run_dir"; \
 	trap 'rc=$$?; $(SERVICES) stop "$$run_dir" || rc=1; bash $(CURDIR)/ci/check-leftovers.sh check "$$run_dir" || rc=1; exit $$rc' EXIT; \
 	$(SERVICES) start "$$run_dir"; \

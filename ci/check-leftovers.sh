@@ -5,6 +5,9 @@
 #   ci/check-leftovers.sh check RUN_DIR      at its end: list what the run left behind; exit 1 if anything
 #
 # What "the run started" means, so that other people's processes on a shared machine never count:
+#   - processes working in a folder below RUN_DIR (pytest's --basetemp and the UI tests' cluster folders are
+#     there): schedulers and workers that set their process title (setproctitle) overwrite the environment
+#     that /proc/PID/environ shows, so their id cannot be read; their working folder can;
 #   - processes whose environment carries CLUSTERMGR_TEST_RUN=<this run's id> (the Makefile exports it;
 #     every Jupyter server, launcher, scheduler, worker, sshd, browser and SLURM job of the run inherits it),
 #     other than this script and the shells that called it;
@@ -52,9 +55,17 @@ live() {  # live PID: exists and is not a zombie
 
 leftovers() {  # prints one line per leftover
   local pid comm name service
+  local cwd
+  for dir in /proc/[0-9]*; do
+    pid=${dir#/proc/}
+    cwd=$(readlink "$dir/cwd" 2>/dev/null) || continue
+    case "$cwd" in "$RUN_DIR"/*) ;; *) continue ;; esac
+    live "$pid" && ! ours_or_caller "$pid" && echo "$(describe "$pid") [working in $cwd]"
+  done
   if [ -n "$RUN_ID" ]; then
     for dir in /proc/[0-9]*; do
       pid=${dir#/proc/}
+      case "$(readlink "$dir/cwd" 2>/dev/null)" in "$RUN_DIR"/*) continue ;; esac  # listed above
       { tr '\0' '\n' < "$dir/environ"; } 2>/dev/null | grep -qxF "CLUSTERMGR_TEST_RUN=$RUN_ID" || continue
       comm=$(cat "$dir/comm" 2>/dev/null) || continue
       case " $ALL_DAEMONS " in *" $comm "*) continue ;; esac  # counted below, by service

@@ -19,7 +19,10 @@ c.ServerApp.jpserver_extensions = {"clustermgr_lab": True}
 c.LabApp.news_url = None
 c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
 # Each UI test server has a store of its own, and stops its clusters when it stops (tests leave nothing running).
-c.ClusterManager.store_path = os.path.join(tempfile.mkdtemp(prefix="clustermgr-ui-"), "clusters.sqlite3")
+# Below the test run's folder when `make test` gives one, so ci/check-leftovers.sh finds what is left there.
+_state = tempfile.mkdtemp(prefix="clustermgr-ui-", dir=os.environ.get("CLUSTERMGR_TEST_RUN_DIR") or None)
+c.ClusterManager.store_path = os.path.join(_state, "clusters.sqlite3")
+c.ClusterManager.workdir = os.path.join(_state, "clusters")
 c.ClusterManager.on_shutdown = "stop"
 
 # A batch template with user options, for ui-tests/tests/hpc.spec.ts (real SLURM: `make test` starts it).
