@@ -29,6 +29,7 @@ from .limits import Limits
 from .machine import detect_gpus, total_memory
 from .options import parse_backend_options, resolve_user_options
 from .spec import WorkerSpec, parse_size, parse_spec, parse_target, resolve_target
+from .dashboard_keys import DashboardKeys
 from .store import ClusterStore
 from .templates import Template, builtin_templates, parse_template
 
@@ -147,6 +148,8 @@ class ClusterManager(LoggingConfigurable):
         self._gpus = self.gpus if self.gpus is not None else detect_gpus()
         self._max_memory = parse_size(self.max_memory, "ClusterManager.max_memory")
         self.store = ClusterStore(self.store_path, log=self.log)
+        # next to the store: keys stay valid across restarts, so restored dashboard tabs keep working
+        self.dashboard_keys = DashboardKeys(Path(self.store_path).parent / "dashboard-secret", log=self.log)
         # One thread writes the store, in order; the event loop only hands it snapshots.
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clustermgr-store")
         self._events_written: dict[str, int] = {}
@@ -247,7 +250,7 @@ class ClusterManager(LoggingConfigurable):
             raise NotFound(f"no cluster with id {cluster_id!r}") from None
 
     def describe(self, cluster: ManagedCluster) -> dict[str, Any]:
-        return cluster.to_dict(self.base_url)
+        return cluster.to_dict(self.base_url, dashboard_key=self.dashboard_keys.segment(cluster.id))
 
     def list(self) -> list[dict[str, Any]]:
         return [self.describe(c) for c in self._clusters.values()]
