@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlencode, urlparse
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import allow_unauthenticated
@@ -82,6 +82,8 @@ class DashboardProxyHandler(JSONErrorMixin, ProxyHandler):
                 raise web.HTTPError(403, "not authenticated: open the dashboard from a logged-in JupyterLab, or send the token")
             if not await ensure_async(self.authorizer.is_authorized(self, self.current_user, "read", AUTH_RESOURCE)):
                 raise web.HTTPError(403, f"User is not authorized to read on resource: {AUTH_RESOURCE}.")
+        # The token has done its work; the dashboard (its page can read its own URL) and the scheduler never see it.
+        self.request.query = urlencode([(k, v) for k, v in parse_qsl(self.request.query, keep_blank_values=True) if k != "token"])
         origin = self.request.headers.get("Origin")
         if self.request.headers.get("Upgrade", "").lower() == "websocket" and origin and not self.check_origin(origin):
             raise web.HTTPError(403, f"cross-origin WebSocket connections are refused (Origin: {origin})")
