@@ -83,7 +83,9 @@ class DashboardProxyHandler(JSONErrorMixin, ProxyHandler):
             if not await ensure_async(self.authorizer.is_authorized(self, self.current_user, "read", AUTH_RESOURCE)):
                 raise web.HTTPError(403, f"User is not authorized to read on resource: {AUTH_RESOURCE}.")
         # The token has done its work; the dashboard (its page can read its own URL) and the scheduler never see it.
-        self.request.query = urlencode([(k, v) for k, v in parse_qsl(self.request.query, keep_blank_values=True) if k != "token"])
+        if "token" in self.request.query_arguments:
+            query = parse_qsl(self.request.query, keep_blank_values=True)
+            self.request.query = urlencode([(name, value) for name, value in query if name != "token"])
         origin = self.request.headers.get("Origin")
         if self.request.headers.get("Upgrade", "").lower() == "websocket" and origin and not self.check_origin(origin):
             raise web.HTTPError(403, f"cross-origin WebSocket connections are refused (Origin: {origin})")

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Self
 from urllib.parse import urlparse
 
 import pytest
@@ -115,11 +116,10 @@ async def test_a_hostile_dashboard_is_served_sandboxed_and_cannot_script_jupyter
                 let cookie;
                 try { cookie = 'readable: ' + document.cookie; } catch (e) { cookie = e.name; }
                 let api;
-                try { api = 'read ' + (await (await fetch('%sapi/contents', {credentials: 'include'})).text()).slice(0, 40); }
+                try { api = 'read ' + (await (await fetch('BASE_URLapi/contents', {credentials: 'include'})).text()).slice(0, 40); }
                 catch (e) { api = 'refused: ' + e.name; }
                 return {origin: self.origin, cookie, api, body: document.body.textContent};
-            })()"""
-            % jp_base_url
+            })()""".replace("BASE_URL", jp_base_url)
         )
     assert probe["body"] == "cookies set", probe  # the page did load and run
     assert probe["origin"] == "null" and probe["cookie"] == "SecurityError", probe
@@ -197,15 +197,16 @@ class HeadlessChromium:
         self.connection = None
         self.next_id = 0
 
-    async def __aenter__(self) -> HeadlessChromium:
+    async def __aenter__(self) -> Self:
         self.profile.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(
-            [
-                CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-                "--remote-debugging-port=0", f"--user-data-dir={self.profile}", "about:blank",
-            ],
-            stdout=subprocess.DEVNULL, stderr=open(self.profile / "chromium.log", "ab"), start_new_session=True,
-        )  # fmt: skip
+        with open(self.profile / "chromium.log", "ab") as log:  # noqa: ASYNC230 (the browser keeps its own copy)
+            self.process = subprocess.Popen(  # noqa: ASYNC220 (starting it does not wait for it)
+                [
+                    CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+                    "--remote-debugging-port=0", f"--user-data-dir={self.profile}", "about:blank",
+                ],
+                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+            )  # fmt: skip
         port_file = self.profile / "DevToolsActivePort"
         deadline = time.monotonic() + 60
         while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
@@ -262,3 +263,21 @@ class HeadlessChromium:
                 return value
             await asyncio.sleep(0.2)
         raise AssertionError(f"not reached in {timeout} s: {value}")
+
+
+def test_a_secret_file_that_others_could_read_or_that_is_a_link_is_not_used(tmp_path, caplog):
+    from clustermgr_lab.dashboard_keys import DashboardKeys
+
+    # Given a secret file made by the server, Then a second server on the same folder derives the same keys
+    path = tmp_path / "store" / "dashboard-secret"
+    first = DashboardKeys(path)
+    assert DashboardKeys(path).key("abc") == first.key("abc") and first.is_valid("abc", first.key("abc"))
+    assert not first.is_valid("abc", DashboardKeys(tmp_path / "other" / "dashboard-secret").key("abc"))
+    # When others may read it, or it is a symbolic link to one, Then it is not used (a warning says so)
+    path.chmod(0o644)
+    assert DashboardKeys(path).key("abc") != first.key("abc")
+    path.chmod(0o600)
+    link = tmp_path / "link-secret"
+    link.symlink_to(path)
+    assert DashboardKeys(link).key("abc") != first.key("abc")
+    assert sum("not using" in r.getMessage() for r in caplog.records) == 2, caplog.text
