@@ -199,7 +199,9 @@ class ManagedCluster:
             return None
         return self.endpoint.dashboard_address
 
-    def to_dict(self, base_url: str = "/") -> dict[str, Any]:
+    def to_dict(self, base_url: str = "/", dashboard_key: str = "") -> dict[str, Any]:
+        """The cluster as the API shows it; ``dashboard_key`` is the key segment of its dashboard's URL."""
+        dashboard = "/".join(part for part in ("clustermgr/dashboard", self.id, dashboard_key, "status") if part)
         last = self.events.last_decision
         return {
             "id": self.id,
@@ -210,7 +212,7 @@ class ManagedCluster:
             "status": self.status,
             "error": self.error,
             "scheduler_address": self.endpoint.address if self.endpoint else None,
-            "dashboard_url": f"{base_url}clustermgr/dashboard/{self.id}/status" if self.dashboard_address else None,
+            "dashboard_url": f"{base_url}{dashboard}" if self.dashboard_address else None,
             "spec": self.spec.to_dict(),
             "workers": self.worker_counts(),
             "resources": self.resources(),

@@ -1,9 +1,10 @@
-"""Authenticated proxy to the Dask dashboards of the clusters this server manages, and nothing else."""
+"""Authenticated proxy to the Dask dashboards of the clusters this server manages, sandboxed, and nothing else."""
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlencode, urlparse
 
+from jupyter_server.auth.decorator import allow_unauthenticated
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.utils import url_path_join
 from jupyter_server_proxy.handlers import ProxyHandler
@@ -11,20 +12,33 @@ from tornado import web
 from tornado.httpclient import HTTPClientError
 
 from .cluster import UNRESPONSIVE
+from .dashboard_keys import KEY_SEGMENT_PREFIX
 from .errors import NotFound
 from .web_base import JSONErrorMixin, ReadAccessMixin
 
 #: Request headers that carry the user's Jupyter credentials: a scheduler never sees them.
 CREDENTIAL_HEADERS = ("Authorization", "Cookie", "X-XSRFToken", "X-Xsrftoken", "X-CSRFToken")
 
+#: Sent with every response of the proxy: the dashboard runs scripts, but in an opaque origin of its own
+#: (no ``allow-same-origin``), so it can neither read Jupyter's cookies or pages nor call its API as the user.
+SANDBOX_POLICY = "sandbox allow-scripts allow-forms allow-popups allow-downloads"
+
 
 class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
-    """Proxies ``clustermgr/dashboard/{id}/{path}`` (GET, HEAD and WebSocket) to that cluster's dashboard.
+    """Proxies ``clustermgr/dashboard/{id}/key-{key}/{path}`` (GET, HEAD and WebSocket) to that cluster's dashboard.
 
     The target is looked up from the cluster id, never taken from the URL, so this cannot be
     used to reach any other host or port; a cluster that failed or stopped has none (404).
-    The user's credentials are not forwarded, redirects stay below ``clustermgr/dashboard/{id}/``,
-    and any other verb is answered with a JSON 405.
+    Every response carries ``Content-Security-Policy: sandbox`` without ``allow-same-origin``: the
+    dashboard's page gets an opaque origin, and the browser sends no Jupyter cookie with its scripts,
+    data and WebSockets. Those are let in by the key in their URL (see ``dashboard_keys.py``), a
+    capability only the API hands out, with the dashboard's URL, to users allowed to read clusters.
+    A request with a key that is not the cluster's is a 404, whoever sends it.
+    Without a key (``clustermgr/dashboard/{id}/{path}``) a request needs jupyter_server's
+    authentication and ``read`` on ``clustermgr``; pages are then redirected to the keyed URL, and
+    WebSockets are proxied from the same origin only.
+    The user's credentials are not forwarded, redirects stay below the keyed URL, and any other verb
+    is answered with a JSON 405.
     """
 
     # The dashboard only needs to be read (its interactive parts are WebSocket, a GET upgrade);
@@ -49,18 +63,37 @@ class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
 
     async def prepare(self, *args, **kwargs):
         # JupyterHandler's prepare (it identifies the user), not ProxyHandler's: that one redirects an anonymous
-        # GET to the login page and then goes on proxying. Every request, WebSocket included, is refused instead.
+        # GET to the login page and then goes on proxying. Every request, WebSocket included, is refused instead,
+        # unless its URL carries the cluster's key (get/head allow the unauthenticated to jupyter_server for that).
         prepared = JupyterHandler.prepare(self, _redirect_to_login=False)
         if prepared is not None:
             await prepared
-        if not self.current_user:
-            raise web.HTTPError(
-                403, "not authenticated: open the dashboard from a logged-in JupyterLab, or send the token"
-            )
-        upgrade = self.request.headers.get("Upgrade", "").lower() == "websocket"
-        await self.authorize_read((self.request.headers.get("Origin") or None) if upgrade else None)
+        cluster_id = self.path_kwargs["cluster_id"]
+        self._key, self._proxied_path = split_key(self.path_kwargs.get("proxied_path") or "")
+        if self._key is not None:
+            if not self.settings["clustermgr_manager"].dashboard_keys.is_valid(cluster_id, self._key):
+                raise web.HTTPError(404, f"no dashboard of cluster {cluster_id!r} at this address (wrong key)")
+        else:
+            if not self.current_user:
+                raise web.HTTPError(
+                    403, "not authenticated: open the dashboard from a logged-in JupyterLab, or send the token"
+                )
+            await self.authorize_read(None)
+        # The token has done its work; the dashboard (its page can read its own URL) and the scheduler never see it.
+        if "token" in self.request.query_arguments:
+            query = parse_qsl(self.request.query, keep_blank_values=True)
+            self.request.query = urlencode([(name, value) for name, value in query if name != "token"])
+        origin = self.request.headers.get("Origin")
+        if self.request.headers.get("Upgrade", "").lower() == "websocket" and origin and not self.check_origin(origin):
+            raise web.HTTPError(403, f"cross-origin WebSocket connections are refused (Origin: {origin})")
         # 404 / 503 before a WebSocket is upgraded (Bokeh reconnecting to a cluster that is gone gets a plain 404)
-        self._target(self.path_kwargs["cluster_id"])
+        self._target(cluster_id)
+
+    def check_origin(self, origin: str | None = None) -> bool:
+        """Same origin only; on a keyed URL also ``null``, the origin of the sandboxed dashboard's own page."""
+        if getattr(self, "_key", None) is not None and self.request.headers.get("Origin") == "null":
+            return True
+        return super().check_origin(origin)
 
     def _target(self, cluster_id: str) -> tuple[str, int]:
         manager = self.settings["clustermgr_manager"]
@@ -77,17 +110,22 @@ class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
         self._upstream = address
         host = host.strip("[]")
         self.host_allowlist = [host]
-        self.proxy_base = url_path_join("clustermgr", "dashboard", cluster_id)  # redirects are rewritten below it
+        # redirects are rewritten below it
+        self.proxy_base = url_path_join("clustermgr", "dashboard", cluster_id, self._key_segment(cluster_id))
         return host, int(port)
 
+    def _key_segment(self, cluster_id: str) -> str:
+        return self.settings["clustermgr_manager"].dashboard_keys.segment(cluster_id)
+
     def _confine_response_headers(self) -> None:
-        """Drop what a dashboard must not do to the browser on Jupyter's origin: set cookies, redirect off-site."""
+        """Sandbox the page, and drop what a dashboard must not do to the browser: set cookies, redirect off-site."""
+        self.add_header("Content-Security-Policy", SANDBOX_POLICY)
         self.clear_header("Set-Cookie")
         location = self._headers.get("Location")
         if location is None:
             return
         parsed = urlparse(location.strip())
-        prefix = url_path_join(self.base_url, "clustermgr", "dashboard", self.path_kwargs.get("cluster_id", ""))
+        prefix = url_path_join(self.base_url, getattr(self, "proxy_base", "") or "clustermgr/dashboard")
         upstream = getattr(self, "_upstream", None)
         if parsed.netloc and upstream and parsed.netloc == upstream:  # the dashboard's own absolute URL: keep it here
             self.set_header(
@@ -110,26 +148,43 @@ class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
             "request_timeout": self.request_timeout,
         }
 
-    @web.authenticated  # prepare() refuses the unauthenticated already; this marks the verb for jupyter_server too
+    @allow_unauthenticated  # prepare() lets in the authenticated and authorized, or a request with the cluster's key
     async def get(self, cluster_id: str, proxied_path: str = ""):
         return await super().get(cluster_id, proxied_path)
 
     async def http_get(self, cluster_id: str, proxied_path: str = ""):
-        host, port = self._target(cluster_id)
-        return await self.proxy(host, port, proxied_path or "/")
+        return await self._proxy_or_redirect(cluster_id)
 
-    @web.authenticated
+    @allow_unauthenticated  # as get
     async def head(self, cluster_id: str, proxied_path: str = ""):
+        return await self._proxy_or_redirect(cluster_id)
+
+    async def _proxy_or_redirect(self, cluster_id: str):
         host, port = self._target(cluster_id)
-        return await self.proxy(host, port, proxied_path or "/")
+        if self._key is None:  # an authenticated user's key-less URL: the page must load where its parts work
+            query = f"?{self.request.query}" if self.request.query else ""
+            return self.redirect(url_path_join(self.base_url, self.proxy_base, self._proxied_path) + query)
+        return await self.proxy(host, port, self._proxied_path)
 
     async def open(self, cluster_id: str, proxied_path: str = ""):
         try:
             host, port = self._target(cluster_id)
-            return await self.proxy_open(host, port, proxied_path or "/")
+            return await self.proxy_open(host, port, self._proxied_path)
         except (web.HTTPError, HTTPClientError, OSError) as exc:  # the cluster went away during the handshake
             self.log.info("dashboard WebSocket of cluster %s closed: %s", cluster_id, exc)
             self.close()
+
+
+def split_key(proxied_path: str) -> tuple[str | None, str]:
+    """The key segment's key (None without one) and the dashboard's own path, of a path below a cluster.
+
+    >>> split_key("/key-abc/status"), split_key("/status"), split_key("/key-abc"), split_key("")
+    (('abc', '/status'), (None, '/status'), ('abc', '/'), (None, '/'))
+    """
+    first, _, rest = proxied_path.lstrip("/").partition("/")
+    if first.startswith(KEY_SEGMENT_PREFIX):
+        return first[len(KEY_SEGMENT_PREFIX) :], "/" + rest
+    return None, proxied_path or "/"
 
 
 def dashboard_route() -> tuple[str, type]:

@@ -24,6 +24,7 @@ from .adaptive import AdaptivePolicy
 from .backends import BACKENDS, Backend, BackendContext, Capabilities, ExternalBackend, WarmLauncher
 from .backends.base import SCHEDULER_PROCESS, SchedulerEndpoint
 from .cluster import FAILED, PENDING, RUNNING, STOPPED, STOPPING, ManagedCluster
+from .dashboard_keys import DashboardKeys
 from .errors import Conflict, InvalidRequest, NotFound, StoreUnavailable
 from .limits import Limits
 from .machine import detect_gpus, total_memory
@@ -148,6 +149,8 @@ class ClusterManager(LoggingConfigurable):
         self.store.on_health = self._store_health_changed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._store_watch: asyncio.TimerHandle | None = None
+        # next to the store: keys stay valid across restarts, so restored dashboard tabs keep working
+        self.dashboard_keys = DashboardKeys(Path(self.store_path).parent / "dashboard-secret", log=self.log)
         self._events_written: dict[str, int] = {}
         self._stored: list[tuple[ManagedCluster, dict]] = []
         self._unrestorable: list[dict] = []
@@ -294,7 +297,7 @@ class ClusterManager(LoggingConfigurable):
             raise NotFound(f"no cluster with id {cluster_id!r}") from None
 
     def describe(self, cluster: ManagedCluster) -> dict[str, Any]:
-        return cluster.to_dict(self.base_url)
+        return cluster.to_dict(self.base_url, dashboard_key=self.dashboard_keys.segment(cluster.id))
 
     def list(self) -> list[dict[str, Any]]:
         return [self.describe(c) for c in self._clusters.values()]

@@ -1,6 +1,8 @@
 """Given a running cluster, its dashboard is reachable through the server, authenticated, and only it."""
 
 import json
+import re
+from urllib.parse import urlparse
 
 import pytest
 from tornado.httpclient import HTTPClientError
@@ -16,6 +18,12 @@ async def fetch_status(jp_fetch, *path, **kwargs):
         return exc.code, exc.response.body if exc.response else b""
 
 
+def dashboard_path(cluster: dict, *page: str) -> tuple[str, ...]:
+    """Path segments of a page of the cluster's dashboard, below its ``dashboard_url`` (which carries its key)."""
+    base = urlparse(cluster["dashboard_url"]).path.removesuffix("/status")
+    return ("clustermgr", *base.split("/clustermgr/", 1)[1].split("/"), *page)
+
+
 async def running_cluster(jp_fetch):
     cluster_id = await create(jp_fetch)
     return await wait_for(jp_fetch, cluster_id, running_with(1))
@@ -23,15 +31,18 @@ async def running_cluster(jp_fetch):
 
 async def test_dashboard_is_proxied_for_managed_clusters(jp_fetch, jp_base_url):
     cluster = await running_cluster(jp_fetch)
-    # Given a running cluster, its dashboard_url points into this server
-    assert cluster["dashboard_url"] == f"{jp_base_url}clustermgr/dashboard/{cluster['id']}/status"
+    # Given a running cluster, its dashboard_url points into this server (with the key of its sandboxed page)
+    assert re.fullmatch(
+        rf"{re.escape(jp_base_url)}clustermgr/dashboard/{cluster['id']}/key-[A-Za-z0-9_-]{{22}}/status",
+        cluster["dashboard_url"],
+    )
     # When the status page is fetched through the proxy
-    status, body = await fetch_status(jp_fetch, "clustermgr", "dashboard", cluster["id"], "status")
+    status, body = await fetch_status(jp_fetch, *dashboard_path(cluster, "status"))
     # Then the Dask dashboard answers
     assert status == 200
     assert b"Dask" in body or b"bokeh" in body.lower()
     # And the JSON API of the dashboard is reachable too
-    status, body = await fetch_status(jp_fetch, "clustermgr", "dashboard", cluster["id"], "json", "identity.json")
+    status, body = await fetch_status(jp_fetch, *dashboard_path(cluster, "json", "identity.json"))
     assert status == 200
     assert json.loads(body)["address"] == cluster["scheduler_address"]
     await delete_and_wait(jp_fetch, cluster["id"])
@@ -70,7 +81,7 @@ async def test_generic_proxy_route_is_off(jp_fetch, jp_serverapp):
     ):
         status, _ = await fetch_status(jp_fetch, *path)
         assert status == 404, path
-    status, _ = await fetch_status(jp_fetch, "clustermgr", "dashboard", cluster["id"], "status")
+    status, _ = await fetch_status(jp_fetch, *dashboard_path(cluster, "status"))
     assert status == 200
     await delete_and_wait(jp_fetch, cluster["id"])
 

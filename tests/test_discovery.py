@@ -70,7 +70,9 @@ async def test_a_notebooks_local_cluster_is_discovered_and_leaves_when_closed(jp
             await asyncio.sleep(0.1)
             cluster = await listed(jp_fetch, address)
         assert cluster["status"] == "running" and cluster["resources"]["cores"] == 1
-        assert cluster["dashboard_url"].endswith(f"clustermgr/dashboard/{cluster['id']}/status")
+        assert f"clustermgr/dashboard/{cluster['id']}/key-" in cluster["dashboard_url"] and cluster[
+            "dashboard_url"
+        ].endswith("/status")
         # When the notebook closes it, it leaves the list
         await run_in_kernel(client, "cluster.close()")
         closed = time.monotonic()

@@ -21,7 +21,7 @@ from clustermgr_lab.spec import parse_group
 
 from .helpers import alive, call, create, running_with, subprocess_env, wait_for, wait_gone
 from .test_client_cli import clustermgr, server  # noqa: F401 - fixtures
-from .test_dashboard import fetch_status
+from .test_dashboard import dashboard_path, fetch_status
 
 ECHO_PRELOAD = Path(__file__).with_name("echo_headers_preload.py")
 WORKER = parse_group({"name": "default", "count": 1, "threads": 2, "memory": "1 GiB"}, "group")
@@ -85,7 +85,7 @@ async def test_an_attached_cluster_is_observed_proxied_never_scaled_and_detached
     assert cluster["scheduler_address"] == address
     assert cluster["resources"] == {"cores": 2, "memory": 2**30, "gpus": 0}
     # And its dashboard (the list of individual plots too) is reachable through the proxy
-    status, body = await fetch_status(jp_fetch, "clustermgr", "dashboard", cluster["id"], "individual-plots.json")
+    status, body = await fetch_status(jp_fetch, *dashboard_path(cluster, "individual-plots.json"))
     assert status == 200
     assert "/individual-task-stream" in json.loads(body).values()
     # When it is scaled, or its spec or adaptive mode changed: 409, saying why; nothing changes
@@ -138,8 +138,8 @@ async def test_the_proxy_forwards_no_credentials_rewrites_redirects_and_refuses_
 ):
     address, _ = external_scheduler
     cluster = await attach(jp_fetch, address)
-    await wait_for(jp_fetch, cluster["id"], lambda c: c["status"] == "running", what="attached")
-    dashboard = ("clustermgr", "dashboard", cluster["id"])
+    cluster = await wait_for(jp_fetch, cluster["id"], lambda c: c["status"] == "running", what="attached")
+    dashboard = dashboard_path(cluster)  # with the cluster's key: the page's own URL
     # Given a request with the token, cookies and an XSRF header, the scheduler sees none of them
     credentials = {"Cookie": "_xsrf=2|secret; username-127-0-0-1=secret", "X-XSRFToken": "2|secret", "X-Other": "kept"}
     status, body = await fetch_status(jp_fetch, *dashboard, "clustermgr-test", "headers", headers=credentials)
@@ -152,7 +152,7 @@ async def test_the_proxy_forwards_no_credentials_rewrites_redirects_and_refuses_
         await jp_fetch(*dashboard, "", follow_redirects=False)
     assert redirect.value.code in (301, 302)
     location = redirect.value.response.headers["Location"]
-    assert location == f"{jp_base_url}clustermgr/dashboard/{cluster['id']}/status"
+    assert location == cluster["dashboard_url"]
     # Other verbs: a JSON 405, not a 500
     for method in ("POST", "PUT", "PATCH", "DELETE"):
         status, body = await fetch_status(

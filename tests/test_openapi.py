@@ -21,7 +21,7 @@ CLUSTER = {
     "status": "running",
     "error": None,
     "scheduler_address": "tcp://127.0.0.1:40123",
-    "dashboard_url": "/clustermgr/dashboard/3f9c2a1b/status",
+    "dashboard_url": "/clustermgr/dashboard/3f9c2a1b/key-Zq0tW1sVb3Hc8xYkR2mN4A/status",
     "spec": {"groups": [{"name": "default", "count": 2, "threads": 1, "memory": 1073741824, "gpus": 0, "resources": {}}]},
     "workers": {
         "requested": 2, "running": 2, "pending": 0, "pending_reasons": {}, "waiting": [], "stopping": 0,
