@@ -12,6 +12,9 @@ import pytest
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
+# Programs the tests start as processes of their own (they read sys.argv at import): not test modules.
+collect_ignore = ["tests/hostile_scheduler.py"]
+
 SHIPPED_CONFIG = Path(__file__).parent / "jupyter-config" / "server-config"
 JUPYTER_SERVER_PROXY_CONFIG = (
     "jupyter-server-proxy.json",

@@ -125,7 +125,7 @@ def from_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """The record fields of one store row (JSON fields decoded); without workers and events."""
     values = {}
     for f in CLUSTER_FIELDS:
-        value = row.get(f.name, None)
+        value = row[f.name] if f.name in row.keys() else None  # noqa: SIM118 (a sqlite3.Row has no __contains__ for names)
         values[f.name] = json.loads(value) if f.kind == "json" and value is not None else value
     return values
 

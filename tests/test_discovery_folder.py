@@ -17,8 +17,8 @@ import pytest
 from clustermgr_lab.announcements import MAX_ANNOUNCEMENTS
 from clustermgr_lab.discovery import PRELOAD_ENV
 
-from .helpers import call, subprocess_env
-from .test_discovery import listed, run_in_kernel, scheduler_address, wait_until
+from .helpers import call, subprocess_env, until
+from .test_discovery import listed, run_in_kernel, scheduler_address
 
 
 def discovery_folder(jp_serverapp) -> Path:
@@ -58,7 +58,7 @@ async def test_bad_announcement_files_are_skipped_and_a_good_one_is_still_listed
     caplog.set_level(logging.WARNING)
     pid, address = child_scheduler
     folder = discovery_folder(jp_serverapp)
-    await wait_until(lambda: _exists(folder), "the discovery folder created")
+    await until(lambda: _exists(folder), 30, "the discovery folder created")
     # Given every kind of bad file at once
     announce(folder, "a-pid-text.json", {"address": address, "pid": "abc"})
     announce(folder, "a-pid-huge.json", {"address": address, "pid": 10**20})
@@ -75,7 +75,7 @@ async def test_bad_announcement_files_are_skipped_and_a_good_one_is_still_listed
     # When one good announcement follows them
     announce(folder, "z-good.json", {"address": address, "pid": pid, "notebook": "analysis.ipynb"})
     # Then the good one is listed, and nothing else
-    await wait_until(lambda: listed(jp_fetch, address), "the good announcement listed", timeout=30)
+    await until(lambda: listed(jp_fetch, address), 30, "the good announcement listed")
     _, data = await call(jp_fetch, "GET", "clusters", expect=200)
     assert [c["name"] for c in data["clusters"]] == [f"analysis.ipynb {address.removeprefix('tcp://')}"], data
     # And each bad file got its log line, without its text unescaped in the log
@@ -88,14 +88,14 @@ async def test_bad_announcement_files_are_skipped_and_a_good_one_is_still_listed
 async def test_a_flood_of_files_stays_bounded_and_the_list_stays_fast(jp_fetch, jp_serverapp, child_scheduler):
     pid, _ = child_scheduler
     folder = discovery_folder(jp_serverapp)
-    await wait_until(lambda: _exists(folder), "the discovery folder created")
+    await until(lambda: _exists(folder), 30, "the discovery folder created")
     # Given 2,000 announcements naming 2,000 different loopback addresses (port 9: nothing listens, refused at once)
     for n in range(2000):
         address = f"tcp://127.0.{n // 250}.{n % 250 + 2}:9"
         (folder / f"{n}.json").write_text(json.dumps({"address": address, "pid": pid}))
     os.utime(folder)
     # When discovery has looked at the folder
-    await wait_until(lambda: _any_discovered(jp_fetch), "discovery read the folder", timeout=30)
+    await until(lambda: _any_discovered(jp_fetch), 30, "discovery read the folder")
     # Then at most the bounded number of clusters is listed, and listing stays fast
     started = time.monotonic()
     _, data = await call(jp_fetch, "GET", "clusters", expect=200)
@@ -154,7 +154,7 @@ async def test_the_users_own_scheduler_preload_still_runs_in_kernels(jp_fetch, j
         # Then the user's preload ran in its scheduler, and the server discovered it too
         marker = tmp_path / "user-preload-ran"
         assert marker.exists() and marker.read_text() == address
-        await wait_until(lambda: listed(jp_fetch, address), "discovered")
+        await until(lambda: listed(jp_fetch, address), 30, "discovered")
     finally:
         client.stop_channels()
         await jp_serverapp.kernel_manager.shutdown_kernel(kernel_id, now=True)

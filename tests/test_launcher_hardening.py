@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from clustermgr_lab.backends.base import BackendContext
 from clustermgr_lab.backends.launcher import LauncherUnavailable, WarmLauncher, socket_path_for
 from clustermgr_lab.backends.local import LocalBackend
 
@@ -235,8 +236,7 @@ async def test_a_fallback_socket_folder_someone_else_could_write_is_refused(tmp_
 async def test_a_killed_launcher_is_replaced_at_once_and_forked_processes_show_their_command(tmp_path):
     # Given a scheduler forked by the launcher of a work folder
     launcher = WarmLauncher(tmp_path, idle_timeout=1.0)
-    backend = LocalBackend("c1", tmp_path / "c1")
-    backend.launcher = launcher
+    backend = LocalBackend("c1", BackendContext(tmp_path / "c1", launcher=launcher))
     await backend.start_scheduler()
     scheduler = backend.pids()["scheduler"]
     first = launcher.pid
@@ -257,8 +257,7 @@ async def test_a_killed_launcher_is_replaced_at_once_and_forked_processes_show_t
         while not (launcher.connected and launcher.pid not in (None, first)):
             assert time.monotonic() < deadline, f"no new launcher; see {launcher.log_path.read_text()[-2000:]}"
             await asyncio.sleep(0.1)
-        second = LocalBackend("c2", tmp_path / "c2")
-        second.launcher = launcher
+        second = LocalBackend("c2", BackendContext(tmp_path / "c2", launcher=launcher))
         await second.start_scheduler()
         assert psutil.Process(second.pids()["scheduler"]).ppid() == launcher.pid
         await second.close()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from .test_discovery import listed, run_in_kernel, scheduler_address, wait_until
+from .helpers import until
+from .test_discovery import listed, run_in_kernel, scheduler_address
 
 OWN_CLUSTER = (
     "from distributed import LocalCluster\n"
@@ -24,7 +25,7 @@ async def test_a_discovered_local_cluster_keeps_its_own_worker_stream(jp_fetch, 
     try:
         await client.wait_for_ready(timeout=120)
         address = scheduler_address(await run_in_kernel(client, OWN_CLUSTER))
-        await wait_until(lambda: _running(jp_fetch, address), "listed and running", timeout=60)
+        await until(lambda: _running(jp_fetch, address), 60, "listed and running")
         # the server observes it for a while (several polls), as it would while the notebook is open
         observed_since = time.monotonic()
         while time.monotonic() - observed_since < 3:
@@ -46,7 +47,7 @@ async def test_a_discovered_local_cluster_keeps_its_own_worker_stream(jp_fetch, 
         assert "workers seen by the cluster object: 2" in output, output
         assert "overwriting" not in output and "already contains a plugin" not in output, output
         # And the server lists both workers too
-        await wait_until(lambda: _running_workers(jp_fetch, address, 2), "listed with 2 workers")
+        await until(lambda: _running_workers(jp_fetch, address, 2), 30, "listed with 2 workers")
 
         # When the user turns on distributed's own adaptive mode with a floor of 3 workers
         output = await run_in_kernel(
@@ -64,7 +65,7 @@ async def test_a_discovered_local_cluster_keeps_its_own_worker_stream(jp_fetch, 
         assert "overwriting" not in output, output
         plugins = output.split("plugins:", 1)[1]
         assert "clustermgr" not in plugins, plugins
-        await wait_until(lambda: _running_workers(jp_fetch, address, 3), "listed with 3 workers")
+        await until(lambda: _running_workers(jp_fetch, address, 3), 30, "listed with 3 workers")
     finally:
         client.stop_channels()
         await jp_serverapp.kernel_manager.shutdown_kernel(kernel_id, now=True)

@@ -14,7 +14,7 @@ import pytest
 
 from clustermgr_lab import record as codec
 from clustermgr_lab.adaptive import parse_adapt
-from clustermgr_lab.backends.base import SchedulerEndpoint
+from clustermgr_lab.backends.base import BackendContext, SchedulerEndpoint
 from clustermgr_lab.backends.local import (
     LocalBackend,
     TrackedProcess,
@@ -41,17 +41,18 @@ SPEC = {"groups": [{"name": "default", "count": 2, "threads": 1, "memory": "256 
 
 def a_cluster_with_every_field_set(workdir: Path) -> ManagedCluster:
     """A cluster whose record has a value other than the default in every field."""
-    backend = LocalBackend("c0ffee", workdir)
     spec = parse_spec(SPEC)
     cluster = ManagedCluster(
-        "c0ffee", "every field", "local", backend, spec, on_change=lambda c: None, max_workers=8, idle_timeout=600.0
-    )
+        "c0ffee", "every field", "local", lambda context: LocalBackend("c0ffee", context), spec,
+        on_change=lambda c: None, max_workers=8, context=BackendContext(workdir, idle_timeout=600.0),
+    )  # fmt: skip
+    backend = cluster.backend
     cluster.error = "a remembered error"
     cluster.options = {"walltime": "00:42:00", "queue": "debug"}
     cluster.adapt = parse_adapt({"minimum": 1, "maximum": 3}, spec, max_workers=8)
     cluster.endpoint = SchedulerEndpoint("tcp://127.0.0.1:1234", "127.0.0.1:8787", "Scheduler-abc")
-    backend._processes["scheduler"] = TrackedProcess(1, 1.5)
-    backend._processes["default-1"] = TrackedProcess(2, 2.5)
+    backend.processes._processes["scheduler"] = TrackedProcess(1, 1.5)
+    backend.processes._processes["default-1"] = TrackedProcess(2, 2.5)
     cluster._workers["default-1"] = WorkerRecord("default-1", "default", shape_of(spec.groups[0]))
     return cluster
 
@@ -80,8 +81,9 @@ def test_every_field_of_a_record_survives_a_store_round_trip_and_its_manifest(tm
     (from_manifest,) = codec.read_manifests(tmp_path / "work", path)
     assert {k: v for k, v in from_manifest.items() if k != "events"} == written
     # And a cluster restored from it gives the same record again
-    again = ManagedCluster("c0ffee", "every field", "local", LocalBackend("c0ffee", workdir), parse_spec(read["spec"]),
-                           on_change=lambda c: None, max_workers=8, idle_timeout=read["idle_timeout"])  # fmt: skip
+    again = ManagedCluster("c0ffee", "every field", "local", lambda context: LocalBackend("c0ffee", context),
+                           parse_spec(read["spec"]), on_change=lambda c: None, max_workers=8,
+                           context=BackendContext(workdir, idle_timeout=read["idle_timeout"]))  # fmt: skip
     again.restore(read)
     restored = again.to_record()
     assert restored["options"] == written["options"] and restored["adapt"] == written["adapt"]
