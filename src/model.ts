@@ -18,6 +18,7 @@ import {
   IAttachClusterRequest,
   ICreateClusterRequest,
   ILimits,
+  IServerStatus,
   ITemplate,
   ITemplateList,
   PatchClusterRequest,
@@ -109,6 +110,13 @@ export class ClustersModel implements IClustersModel {
    */
   get lastError(): ClusterManagerError | null {
     return this._lastError;
+  }
+
+  /**
+   * Why the server cannot record clusters now, or null while it can.
+   */
+  get storeError(): string | null {
+    return this._storeError;
   }
 
   /**
@@ -329,6 +337,7 @@ export class ClustersModel implements IClustersModel {
           this._seq = message.seq;
           this._lastError = null;
           this._setConnected(true);
+          this._setStatus(message.status);
           this._replaceAll(message.clusters ?? [], 'snapshot');
           return;
         }
@@ -394,8 +403,22 @@ export class ClustersModel implements IClustersModel {
       case 'removed':
         this._remove(message.id);
         break;
+      case 'status':
+        this._setStatus(message.status);
+        break;
       default:
         break;
+    }
+  }
+
+  private _setStatus(status: IServerStatus | undefined): void {
+    const storeError =
+      status && !status.store.writable
+        ? (status.store.error ?? 'the store cannot be written')
+        : null;
+    if (storeError !== this._storeError) {
+      this._storeError = storeError;
+      this._changed.emit({ type: 'status' });
     }
   }
 
@@ -475,6 +498,7 @@ export class ClustersModel implements IClustersModel {
   private _connected = false;
   private _loaded = false;
   private _lastError: ClusterManagerError | null = null;
+  private _storeError: string | null = null;
   private _isDisposed = false;
   private _changed = new Signal<this, ClustersModel.IChange>(this);
   private _connectionChanged = new Signal<this, boolean>(this);

@@ -204,6 +204,13 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
           {model.lastError ? ` (${model.lastError.message})` : ''}
         </div>
       )}
+      {model.storeError && (
+        <div className="cm-ClusterPanel-storeError" role="alert">
+          Clusters cannot be recorded: {model.storeError}. New clusters and
+          changes are refused until the server can write its store again;
+          running clusters go on.
+        </div>
+      )}
       {props.gone.report && (
         <GoneNotice
           report={props.gone.report}

@@ -51,6 +51,11 @@ export interface IClustersModel extends IDisposable {
    */
   readonly lastError: ClusterManagerError | null;
   /**
+   * Why the server cannot record clusters now (its store cannot be written),
+   * or null while it can: new clusters and changes are refused meanwhile.
+   */
+  readonly storeError: string | null;
+  /**
    * The clusters, in server order (oldest first).
    */
   readonly clusters: ReadonlyArray<ICluster>;
@@ -130,6 +135,7 @@ export namespace IClustersModel {
       | 'removed'
       | 'connection'
       | 'server'
+      | 'status'
       | 'error';
     /** The cluster concerned, for added/changed/removed. */
     id?: string;

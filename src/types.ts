@@ -338,7 +338,21 @@ export interface IErrorBody {
 /**
  * Messages on the `clustermgr/api/stream` WebSocket.
  */
+/**
+ * The server's own condition (`GET clustermgr/api/status`, and the stream's
+ * snapshot and `status` messages): whether its store can record clusters.
+ */
+export interface IServerStatus {
+  store: { writable: boolean; error: string | null };
+}
+
 export type StreamMessage =
-  | { type: 'snapshot'; seq: number; clusters: ICluster[] }
+  | {
+      type: 'snapshot';
+      seq: number;
+      clusters: ICluster[];
+      status?: IServerStatus;
+    }
+  | { type: 'status'; seq: number; status: IServerStatus }
   | { type: 'added' | 'changed'; seq: number; cluster: ICluster }
   | { type: 'removed'; seq: number; id: string };
