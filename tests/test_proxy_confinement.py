@@ -4,6 +4,7 @@ is not confirmed yet (as after a restart, until re-adopted) has its dashboard re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -24,12 +25,19 @@ HOSTILE_DASHBOARD = Path(__file__).with_name("hostile_dashboard_preload.py")
 @pytest.fixture
 def hostile_dashboard(tmp_path):
     """A scheduler (this server did not start it) whose dashboard has the hostile routes; yields its address."""
+    with foreign_scheduler(tmp_path, HOSTILE_DASHBOARD, ECHO_PRELOAD) as address:
+        yield address
+
+
+@contextlib.contextmanager
+def foreign_scheduler(tmp_path: Path, *preloads: Path):
+    """A scheduler started outside any server, with these preloads; yields its address, stops it after."""
     scheduler_file = tmp_path / "scheduler.json"
+    preload_args = [arg for preload in preloads for arg in ("--preload", str(preload))]
     scheduler = start_process(
         [
             sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-            "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(scheduler_file),
-            "--preload", str(HOSTILE_DASHBOARD), "--preload", str(ECHO_PRELOAD),
+            "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(scheduler_file), *preload_args,
         ],
         tmp_path / "scheduler.log",
     )  # fmt: skip

@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Self
@@ -23,8 +22,8 @@ from tornado.websocket import websocket_connect
 from clustermgr_lab.dashboard_proxy import SANDBOX_POLICY
 
 from .helpers import call, running_with, wait_for
-from .test_external import ECHO_PRELOAD, start_process, stop_process
-from .test_proxy_confinement import HOSTILE_DASHBOARD, attached
+from .test_external import ECHO_PRELOAD
+from .test_proxy_confinement import HOSTILE_DASHBOARD, attached, foreign_scheduler
 from .test_scaling import create
 
 PROBE = Path(__file__).with_name("sandbox_probe_preload.py")
@@ -34,23 +33,8 @@ CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or shutil
 @pytest.fixture
 def hostile_dashboard(tmp_path):
     """A scheduler (this server did not start it) whose dashboard has hostile and probing routes; yields its address."""
-    scheduler_file = tmp_path / "scheduler.json"
-    scheduler = start_process(
-        [
-            sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-            "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(scheduler_file),
-            "--preload", str(HOSTILE_DASHBOARD), "--preload", str(ECHO_PRELOAD), "--preload", str(PROBE),
-        ],
-        tmp_path / "scheduler.log",
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not (scheduler_file.exists() and scheduler_file.stat().st_size):
-            assert scheduler.poll() is None and time.monotonic() < deadline, (tmp_path / "scheduler.log").read_text()
-            time.sleep(0.1)
-        yield json.loads(scheduler_file.read_text())["address"]
-    finally:
-        stop_process(scheduler)
+    with foreign_scheduler(tmp_path, HOSTILE_DASHBOARD, ECHO_PRELOAD, PROBE) as address:
+        yield address
 
 
 def keyed(cluster: dict, *page: str) -> str:
