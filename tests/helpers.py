@@ -330,3 +330,19 @@ async def run(
         await process.wait()
         raise AssertionError(f"{command} did not finish within {timeout} s") from None
     return process.returncode, stdout.decode(), stderr.decode()
+
+
+def cluster_client(cluster: dict, **kwargs):
+    """A ``distributed.Client`` for a cluster of the API (its JSON): the one way tests connect to a cluster.
+
+    Clusters may require TLS with credentials of their own, so tests never build ``Client(address)`` by
+    hand; they call this, which passes the cluster's ``Security`` along with ``kwargs``.
+
+    Examples
+    --------
+    >>> async with cluster_client(cluster, asynchronous=True) as client:  # doctest: +SKIP
+    ...     assert await client.submit(inc, 1) == 2
+    """
+    from distributed import Client
+
+    return Client(cluster["scheduler_address"], **kwargs)

@@ -4,9 +4,7 @@ import asyncio
 import re
 import time
 
-from distributed import Client
-
-from .helpers import SMALL, call, create, delete_and_wait, running_with, wait_for
+from .helpers import SMALL, call, cluster_client, create, delete_and_wait, running_with, wait_for
 
 FAST = {"interval": 0.2, "wait_count": 3, "target_duration": 1}
 CPU_AND_GPU = {
@@ -34,7 +32,7 @@ async def test_grows_under_a_burst_and_shrinks_to_its_minimum_when_idle(jp_fetch
     cluster = await wait_for(jp_fetch, cluster_id, running_with(1), what="the minimum of 1 worker")
     assert cluster["adapt"]["groups"] == [{"group": "default", "minimum": 1, "maximum": 4, "unit": "workers"}]
     try:
-        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+        async with cluster_client(cluster, asynchronous=True) as client:
             # When a burst of tasks arrives
             futures = client.map(slow, range(40), pure=False)
             # Then it grows to its maximum, and not beyond
@@ -88,7 +86,7 @@ async def test_tasks_that_need_a_gpu_grow_the_gpu_group_only(jp_fetch):
     )
     cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["status"] == "running")
     try:
-        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+        async with cluster_client(cluster, asynchronous=True) as client:
             # When tasks arrive that need a GPU
             futures = client.map(slow, range(6), resources={"GPU": 1}, pure=False)
             seen_cpu = 0
@@ -121,7 +119,7 @@ async def test_adaptive_does_not_drop_data_a_client_holds_and_says_why(jp_fetch)
     )
     cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["status"] == "running")
     try:
-        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+        async with cluster_client(cluster, asynchronous=True) as client:
             future = client.submit(slow, b"x" * 10_000, 0.1)
             await future
             # When the cluster idles for many intervals

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-from distributed import Client
 
 from clustermgr_lab.backends import BACKENDS, HTCondorBackend, LSFBackend, PBSBackend, SGEBackend, SlurmBackend
 from clustermgr_lab.backends.local import scheduler_command
@@ -25,7 +24,7 @@ from clustermgr_lab.manager import ClusterManager
 from clustermgr_lab.spec import parse_spec
 
 from . import helpers
-from .helpers import call, requires_slurm, running_with, slurm_jobs, squeue, until, wait_for
+from .helpers import call, cluster_client, requires_slurm, running_with, slurm_jobs, squeue, until, wait_for
 from .test_client_cli import clustermgr, server  # noqa: F401 - fixtures
 
 ONE_CPU = {"name": "default", "count": 0, "threads": 1, "memory": "300 MiB"}
@@ -283,7 +282,7 @@ async def test_user_options_are_checked_and_pending_workers_say_why_they_wait(jp
         assert "TimeLimit=00:20:00" in shown and "Nice=5" in shown, shown
         # And the scheduler listens on the template's interface
         assert cluster["scheduler_address"].startswith("tcp://127.0.0.1:")
-        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+        async with cluster_client(cluster, asynchronous=True) as client:
             seen = await client.run(lambda: __import__("os").environ.get("CLUSTERMGR_PROLOGUE"))
             assert set(seen.values()) == {"yes"}
     finally:
@@ -354,7 +353,7 @@ async def test_adaptive_on_slurm_grows_under_a_burst_and_cancels_exactly_the_ret
     backend = jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id).backend
     try:
         cluster = await wait_for(jp_fetch, cluster_id, running_with(1), what="the first worker", timeout=120)
-        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+        async with cluster_client(cluster, asynchronous=True) as client:
             # When a burst of work arrives
             burst = client.map(lambda i: __import__("time").sleep(1.5) or i, range(12), pure=False)
             # Then it grows to 2 workers, each its own job
@@ -408,7 +407,7 @@ async def test_workers_are_grid_engine_jobs_that_scale_up_compute_and_go(jp_fetc
         cluster = await wait_for(jp_fetch, cluster_id, running_with(1), what="the Grid Engine worker", timeout=120)
         ((job_id, state),) = grid_engine_jobs(prefix).values()
         assert state == "r"
-        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+        async with cluster_client(cluster, asynchronous=True) as client:
             inside = await client.run(lambda: __import__("os").environ.get("JOB_ID"))
             assert list(inside.values()) == [job_id]
             assert await client.submit(sum, [1, 2, 3]) == 6

@@ -8,13 +8,12 @@ import time
 
 import psutil
 import pytest
-from distributed import Client
 
 from clustermgr_lab.backends.base import BackendContext
 from clustermgr_lab.backends.launcher import WarmLauncher
 from clustermgr_lab.backends.local import LocalBackend
 
-from .helpers import alive, call, running_with, until, wait_for
+from .helpers import alive, call, cluster_client, running_with, until, wait_for
 
 MiB = 2**20
 
@@ -51,7 +50,7 @@ async def test_scheduler_and_workers_are_forked_from_the_launcher_in_sessions_of
         assert os.getsid(launcher.pid) == launcher.pid != os.getsid(0)
         assert "clustermgr_lab.backends.launcher" in " ".join(launcher.cmdline())
         # And each worker kept its nanny, memory limit, resources and CUDA_VISIBLE_DEVICES; logs go to files
-        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+        async with cluster_client(cluster, asynchronous=True) as client:
             workers = (await client.scheduler.identity(n_workers=-1))["workers"].values()
             by_name = {w["name"]: w for w in workers}
             assert by_name["cpu-1"]["memory_limit"] == 300 * MiB and by_name["cpu-1"]["nanny"]
@@ -76,7 +75,7 @@ async def test_a_forked_worker_over_its_memory_limit_is_restarted_by_its_nanny(j
     log_file = manager_of(jp_serverapp).get(cluster_id).backend.workdir / "default-1.log"
     try:
         # When a task holds 400 MiB
-        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+        async with cluster_client(cluster, asynchronous=True) as client:
             hog = client.submit(lambda: (bytearray(400 * MiB), time.sleep(30)), pure=False)
             # Then its nanny notices the limit is exceeded and restarts the worker
             await until(lambda: "exceeded 95% memory budget" in log_file.read_text(), 60, "the nanny's restart")

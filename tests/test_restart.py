@@ -18,7 +18,7 @@ from distributed import Client
 
 from clustermgr_lab.client import ClusterManagerAPIError
 
-from .helpers import eventually, requires_slurm, running_with, slurm_jobs
+from .helpers import cluster_client, eventually, requires_slurm, running_with, slurm_jobs
 from .server_process import (
     JupyterServer,
     kill_leftovers,
@@ -111,7 +111,7 @@ def test_a_local_adaptive_cluster_survives_sigkill_with_the_same_processes_and_g
     ]
 
     # When a burst of work arrives
-    with Client(after["scheduler_address"], timeout="30s") as dask:
+    with cluster_client(after, timeout="30s") as dask:
         futures = dask.map(time.sleep, [0.5] * 200, pure=False)
         # Then adaptive mode, resumed, grows the cluster
         grown = client.wait(cluster["id"], lambda c: c["workers"]["running"] > 2, timeout=90)
@@ -231,7 +231,7 @@ def test_idle_timeout_is_enforced_by_the_scheduler_while_no_server_runs(place):
     cluster = client.create(name="idle", spec={"groups": [{**SMALL, "count": 1}]})
     cluster = client.wait(cluster["id"], running_with(1), timeout=120)
     processes = place.remember(cluster["id"])
-    with Client(cluster["scheduler_address"], timeout="30s"):
+    with cluster_client(cluster, timeout="30s"):
         # When its idle timeout is set to 3 s, and no task runs for longer than that
         assert client.set_idle_timeout(cluster["id"], 3)["idle_timeout"] == 3
         time.sleep(5)

@@ -2,9 +2,7 @@
 
 import asyncio
 
-from distributed import Client
-
-from .helpers import SMALL, call, create, delete_and_wait, running_with, until, wait_for
+from .helpers import SMALL, call, cluster_client, create, delete_and_wait, running_with, until, wait_for
 
 MiB = 2**20
 
@@ -49,7 +47,7 @@ async def test_scale_down_keeps_data_that_a_client_holds(jp_fetch):
     cluster_id = await create(jp_fetch, spec={"groups": [{**SMALL, "count": 3}]})
     cluster = await wait_for(jp_fetch, cluster_id, running_with(3))
     try:
-        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+        async with cluster_client(cluster, asynchronous=True) as client:
             futures = client.map(lambda i: bytes(1000) * i, range(30), pure=False)
             await client.gather(futures)
             who_has = await client.who_has(futures)
@@ -86,7 +84,7 @@ async def test_two_groups_show_up_with_their_shapes_in_the_scheduler(jp_fetch):
         assert cluster["resources"] == {"cores": 4, "memory": 1024 * MiB, "gpus": 1}
         assert {g["name"]: g["running"] for g in cluster["workers"]["groups"]} == {"small": 2, "gpu": 1}
         # And the scheduler sees each worker with its group's shape
-        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+        async with cluster_client(cluster, asynchronous=True) as client:
             workers = (await client.scheduler.identity(n_workers=-1))["workers"].values()
             shapes = sorted(
                 (w["name"].rsplit("-", 1)[0], w["nthreads"], w["memory_limit"], w["resources"]) for w in workers

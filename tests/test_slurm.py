@@ -12,14 +12,13 @@ import sys
 import time
 
 import pytest
-from distributed import Client
 
 from clustermgr_lab.backends.slurm import SlurmBackend
 from clustermgr_lab.manager import ClusterManager
 from clustermgr_lab.spec import parse_spec
 from clustermgr_lab.store import ClusterStore
 
-from .helpers import alive, call, requires_slurm, running_with, squeue, tree, until, wait_for, wait_gone
+from .helpers import alive, call, cluster_client, requires_slurm, running_with, squeue, tree, until, wait_for, wait_gone
 from .test_orphans import stored_cluster
 
 MiB = 2**20
@@ -110,7 +109,7 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
             name.removeprefix(prefix): job_id for name, (job_id, _) in jobs.items()
         }
 
-        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+        async with cluster_client(cluster, asynchronous=True) as client:
             # And each worker is called by our name and runs inside the SLURM job of that name
             inside = await client.run(
                 lambda dask_worker: (dask_worker.name, __import__("os").environ.get("SLURM_JOB_ID"))
@@ -200,7 +199,7 @@ async def test_a_group_with_gpus_and_resources_runs_as_a_job_of_its_shape(jp_fet
         cluster = await wait_for(jp_fetch, cluster_id, running_with(1), what="the GPU worker", timeout=120)
         # Then the scheduler sees it with the group's threads, exact memory and resources
         assert cluster["resources"] == {"cores": 2, "memory": 300 * MiB, "gpus": 1}
-        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+        async with cluster_client(cluster, asynchronous=True) as client:
             (worker,) = (await client.scheduler.identity(n_workers=-1))["workers"].values()
             assert (worker["name"], worker["nthreads"], worker["memory_limit"], worker["resources"]) == (
                 "gpu-1", 2, 300 * MiB, {"GPU": 1, "fast": 1},

@@ -24,14 +24,13 @@ from pathlib import Path
 import dask.config
 import psutil
 import pytest
-from distributed import Client
 
 from clustermgr_lab.backends.local import SCHEDULER
 from clustermgr_lab.backends.ssh import SSHBackend
 from clustermgr_lab.errors import BackendError
 from clustermgr_lab.spec import parse_spec
 
-from .helpers import alive, call, delete_and_wait, running_with, tree, until, wait_for
+from .helpers import alive, call, cluster_client, delete_and_wait, running_with, tree, until, wait_for
 
 MiB = 2**20
 SSHD = "/usr/sbin/sshd"
@@ -196,7 +195,7 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
         trees = {n.pid: tree(n.pid) for n in nannies}
         seen.update(p for pids in trees.values() for p in pids)
 
-        async with Client(cluster["scheduler_address"], asynchronous=True) as client:
+        async with cluster_client(cluster, asynchronous=True) as client:
             # And each worker process is a child of one of those Nannies, listening on loopback
             parents = await client.run(lambda: os.getppid())
             assert set(parents.values()) <= {n.pid for n in nannies} and len(parents) == 2
