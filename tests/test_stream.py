@@ -14,7 +14,7 @@ LATENCY_LIMIT = 0.100
 # The slowest message also waits for a CPU: on 2 cores at load average 15 this process is sometimes not
 # scheduled for 100-150 ms. A stream that is polled rather than pushed would be late by its polling period
 # (dask-labextension: 5 s), so the slowest message stays bounded well below that; the median keeps 100 ms.
-WORST_UNDER_LOAD = 0.500
+WORST_UNDER_LOAD = 2.0  # measured 0.78 s at load average 30 on 2 cores; a 5 s poll still fails
 
 
 class StreamClient:

@@ -70,7 +70,9 @@ def _stop_group_command(process_group: int, signal_name: str, wait: float) -> st
 def _kill_group_command(process_group: int) -> str:
     """Kill a worker's process group on its host, only if its leader still is a dask_spec process."""
     group = int(process_group)
-    return f"sh -c 'ps -o args= -p {group} | grep -q distributed.cli.dask_spec && kill -KILL -{group}'"
+    # then wait (10 s at most) until the group is gone, so that the caller can count on it
+    wait = f"i=0; while kill -0 -{group} 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done"
+    return f"sh -c 'ps -o args= -p {group} | grep -q distributed.cli.dask_spec && kill -KILL -{group} && {{ {wait}; }}'"
 
 
 async def _kill_remote_group(host: str, connect_options: dict[str, Any], process_group: int, timeout: float) -> bool:
