@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -131,7 +132,9 @@ def run_suite(
         ]
         cwd = REPO
     else:
-        command = ["jlpm", "playwright", "test", "--reporter=line,junit"]
+        # the venv's jlpm (as `make` puts the venv first on PATH), also when this script is run by hand
+        jlpm = shutil.which("jlpm", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        command = [jlpm or "jlpm", "playwright", "test", "--reporter=line,junit"]
         cwd = REPO / "ui-tests"
         env = {
             **env,
