@@ -88,9 +88,9 @@ class EventLog:
 
     def departure(self, message: str, cause: dict[str, Any]) -> Event:
         """A worker went away on its own: ``cause`` says why (``{"kind", "worker", "group", "detail"}``)."""
-        return self._append(
-            Event(utcnow(), "lifecycle", message, group=cause.get("group"), source="system", cause=cause)
-        )
+        event = Event(utcnow(), "lifecycle", message, group=cause.get("group"), source="system", cause=cause)
+        self.last_departure = event
+        return self._append(event)
 
     def note(self, group: str | None, message: str, *, source: str) -> Event:
         """A decision *not* to act, e.g. why a cluster cannot shrink."""
