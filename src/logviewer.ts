@@ -149,7 +149,9 @@ export class LogViewer extends Widget {
       this._settings
     );
     const link = document.createElement('a');
-    link.href = URL.createObjectURL(new Blob([chunk.text], { type: 'text/plain' }));
+    link.href = URL.createObjectURL(
+      new Blob([chunk.text], { type: 'text/plain' })
+    );
     link.download = `${this._clusterId}-${this._name}.log`;
     link.click();
     URL.revokeObjectURL(link.href);
@@ -189,7 +191,9 @@ export class LogViewer extends Widget {
       if (this._socket === socket) {
         this._socket = null;
         if (this._follow.checked) {
-          this._setStatus(`${this._status.textContent ?? ''} (stopped following)`);
+          this._setStatus(
+            `${this._status.textContent ?? ''} (stopped following)`
+          );
         }
       }
     };
