@@ -17,10 +17,23 @@ import {
 
 const NAME = 'logs-test';
 
-test.describe.configure({ timeout: 300000 });
+test.describe.configure({ timeout: 600000 });
 // Galata waits 15 s at most for JupyterLab to start; on this shared 2-core machine it can take a
 // minute, so this test opens the page itself with a longer wait.
-test.use({ autoGoto: false });
+test.use({
+  autoGoto: false,
+  waitForApplication: async ({}, use) => {
+    await use(async (page, helpers) => {
+      await page
+        .locator('#jupyterlab-splash')
+        .waitFor({ state: 'detached', timeout: 300000 });
+      await helpers.waitForCondition(
+        () => helpers.activity.isTabActive('Launcher'),
+        300000
+      );
+    });
+  }
+});
 
 test('the log tab follows a worker live; the card and History say why it went away', async ({
   page
@@ -31,7 +44,7 @@ test('the log tab follows a worker live; the card and History say why it went aw
         typeof (window as any).jupyterapp === 'object' &&
         typeof (window as any).galata === 'object',
       undefined,
-      { timeout: 150000 }
+      { timeout: 300000 }
     );
   await page.goto();
   // Given a running cluster of one worker, and a notebook with a client of it
@@ -47,7 +60,7 @@ test('the log tab follows a worker live; the card and History say why it went aw
             'from clustermgr_lab.client import get_client\n' +
               `client = get_client("${NAME}")\nprint(len(client.scheduler_info()["workers"]))`
           ),
-        { timeout: 60000 }
+        { timeout: 240000 }
       )
       .toBe('1');
 
