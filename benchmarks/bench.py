@@ -354,6 +354,46 @@ def push_p99(server: Server, subscribers: int, changes: int, cid: str) -> float:
 PUSH_P50: list[float] = []
 
 
+def log_tail_rows(server: Server, stream: Stream, tmp: Path, size: int, repeat: int) -> list[dict]:
+    """Tail a log of ``size`` bytes (a cluster's worker log) through the API: latency, and the server's RSS growth.
+
+    The file is written once (lines of about 100 bytes); the server's RSS is read after a warm-up request
+    and after ``repeat`` more, so the growth is what tailing holds on to, not first-use allocations.
+    """
+    cid, _ = cm_create(server, stream, 0)
+    log_path = tmp / "clustermgr" / cid / "bench-big.log"
+    line = b"2026-12-01 14:00:00,000 - distributed.worker - INFO - a line of a long-running worker's log, 100 bytes\n"
+    block = line * (4 * MiB // len(line))
+    with open(log_path, "wb") as out:
+        written = 0
+        while written < size:
+            out.write(block)
+            written += len(block)
+    path = f"clustermgr/api/clusters/{cid}/logs/bench-big?tail=200"
+    server.call("GET", path, expect=200)
+    before = settle_rss(server)
+    latencies = []
+    for _ in range(repeat):
+        t0 = now()
+        _, chunk = server.call("GET", path, expect=200)
+        latencies.append(now() - t0)
+        assert len(chunk["text"].splitlines()) == 200 and chunk["offset"] == written, "tail returned the wrong lines"
+    grown = max(0, settle_rss(server) - before)
+    cm_delete(server, stream, cid)
+    gib = f"{written / 2**30:.2f} GiB" if written >= 2**30 else f"{written / MiB:.0f} MiB"
+    note = f"{gib} file, 200 lines, {repeat} requests, p99 {percentile(latencies, 99) * 1000:.1f} ms"
+    return [
+        row(f"tail of a {gib} log (200 lines), median", median(latencies) * 1000, "ms", 100, note=note),
+        row(
+            f"server RSS growth while tailing a {gib} log",
+            grown / MiB,
+            "MiB",
+            16,
+            note=f"RSS before {before / MiB:.0f} MiB",
+        ),
+    ]
+
+
 def adaptive_first_decision(server: Server, stream: Stream, interval: float) -> float:
     """A burst of tasks on an idle adaptive cluster (0 workers): intervals until the first adaptive decision."""
     from distributed import Client
@@ -596,6 +636,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
         rows.append(row(f"server CPU while idle with {many} clusters", server_cpu * 100, "% of a core"))
         rows.append(row(f"CPU of their {many} idle scheduler processes", schedulers_cpu * 100, "% of a core"))
         base.delete_clusters(cm_server, stream, ours)
+        rows += log_tail_rows(cm_server, stream, tmp, (16 if args.smoke else 1024) * MiB, 20 if args.smoke else 100)
         rows.append(
             row(
                 "adaptive: first decision after a burst (1 s interval)",

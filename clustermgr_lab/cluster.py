@@ -220,6 +220,7 @@ class ManagedCluster:
             "options": dict(self.options),
             "idle_timeout": self.idle_timeout,
             "last_decision": last.to_dict() if last else None,
+            "last_departure": self.events.last_departure.to_dict() if self.events.last_departure else None,
             "created": self.created.isoformat(),
         }
 

@@ -24,8 +24,11 @@ class Event:
     before: int | None = None
     after: int | None = None
     source: str | None = None  # "manual" | "adaptive" | "spec" | "system"
+    #: why a worker went away, on worker-departure events: ``{"kind", "worker", "group", "detail"}`` (:mod:`.departures`)
+    cause: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        extra = {"cause": self.cause} if self.cause is not None else {}
         return {
             "time": self.time.isoformat(),
             "kind": self.kind,
@@ -34,6 +37,7 @@ class Event:
             "before": self.before,
             "after": self.after,
             "source": self.source,
+            **extra,
         }
 
     @classmethod
@@ -55,6 +59,7 @@ class EventLog:
     def __init__(self, maxlen: int = 200):
         self._events: collections.deque[Event] = collections.deque(maxlen=maxlen)
         self.last_decision: Event | None = None
+        self.last_departure: Event | None = None  # the latest event with a cause: why a worker last went away
         self.appended = 0  # ever, so that a store can tell which events it has not written yet
 
     def _append(self, event: Event) -> Event:
@@ -66,6 +71,7 @@ class EventLog:
         """Start from ``events`` read back from a store (they do not count as appended)."""
         self._events.extend(events)
         self.last_decision = next((e for e in reversed(events) if e.kind in ("scale", "note")), self.last_decision)
+        self.last_departure = next((e for e in reversed(events) if e.cause), self.last_departure)
 
     def since(self, appended: int) -> list[Event]:
         """The events appended after the first ``appended`` ones (those still held)."""
@@ -79,6 +85,12 @@ class EventLog:
         event = self._append(Event(utcnow(), "scale", reason, group=group, before=before, after=after, source=source))
         self.last_decision = event
         return event
+
+    def departure(self, message: str, cause: dict[str, Any]) -> Event:
+        """A worker went away on its own: ``cause`` says why (``{"kind", "worker", "group", "detail"}``)."""
+        event = Event(utcnow(), "lifecycle", message, group=cause.get("group"), source="system", cause=cause)
+        self.last_departure = event
+        return self._append(event)
 
     def note(self, group: str | None, message: str, *, source: str) -> Event:
         """A decision *not* to act, e.g. why a cluster cannot shrink."""

@@ -13,6 +13,8 @@ from tornado import web
 
 from .dashboard_proxy import dashboard_route
 from .feed import StreamHandler
+from .log_feed import LogFollowHandler
+from .logs import list_logs, parse_offset, parse_tail, read_log
 from .openapi import openapi_document
 from .web_base import AUTH_RESOURCE, BaseHandler
 
@@ -58,6 +60,22 @@ class EventsHandler(BaseHandler):
         self.reply({"events": self.manager.events(cluster_id)})
 
 
+class LogsHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, cluster_id: str) -> None:
+        self.reply({"logs": await list_logs(self.manager.get(cluster_id))})
+
+
+class LogHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, cluster_id: str, name: str) -> None:
+        lines = parse_tail(self.get_query_argument("tail", None))
+        offset = parse_offset(self.get_query_argument("offset", None))
+        self.reply(await read_log(self.manager.get(cluster_id), name, lines, offset))
+
+
 class TemplatesHandler(BaseHandler):
     @web.authenticated
     @authorized
@@ -83,10 +101,14 @@ def route_table() -> list[tuple[str, type]]:
     """Every clustermgr route, as patterns relative to the server's base URL (ExtensionApp prefixes it)."""
     api = "clustermgr/api"
     cluster_id = r"(?P<cluster_id>[^/]+)"  # any id: an unknown one is a JSON 404 from the handler
+    log_name = r"(?P<name>[^/]+)"  # any name: one the cluster has no log of (or a path) is a JSON 404
     return [
         (url_path_join(api, "clusters"), ClustersHandler),
         (url_path_join(api, "clusters", cluster_id), ClusterHandler),
         (url_path_join(api, "clusters", cluster_id, "events"), EventsHandler),
+        (url_path_join(api, "clusters", cluster_id, "logs"), LogsHandler),
+        (url_path_join(api, "clusters", cluster_id, "logs", log_name), LogHandler),
+        (url_path_join(api, "clusters", cluster_id, "logs", log_name, "follow"), LogFollowHandler),
         (url_path_join(api, "templates"), TemplatesHandler),
         (url_path_join(api, "status"), StatusHandler),
         (url_path_join(api, "stream"), StreamHandler),

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .backends.base import Backend
+from .departures import Cause, from_nanny_log, from_returncode, oom_kills
 from .errors import ClusterManagerError
 from .events import EventLog
+from .logs import read_tail
 from .spec import GPU_RESOURCE, WorkerGroup, WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,10 @@ class Reconciler:
         self.group_errors: dict[str, str] = {}  # why a group stopped growing (e.g. the batch system refused its jobs)
         self._wake = asyncio.Event()
         self._loop: asyncio.Task | None = None
+        self._explaining: dict[
+            str, tuple[asyncio.Task, str | None, int | None]
+        ] = {}  # worker name -> finding out why it went away
+        self._oom_kills = oom_kills()  # the OOM killer's count when this cluster started
 
     # -- the plan: written here only ------------------------------------------------------------
 
@@ -195,6 +201,13 @@ class Reconciler:
             "gpus": int(sum((info.get("resources") or {}).get(GPU_RESOURCE, 0) for info in observed)),
         }
 
+    def worker_states(self) -> dict[str, str]:
+        """Each requested worker's state by name: ``running`` (connected), ``pending`` or ``stopping``."""
+        return {
+            name: "stopping" if r.stopping else "running" if r.address else "pending"
+            for name, r in self.workers.items()
+        }
+
     def keep_only(self, alive: set[str]) -> None:
         """Forget the requested workers not in ``alive`` (after a server restart)."""
         for name in list(self.workers):
@@ -219,7 +232,10 @@ class Reconciler:
         self.external.pop(address, None)
         for record in self.workers.values():
             if record.address == address:
+                memory_limit = record.info.get("memory_limit")
                 record.address, record.info = None, {}
+                if not record.stopping and self._is_running():  # not one we retired: find out why
+                    self._explain(record, address, memory_limit, exited=False, returncode=None)
         self._on_change()
 
     def worker_exited(self, name: str, returncode: int | None) -> None:
@@ -228,7 +244,7 @@ class Reconciler:
         if record is None or not self._is_running():
             return
         if record.connected_once:
-            self.events.lifecycle(f"worker {name} exited with code {returncode}; replacing it")
+            self._explain(record, None, None, exited=True, returncode=returncode)
             self._wake.set()
         else:
             # Replacing a worker that never got as far as the scheduler would only repeat the crash.
@@ -244,6 +260,68 @@ class Reconciler:
                 group.name, group.count, group.count - 1, f"not replacing {name}: {error}", source="system"
             )
         self._on_change()
+
+    # -- why a worker went away ------------------------------------------------------------------
+
+    def _explain(self, record: WorkerRecord, address: str | None, memory_limit, *, exited: bool, returncode) -> None:
+        """Find out, in the background, why worker ``record`` went away, and log it as an event with its cause."""
+        previous = self._explaining.pop(record.name, None)
+        if previous is not None:  # the scheduler lost it first; its exit explains more, with what we knew then
+            task, address, memory_limit = previous
+            task.cancel()
+        memory_limit = memory_limit or record_memory(self._spec, record)
+        task = asyncio.ensure_future(self._find_cause(record, address, memory_limit, exited, returncode))
+        self._explaining[record.name] = (task, address, memory_limit)
+
+        def done(_, name=record.name) -> None:
+            if self._explaining.get(name, (None,))[0] is task:
+                del self._explaining[name]
+
+        task.add_done_callback(done)
+
+    async def _find_cause(self, record: WorkerRecord, address, memory_limit, exited: bool, returncode) -> None:
+        loop = asyncio.get_running_loop()
+        if not exited:  # the process or job may be about to end: its exit code or job state says more
+            await asyncio.sleep(self.backend.departure_grace)
+        deadline = loop.time() + (0 if exited else 3.0)
+        while True:
+            found = self.backend.departure_evidence(record.name) if exited else None
+            found = found or await self._from_log(record.name, address, memory_limit)
+            found = found or (from_returncode(returncode) if exited else None)
+            if found is not None or loop.time() >= deadline:
+                break
+            await asyncio.sleep(0.25)
+        if found is None:
+            found = ("unknown", "its process ended; nothing says why") if exited else (
+                "connection-lost", f"the scheduler lost its connection to {address} (its process still runs, or its host is unreachable)"
+            )  # fmt: skip
+        kind, detail = found
+        if kind == "signal" and "SIGKILL" in detail and self._oom_kills is not None:
+            now = oom_kills()
+            if now is not None and now > self._oom_kills:
+                kind, detail = "oom-killer", f"{detail}: the kernel's OOM killer (memory of this machine or its cgroup)"
+            self._oom_kills = now if now is not None else self._oom_kills
+        cause = Cause(kind, record.name, record.group, detail)
+        back = (
+            "; replacing it"
+            if exited
+            else ("; its nanny restarts it" if kind in ("memory-limit", "signal", "exit") else "")
+        )
+        self.events.departure(f"worker {record.name} went away: {detail}{back}", cause.to_dict())
+        self._on_change()
+
+    async def _from_log(self, name: str, address: str | None, memory_limit) -> tuple[str, str] | None:
+        path = self.backend.worker_log(name)
+        if path is None:
+            return None
+        text = await asyncio.get_running_loop().run_in_executor(None, read_tail, path)
+        return from_nanny_log(text, address, memory_limit)
+
+    async def stop_explaining(self) -> None:
+        tasks = [task for task, _, _ in self._explaining.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -261,6 +339,7 @@ class Reconciler:
         return self._loop is not None
 
     async def stop(self) -> None:
+        await self.stop_explaining()
         if self._loop is not None:
             self._loop.cancel()
             await asyncio.gather(self._loop, return_exceptions=True)
@@ -364,3 +443,11 @@ class Reconciler:
         await self.backend.scale_down([r.name for r in records])
         for record in records:
             self.workers.pop(record.name, None)
+
+
+def record_memory(spec: WorkerSpec, record: WorkerRecord) -> int | None:
+    """The memory limit of ``record``'s group (bytes), if the group still exists."""
+    try:
+        return spec.group(record.group).memory
+    except ClusterManagerError:
+        return None

@@ -156,6 +156,7 @@ export namespace CommandIDs {
   export const editSpec = 'clustermgr:edit-spec';
   export const shutdown = 'clustermgr:shutdown';
   export const showEvents = 'clustermgr:show-events';
+  export const showLogs = 'clustermgr:show-logs';
   export const openPlot = 'clustermgr:open-plot';
   export const listPlots = 'clustermgr:list-plots';
   export const attachCluster = 'clustermgr:attach-cluster';

@@ -146,6 +146,56 @@ export interface IEvent {
   before: number | null;
   after: number | null;
   source: 'manual' | 'adaptive' | 'spec' | 'system' | null;
+  /** Only on worker-departure events: why the worker went away. */
+  cause?: ICause;
+}
+
+/**
+ * Why a worker went away on its own (not retired by a scale-down).
+ */
+export interface ICause {
+  kind:
+    | 'exit'
+    | 'signal'
+    | 'memory-limit'
+    | 'oom-killer'
+    | 'TIMEOUT'
+    | 'NODE_FAIL'
+    | 'OUT_OF_MEMORY'
+    | 'CANCELLED'
+    | 'PREEMPTED'
+    | 'connection-lost'
+    | 'unknown';
+  worker: string;
+  group: string | null;
+  /** The reason in words, e.g. "killed by signal 9 (SIGKILL)". */
+  detail: string;
+}
+
+/**
+ * One log of a cluster (`GET clusters/{id}/logs`).
+ */
+export interface ILogEntry {
+  name: string;
+  /** The worker it belongs to; null for the scheduler's. */
+  worker: string | null;
+  group: string | null;
+  /** running, pending, stopping, gone (a worker); the cluster's status (the scheduler's). */
+  state: string;
+  size: number;
+  modified: number;
+}
+
+/**
+ * A piece of a log: bytes `start` to `offset` of the file.
+ */
+export interface ILogChunk {
+  type?: 'tail' | 'append' | 'gone' | 'error';
+  text: string;
+  start: number;
+  offset: number;
+  size: number;
+  message?: string;
 }
 
 /**
@@ -188,6 +238,8 @@ export interface ICluster {
    */
   idle_timeout?: number | null;
   last_decision: IEvent | null;
+  /** The latest worker-departure event, with its cause (servers before it: absent). */
+  last_departure?: IEvent | null;
   created: string;
   /** What its backend allows (see `capabilitiesOf` for servers that predate it). */
   capabilities?: ICapabilities;

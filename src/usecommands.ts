@@ -15,6 +15,7 @@ import { EventHistory } from './components/EventHistory';
 import { STATUS_PATH } from './dashboard';
 import { clusterIcon } from './icons';
 import { findDestination, IInsertTargets, insertClientCode } from './insert';
+import { LogViewer, logTabId } from './logviewer';
 import { ClustersModel } from './model';
 import { CommandIDs } from './tokens';
 import { ICluster } from './types';
@@ -63,6 +64,19 @@ export function addUseCommands(
       const cluster = target(args);
       if (cluster) {
         openEventHistory(app, model, cluster);
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.showLogs, {
+    label: 'Logs',
+    caption:
+      "The scheduler's and each worker's log, in a tab: follow, search, download",
+    isEnabled: args => !!target(args),
+    execute: args => {
+      const cluster = target(args);
+      if (cluster) {
+        openLogs(app, model, cluster, args.name as string | undefined);
       }
     }
   });
@@ -133,6 +147,39 @@ function openEventHistory(
   const widget = new MainAreaWidget({ content });
   widget.id = id;
   widget.title.label = `History ${cluster.name}`;
+  widget.title.icon = clusterIcon;
+  widget.title.closable = true;
+  app.shell.add(widget, 'main');
+}
+
+/**
+ * Open (or show again) a cluster's logs in a main-area tab, showing log
+ * `name` when given.
+ */
+function openLogs(
+  app: JupyterFrontEnd,
+  model: ClustersModel,
+  cluster: ICluster,
+  name?: string
+): void {
+  const id = logTabId(cluster.id);
+  const open = Array.from(app.shell.widgets('main')).find(w => w.id === id);
+  if (open) {
+    const viewer = (open as MainAreaWidget<LogViewer>).content;
+    if (name && viewer.logName !== name) {
+      void viewer.showLog(name);
+    }
+    app.shell.activateById(id);
+    return;
+  }
+  const content = new LogViewer({
+    settings: model.serverSettings,
+    clusterId: cluster.id,
+    name
+  });
+  const widget = new MainAreaWidget({ content });
+  widget.id = id;
+  widget.title.label = `Logs ${cluster.name}`;
   widget.title.icon = clusterIcon;
   widget.title.closable = true;
   app.shell.add(widget, 'main');

@@ -22,6 +22,9 @@ MATRIX = {
     r"clustermgr/api/clusters": {"GET", "POST", "OPTIONS"},
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)": {"GET", "PATCH", "DELETE", "OPTIONS"},
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/events": {"GET", "OPTIONS"},
+    r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/logs": {"GET", "OPTIONS"},
+    r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/logs/(?P<name>[^/]+)": {"GET", "OPTIONS"},
+    r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/logs/(?P<name>[^/]+)/follow": {"WS"},
     r"clustermgr/api/templates": {"GET", "OPTIONS"},
     r"clustermgr/api/status": {"GET", "OPTIONS"},
     r"clustermgr/api/openapi.json": {"GET", "OPTIONS"},
@@ -29,7 +32,7 @@ MATRIX = {
     r"clustermgr/dashboard/(?P<cluster_id>[A-Za-z0-9_-]+)(?P<proxied_path>/.*)?": {"GET", "HEAD", "WS"},
 }
 # what each path parameter is filled with: an id no cluster has (authentication comes before the lookup)
-SAMPLES = {"cluster_id": "nope", "proxied_path": "/status"}
+SAMPLES = {"cluster_id": "nope", "proxied_path": "/status", "name": "scheduler"}
 # bodies that get past authentication and are then refused (400), so that checking a route starts nothing
 BODY = {"POST": b'{"name": ""}', "PUT": b'{"name": ""}', "PATCH": b'{"name": ""}'}
 

@@ -258,6 +258,34 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     async def detach(self) -> None:
         """Stop watching the processes, and leave them running (for the next server to adopt)."""
 
+    #: Seconds to wait, after the scheduler lost a worker, for the backend to report the worker's process or
+    #: job ended (its exit code or job state explains more than the worker's log) before reading the log.
+    departure_grace = 1.5
+
+    def worker_log(self, name: str) -> Path | None:
+        """The file worker ``name`` writes its output to (where its nanny says why it restarted it), if any."""
+        return None
+
+    def log_files(self) -> dict[str, Path]:
+        """Every log of this cluster by name (``"scheduler"``, then each worker's), from its work folder.
+
+        Read from the folder, not from what runs: the logs of workers that went away, and of a stopped
+        cluster, stay listed until the cluster is removed (its folder with it). Blocking (directory scan).
+        """
+        try:
+            entries = sorted(self.workdir.iterdir())
+        except OSError:
+            return {}
+        return {p.stem: p for p in entries if p.suffix == ".log" and not p.name.startswith(".") and p.is_file()}
+
+    def log_owner(self, log_name: str) -> str | None:
+        """The worker whose log ``log_name`` is (None for the scheduler's)."""
+        return None if log_name == SCHEDULER_PROCESS else log_name
+
+    def departure_evidence(self, name: str) -> tuple[str, str] | None:
+        """What the backend learnt of why worker ``name`` ended, as ``(kind, detail)`` (e.g. a batch job's final state)."""
+        return None
+
     def log_tail(self, name: str, lines: int = 15) -> str:
         """The last lines of the log of process ``name`` (``"scheduler"`` or a worker), if there is one."""
         return ""

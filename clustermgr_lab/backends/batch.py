@@ -156,6 +156,9 @@ class BatchBackend(Backend):
         self._jobs: dict[str, str] = {}  # worker name -> job id
         self._waiting: dict[str, Waiting] = {}
         self._poller: asyncio.Task | None = None
+        self._ended: dict[
+            str, tuple[str, str]
+        ] = {}  # worker name -> (cause kind, detail) of a job that ended on its own
 
     # -- the scheduler, next to the server ------------------------------------------------------------
 
@@ -309,7 +312,44 @@ class BatchBackend(Backend):
                 job_id = self._jobs.pop(name)
                 self._notify_change()
                 log.warning("cluster %s: job %s of worker %s ended on its own", self.cluster_id, job_id, name)
+                try:
+                    ended = await self.final_state(name, job_id)
+                except BackendError as exc:
+                    log.warning("cluster %s: final state of job %s: %s", self.cluster_id, job_id, exc)
+                    ended = None
+                if ended is not None:
+                    self._ended[name] = ended
                 self._report_exit(name, None)
+
+    async def final_state(self, name: str, job_id: str) -> tuple[str, str] | None:
+        """``(kind, detail)`` of why job ``job_id`` (of worker ``name``) ended, from the queueing system, if it says."""
+        return None
+
+    def departure_evidence(self, name: str) -> tuple[str, str] | None:
+        return self._ended.pop(name, None)
+
+    @property
+    def departure_grace(self) -> float:  # a job's end is noticed by the status poll
+        return 2 * self.poll_interval + 2
+
+    def log_files(self) -> dict[str, Path]:
+        """The scheduler's log, and each job's standard error (by worker name) and output (``<worker>.stdout``)."""
+        files = {name: path for name, path in super().log_files().items() if name == SCHEDULER}
+        prefix = f"{self.job_name_prefix}-{self.cluster_id}-"
+        try:
+            entries = sorted(self.workdir.glob(f"{prefix}*"), key=lambda p: p.stat().st_mtime)
+        except OSError:
+            return files
+        for path in entries:  # <prefix><worker>-<job id>.err / .out; the latest job of a name wins
+            stem, suffix = path.stem, path.suffix
+            if suffix not in (".err", ".out") or "-" not in stem:
+                continue
+            worker = stem.removeprefix(prefix).rsplit("-", 1)[0]
+            files[worker if suffix == ".err" else f"{worker}.stdout"] = path
+        return files
+
+    def log_owner(self, log_name: str) -> str | None:
+        return None if log_name == SCHEDULER else log_name.removesuffix(".stdout")
 
     def started(self) -> set[str]:
         return set(self._jobs)

@@ -6,10 +6,14 @@ settings apply to whatever is not set here), with ``squeue`` for job states and 
 
 from __future__ import annotations
 
+import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
 from .. import options as opt
+from ..departures import from_job_state, from_slurm_output
+from ..logs import read_tail
 from ..spec import WorkerGroup
 from .batch import BATCH_OPTIONS, BatchBackend, JobState, jobqueue_class, run_command
 
@@ -28,6 +32,9 @@ ACTIVE_STATES = {
 LISTED_STATES = {"COMPLETING", "SIGNALING", "STAGE_OUT"}
 
 
+SCONTROL_FIELD = re.compile(r"\b(JobState|Reason)=(\S+)")
+
+
 class SlurmBackend(BatchBackend):
     """Each worker is one SLURM job; the scheduler is a local process.
 
@@ -38,6 +45,9 @@ class SlurmBackend(BatchBackend):
     be on a shared file system (see docs/hpc.md).
 
     A queued job's reason is squeue's (``Resources``, ``Priority``, ``QOSMaxJobsPerUserLimit``...).
+    Why a job ended (:meth:`final_state`): ``sacct`` where SLURM keeps accounting, else ``scontrol
+    show job`` (which lists a finished job for ``MinJobAge``, 300 s by default), else slurmstepd's
+    line in the job's standard error.
     """
 
     name = "slurm"
@@ -88,3 +98,20 @@ class SlurmBackend(BatchBackend):
         """The job's standard error, as dask-jobqueue names it (``<job name>-<job id>.err``); the latest."""
         logs = sorted(self.workdir.glob(f"{self.job_name(name)}-*.err"), key=lambda p: p.stat().st_mtime)
         return logs[-1] if logs else None
+
+    async def final_state(self, name: str, job_id: str) -> tuple[str, str] | None:
+        """Why the job ended: ``sacct``'s state (``CANCELLED by 1000``), else ``scontrol``'s, else the job's stderr."""
+        code, out, _ = await run_command("sacct", "-n", "-X", "-P", "-o", "State,Reason", "-j", job_id,
+                                         timeout=self.command_timeout)  # fmt: skip
+        line = out.strip().splitlines()[0] if code == 0 and out.strip() else ""
+        state, _, reason = line.partition("|")
+        if not state:  # no accounting ("Slurm accounting storage is disabled"): the controller's memory
+            code, out, _ = await run_command("scontrol", "show", "job", "-o", job_id, timeout=self.command_timeout)
+            fields = dict(SCONTROL_FIELD.findall(out)) if code == 0 else {}
+            state, reason = fields.get("JobState", ""), fields.get("Reason")
+        found = from_job_state(job_id, state, reason, cancelled_by_us=False) if state else None
+        if found is None or found[0] == "exit":
+            log = self.worker_log(name)
+            text = await asyncio.get_running_loop().run_in_executor(None, read_tail, log) if log else ""
+            found = from_slurm_output(text) or found
+        return found

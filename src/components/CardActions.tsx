@@ -87,6 +87,9 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
           `Event history of ${cluster.name}`,
           { className: 'cm-HistoryButton', live: false }
         )}
+        {action(CommandIDs.showLogs, 'Logs', `Logs of ${cluster.name}`, {
+          className: 'cm-LogsButton'
+        })}
         {/* it shut itself down for being idle: listed, with its history, until removed */}
         {action(CommandIDs.shutdown, 'Remove', `Shut down ${cluster.name}`, {
           className: 'jp-mod-warn cm-ShutdownButton'
@@ -134,6 +137,11 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
         `Event history of ${cluster.name}`,
         { className: 'cm-HistoryButton' }
       )}
+      {!props.compact &&
+        capabilities.can_stop &&
+        action(CommandIDs.showLogs, 'Logs', `Logs of ${cluster.name}`, {
+          className: 'cm-LogsButton'
+        })}
       {props.compact && (
         <Button
           minimal

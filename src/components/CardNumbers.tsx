@@ -106,6 +106,43 @@ export function CardDetails(props: { cluster: ICluster }): React.ReactElement {
  * The last scaling decision with its reason, and how to let adaptive mode
  * shrink when a client's data holds workers.
  */
+/**
+ * Why a worker last went away on its own (from `last_departure`); its log
+ * opens from here.
+ */
+export function CardDeparture(props: {
+  departure: IEvent | null | undefined;
+  onOpenLog: (worker: string) => void;
+}): React.ReactElement | null {
+  const cause = props.departure?.cause;
+  if (!props.departure || !cause) {
+    return null;
+  }
+  return (
+    <div
+      className="cm-ClusterCard-departure"
+      aria-label="Why a worker last went away"
+      data-cause-kind={cause.kind}
+    >
+      <span className="cm-ClusterCard-departureKind">{cause.kind}</span>{' '}
+      <span className="cm-ClusterCard-departureText">
+        {cause.worker}: {cause.detail}
+      </span>{' '}
+      <span className="cm-ClusterCard-decisionMeta">
+        {formatTime(props.departure.time)}
+      </span>{' '}
+      <button
+        type="button"
+        className="cm-ClusterCard-departureLog"
+        title={`Open the log of ${cause.worker}`}
+        onClick={() => props.onOpenLog(cause.worker)}
+      >
+        log
+      </button>
+    </div>
+  );
+}
+
 export function CardDecision(props: {
   decision: IEvent | null;
 }): React.ReactElement | null {

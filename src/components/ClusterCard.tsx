@@ -11,7 +11,7 @@ import { CommandIDs } from '../tokens';
 import { ICluster } from '../types';
 import { CardActions } from './CardActions';
 import { CardErrors, CardHeader, CardScheduler } from './CardHeader';
-import { CardDecision, CardDetails } from './CardNumbers';
+import { CardDecision, CardDeparture, CardDetails } from './CardNumbers';
 import { DashboardPlots } from './DashboardPlots';
 import { Sparkline } from './Sparkline';
 
@@ -125,6 +125,15 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
       />
       <CardDetails cluster={cluster} />
       <CardDecision decision={cluster.last_decision} />
+      <CardDeparture
+        departure={cluster.last_departure}
+        onOpenLog={worker =>
+          void commands.execute(CommandIDs.showLogs, {
+            clusterId: cluster.id,
+            name: worker
+          })
+        }
+      />
       {!props.compact && (
         <div className="cm-ClusterCard-chart">
           <span className="cm-ClusterCard-chartLabel" aria-hidden="true">

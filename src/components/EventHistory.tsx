@@ -108,7 +108,17 @@ export class EventHistory extends ReactWidget {
                   <td>{e.kind}</td>
                   <td>{e.group ?? ''}</td>
                   <td>{change(e)}</td>
-                  <td className="cm-EventHistory-message">{e.message}</td>
+                  <td className="cm-EventHistory-message">
+                    {e.cause && (
+                      <span
+                        className="cm-EventHistory-cause"
+                        data-cause-kind={e.cause.kind}
+                      >
+                        {e.cause.kind}
+                      </span>
+                    )}{' '}
+                    {e.message}
+                  </td>
                   <td>{e.source ?? ''}</td>
                 </tr>
               ))}
