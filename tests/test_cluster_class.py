@@ -188,7 +188,8 @@ async def test_a_clean_server_stop_stops_a_class_cluster_and_the_next_server_say
         manager = ClusterManager(**config)
     cluster = await manager.create_durably({"template": "labextension"})
     await until(lambda: cluster.status == "running" and cluster.worker_counts()["running"] == 1, 90, "1 worker")
-    pids = [info["pid"] for info in cluster.backend._cluster.scheduler_info["workers"].values()]
+    async with cluster_client(manager.describe(cluster), asynchronous=True) as client:
+        pids = list((await client.run(os.getpid)).values())
     # When the server stops cleanly
     await manager.close_all()
     # Then the cluster was stopped (not left running: no next server could adopt it), with the reason
