@@ -190,6 +190,7 @@ class ClusterClassBackend(Backend):
         self._claimed: dict[str, str] = {}  # the class's worker name -> the requested name it fills
         self._records: dict[str, dict[str, Any]] = {}
         self._watch: asyncio.Task | None = None
+        self._closed = False
 
     # -- the Cluster object, always in the backend's own thread ---------------------------------------
 
@@ -267,7 +268,11 @@ class ClusterClassBackend(Backend):
 
     async def scale_up(self, group: WorkerGroup, names: list[str]) -> None:
         self._requested += names
-        await self._call(self._scale_object, len(self._requested), set())
+        try:
+            await self._call(self._scale_object, len(self._requested), set())
+        except Exception as exc:  # not started: they must not count as requested (see started())
+            self._requested = [name for name in self._requested if name not in names]
+            raise BackendError(f"{self.class_path}.scale() failed: {type(exc).__name__}: {exc}") from None
         self._notify_change()
 
     async def scale_down(self, names: list[str]) -> None:
@@ -280,7 +285,10 @@ class ClusterClassBackend(Backend):
         self._notify_change()
 
     async def close(self) -> None:
-        """Close the Cluster object (its workers, jobs and scheduler)."""
+        """Close the Cluster object (its workers, jobs and scheduler); once."""
+        if self._closed:
+            return
+        self._closed = True
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
@@ -354,7 +362,7 @@ class ClusterClassBackend(Backend):
     async def _cancel_jobs(self, jobs: list[str]) -> str:
         """Cancel leftover jobs with the class's own cancel command (dask-jobqueue's ``job_cls.cancel_command``)."""
         try:
-            cls = await self._call(import_class, self.class_path or "")
+            cls = await asyncio.to_thread(import_class, self.class_path or "")
         except BackendError as exc:
             return f"its jobs {', '.join(jobs)} could not be cancelled ({exc.message})"
         cancel = getattr(getattr(cls, "job_cls", None), "cancel_command", None)
