@@ -20,7 +20,7 @@ from clustermgr_lab.manager import ClusterManager
 from clustermgr_lab.store import ClusterStore
 from clustermgr_lab.templates import labextension_template
 
-from .helpers import alive, call, cluster_client, requires_slurm, running_with, squeue, until, wait_for, wait_gone
+from .helpers import alive, call, cluster_client, requires_slurm, running_with, until, wait_for, wait_gone
 from .test_orphans import stored_cluster
 
 MiB = 2**20
@@ -75,9 +75,15 @@ def manager_of(jp_serverapp) -> ClusterManager:
     return jp_serverapp.web_app.settings["clustermgr_manager"]
 
 
+def module_jobs() -> dict[str, str]:
+    """job id -> state of the jobs squeue lists whose name starts with this module's prefix (one name, many jobs)."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%j|%T"], capture_output=True, text=True, timeout=60).stdout
+    rows = (line.strip().split("|", 2) for line in out.splitlines() if line.strip())
+    return {job_id: state for job_id, name, state in rows if name.startswith(JOB_PREFIX)}
+
+
 def cancel_leftover_jobs() -> None:
-    jobs = subprocess.run(["squeue", "-h", "-o", "%i|%j"], capture_output=True, text=True, timeout=60).stdout
-    mine = [line.split("|")[0] for line in jobs.splitlines() if line.split("|")[-1].startswith(JOB_PREFIX)]
+    mine = list(module_jobs())
     if mine:
         subprocess.run(["scancel", *mine], capture_output=True, timeout=60)
 
@@ -210,20 +216,20 @@ async def test_slurmcluster_class_scales_computes_adapts_and_leaves_no_job(jp_fe
     cluster_id = cluster["id"]
     try:
         cluster = await wait_for(jp_fetch, cluster_id, running_with(0), what="the scheduler", timeout=60)
-        assert cluster["backend"] == "cluster-class" and await squeue(JOB_PREFIX) == {}
+        assert cluster["backend"] == "cluster-class" and await asyncio.to_thread(module_jobs) == {}
 
         # When it is scaled to 2 workers through the API
         await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 2}}, expect=200)
         # Then 2 SLURM jobs run, and their 2 workers are counted as the requested ones
         cluster = await wait_for(jp_fetch, cluster_id, running_with(2), what="2 workers", timeout=180)
-        jobs = await squeue(JOB_PREFIX)
-        assert len(jobs) == 2 and {state for _, state in jobs.values()} == {"RUNNING"}
+        jobs = await asyncio.to_thread(module_jobs)
+        assert len(jobs) == 2 and set(jobs.values()) == {"RUNNING"}
         assert cluster["resources"]["cores"] == 2
 
         async with cluster_client(cluster, asynchronous=True) as client:
             # And a task graph computes on them, with checked results
             inside = await client.run(lambda: os.environ.get("SLURM_JOB_ID"))
-            assert set(inside.values()) == {job_id for job_id, _ in jobs.values()}
+            assert set(inside.values()) == set(jobs)
             squares = client.map(lambda x: x * x, range(40), pure=False)
             assert await client.submit(sum, squares) == sum(x * x for x in range(40))
             del squares
@@ -268,7 +274,7 @@ async def test_slurmcluster_class_scales_computes_adapts_and_leaves_no_job(jp_fe
 
 
 async def _no_jobs() -> bool:
-    return await squeue(JOB_PREFIX) == {}
+    return await asyncio.to_thread(module_jobs) == {}
 
 
 @pytest.mark.slurm

@@ -17,6 +17,8 @@ import importlib.util
 import inspect
 import re
 import shlex
+import signal
+import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -52,12 +54,23 @@ CAPABILITY_REASONS = {
 
 
 def parse_class_path(value: Any, field_name: str) -> str:
-    """``package.module.Class`` whose top-level package is installed (imported only when a cluster starts)."""
+    """``package.module.Class``, a class this server's Python can import.
+
+    Imported here, when the server reads its templates (in the main thread, before it serves): some
+    modules can only be imported there (dask_jobqueue sets a signal handler at import), and a wrong
+    name is found at start rather than by the first cluster.
+    """
     if not isinstance(value, str) or not CLASS_PATH.fullmatch(value):
         raise InvalidRequest(f"must be a class path such as 'dask_jobqueue.SLURMCluster', not {value!r}", field_name)
     package = value.split(".", 1)[0]
     if importlib.util.find_spec(package) is None:
         raise InvalidRequest(f"{value!r}: the package {package!r} is not installed in this server's Python", field_name)
+    try:
+        cls = import_class(value)
+    except BackendError as exc:
+        raise InvalidRequest(exc.message, field_name) from None
+    if not isinstance(cls, type):
+        raise InvalidRequest(f"{value!r} is not a class", field_name)
     return value
 
 
@@ -80,13 +93,21 @@ def parse_kwargs(value: Any, field_name: str) -> dict[str, Any]:
 
 
 def import_class(path: str) -> type:
-    """The class at ``path`` (``module.Class``, or ``package.module.Class``)."""
+    """The class at ``path`` (``module.Class``, or ``package.module.Class``).
+
+    The process's SIGINT handler is put back if the import replaced it (dask_jobqueue's does).
+    """
     module_name, _, class_name = path.rpartition(".")
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    sigint = signal.getsignal(signal.SIGINT) if in_main_thread else None
     try:
         module = importlib.import_module(module_name)
         return getattr(module, class_name)
-    except (ImportError, AttributeError) as exc:
+    except (ImportError, AttributeError, ValueError) as exc:  # ValueError: a signal set outside the main thread
         raise BackendError(f"cannot import the Cluster class {path!r}: {exc}") from None
+    finally:
+        if sigint is not None and signal.getsignal(signal.SIGINT) is not sigint:
+            signal.signal(signal.SIGINT, sigint)
 
 
 def accepts_argument(cls: type, name: str) -> bool:
