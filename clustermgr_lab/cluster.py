@@ -445,6 +445,15 @@ class ManagedCluster:
         self.events.lifecycle("stopped")
         self._changed()
 
+    async def end_with_server(self) -> None:
+        """At a clean server stop, for a cluster that cannot be re-adopted: stop it, ``stopped`` with the reason."""
+        reasons = self.backend.capabilities.reasons
+        why = reasons.get("readoptable", "it cannot be re-adopted by the next server")
+        await self.close()
+        self.error = f"stopped with the Jupyter server: {why}"
+        self.events.lifecycle(self.error)
+        self._changed()
+
     def _require_running(self, action: str) -> None:
         if self.lifecycle not in (PENDING, RUNNING):
             raise Conflict(f"cannot {action} cluster {self.id}: it is {self.status}")

@@ -32,7 +32,7 @@ from .options import parse_backend_options
 from .record import read_manifests
 from .spec import WorkerSpec, parse_size, parse_spec
 from .store import ClusterStore, StoreHealth
-from .templates import Template, builtin_templates, parse_template
+from .templates import Template, builtin_templates, labextension_template, parse_template
 
 Listener = Callable[[dict], None]
 STORE_RETRY_SECONDS = 2.0
@@ -90,6 +90,13 @@ class ClusterManager(LoggingConfigurable):
     )
     include_builtin_templates = Bool(True, config=True, help="Offer the built-in 'local' templates.")
     default_template = Unicode("local", config=True, help="Template used when a request names none.")
+    labextension_factory = Bool(
+        True,
+        config=True,
+        help="Offer dask-labextension's Cluster factory (labextension.factory in the Dask config, with "
+        "labextension.default's workers and adapt) as the template 'labextension' (backend cluster-class), "
+        "when the Dask config has one. One that cannot be used is left out, with a warning.",
+    )
     workdir = Unicode(
         config=True, help="Folder for scheduler files and process logs of the clusters (one folder each)."
     )
@@ -284,6 +291,14 @@ class ClusterManager(LoggingConfigurable):
                 name = data.get("name") if isinstance(data, Mapping) else None
                 raise ValueError(f"ClusterManager.templates: template {name!r}: {exc.field}: {exc.message}") from None
             templates[template.name] = template
+        for data in labextension_template(self.max_workers) if self.labextension_factory else []:
+            if data["name"] in templates:
+                self.log.info("labextension.factory: a configured template is called %r already", data["name"])
+                continue
+            try:
+                templates[data["name"]] = parse_template(data, BACKENDS, "labextension.factory")
+            except InvalidRequest as exc:  # someone else's config: not a reason to refuse to start
+                self.log.warning("labextension.factory is not offered as a template: %s: %s", exc.field, exc.message)
         if self.default_template not in templates:
             raise ValueError(f"ClusterManager.default_template {self.default_template!r} is not a template")
         return templates
@@ -455,7 +470,7 @@ class ClusterManager(LoggingConfigurable):
             backend=cluster.backend.name,
             capabilities=cluster.backend.capabilities,
         )
-        if cluster.backend.capabilities.readoptable:
+        if self._kept_in_store(cluster):
             self._require_writable_store(f"change cluster {cluster.name!r}")
         if isinstance(change, requests.Scale):
             return {"resolved": cluster.scale(change.resolution).to_dict()}
@@ -531,7 +546,10 @@ class ClusterManager(LoggingConfigurable):
                 await self._remove_workdir(cluster)
         else:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            await asyncio.gather(*(c.detach() for c in clusters), return_exceptions=True)
+            # What cannot outlive this server is stopped, with the reason; the rest is left to the next one.
+            ending = [c for c in clusters if self._kept_in_store(c) and not c.backend.capabilities.readoptable]
+            await asyncio.gather(*(c.end_with_server() for c in ending), return_exceptions=True)
+            await asyncio.gather(*(c.detach() for c in clusters if c not in ending), return_exceptions=True)
             for cluster in clusters:
                 self._persist(cluster)
             self.log.info("clustermgr_lab: left %d cluster(s) running for the next server to re-adopt", len(clusters))
@@ -579,13 +597,22 @@ class ClusterManager(LoggingConfigurable):
 
         Clusters only attached here (started elsewhere) are not stored: they are not ours to re-adopt.
         """
-        if not cluster.backend.capabilities.readoptable:
+        if not self._kept_in_store(cluster):
             return
         written = self._events_written.get(cluster.id, 0)
         events = [e.to_dict() for e in cluster.events.since(written)]
         self._events_written[cluster.id] = cluster.events.appended
         future = self.store.save_later(cluster.to_record(), events)
         self._write(future, lambda: self._events_unwritten(cluster.id, written))
+
+    @staticmethod
+    def _kept_in_store(cluster: ManagedCluster) -> bool:
+        """Whether the store keeps the cluster: every cluster whose processes are ours to stop.
+
+        Those a restarted server cannot re-adopt are kept too, so that it says why they ended and
+        stops what is left of them.
+        """
+        return cluster.backend.capabilities.can_stop
 
     def _events_unwritten(self, cluster_id: str, written: int) -> None:
         """A save failed: its events go with the next save (e.g. once the store can be written again)."""
@@ -636,7 +663,7 @@ class ClusterManager(LoggingConfigurable):
         A change the cluster refuses anyway (unknown, stopping, attached) is refused first, without waiting.
         """
         cluster = self.get(cluster_id)
-        if cluster.backend.capabilities.readoptable and cluster.lifecycle in (PENDING, RUNNING):
+        if self._kept_in_store(cluster) and cluster.lifecycle in (PENDING, RUNNING):
             await self.ensure_store_writable()
         return self.update(cluster_id, body)
 

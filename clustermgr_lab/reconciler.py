@@ -221,7 +221,7 @@ class Reconciler:
     # -- what the scheduler and the backend tell us --------------------------------------------
 
     def worker_added(self, address: str, info: dict) -> None:
-        record = self.workers.get(str(info.get("name")))
+        record = self.workers.get(self.backend.claim_worker(info))
         if record is None:
             self.external[address] = info
         else:

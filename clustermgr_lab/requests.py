@@ -96,6 +96,28 @@ def parse_name(value: Any) -> str:
     return value.strip()
 
 
+def check_spec_allowed(spec: WorkerSpec, capabilities: Capabilities, fixed: WorkerSpec | None) -> None:
+    """A Worker Spec its backend can run: one group where it takes only one; the template's shape where it is fixed.
+
+    Parameters
+    ----------
+    fixed : WorkerSpec, optional
+        The template's spec, whose one group's shape (all but its count) a non-editable spec must keep.
+    """
+    reasons = capabilities.reasons
+    if not capabilities.multiple_groups and len(spec.groups) > 1:
+        why = reasons.get("multiple_groups", "its backend runs one group only")
+        raise InvalidRequest(f"has {len(spec.groups)} groups, but this cluster takes one: {why}", "spec.groups")
+    if not capabilities.editable_spec and fixed is not None:
+        mine, theirs = spec.groups[0].to_dict(), fixed.groups[0].to_dict()
+        for key, value in theirs.items():
+            if key != "count" and mine.get(key) != value:
+                why = reasons.get("editable_spec", "its backend sets the shape of its workers")
+                raise InvalidRequest(
+                    f"must stay {value!r} (the template's), not {mine.get(key)!r}: {why}", f"spec.groups[0].{key}"
+                )
+
+
 def check_adapt_limits(spec: WorkerSpec, settings: AdaptSettings, limits: Limits) -> None:
     """Adaptive mode may grow every adaptive group to its maximum: that plan must be within the caps too."""
     largest = spec
@@ -159,6 +181,7 @@ class RequestParser:
         limits = self.limits_for(self.capabilities(template.backend))
         if body.get("spec") is not None:
             spec = self.spec(body["spec"], limits)
+            check_spec_allowed(spec, self.capabilities(template.backend), template.spec)
         elif spec.total_workers > self.max_workers:
             raise InvalidRequest(f"template asks for more than {self.max_workers} workers", "template")
         else:
@@ -208,7 +231,12 @@ class RequestParser:
             limits.check(spec.with_count(resolution.group, resolution.workers), f"scale.{target.unit}")
             return Scale(resolution)
         if key == "spec":
-            return ReplaceSpec(self.spec(value, limits))
+            if not capabilities.editable_spec:
+                why = capabilities.reasons.get("editable_spec", "its backend sets the shape of its workers")
+                raise Conflict(f"cannot edit the Worker Spec of cluster {name!r}: {why}; scale it instead", key)
+            spec_value = self.spec(value, limits)
+            check_spec_allowed(spec_value, capabilities, None)
+            return ReplaceSpec(spec_value)
         if key == "adapt":
             change = parse_adapt_change(value, spec, adapt, max_workers=self.max_workers)
             if isinstance(change, AdaptSettings):

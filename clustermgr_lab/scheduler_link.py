@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from distributed.comm import connect
 from distributed.comm.addressing import parse_address, parse_host_port
@@ -55,6 +55,8 @@ class SchedulerLink(LoggingConfigurable):
     retire_timeout = Float(
         120.0, config=True, help="Seconds retiring workers may take (their data moves to the others first)."
     )
+    #: The scheduler's handler that streams worker arrivals and departures to this link.
+    subscribe_op: ClassVar[str] = "subscribe_worker_status"
     heartbeat_interval = Float(2.0, config=True, help="Seconds between heartbeats to a scheduler.")
     heartbeat_timeout = Float(
         5.0, config=True, help="Seconds without an answer to a heartbeat after which a scheduler is shown unresponsive."
@@ -84,7 +86,7 @@ class SchedulerLink(LoggingConfigurable):
 
     async def start(self, timeout: float = 30) -> None:
         self._comm = await connect(self.address, timeout=timeout)
-        await self._comm.write({"op": "subscribe_worker_status"})
+        await self._comm.write({"op": self.subscribe_op})
         identity = await self._call(self._comm.read(), timeout, "the worker subscription")
         for address, info in identity.get("workers", {}).items():
             self._on_added(address, info)

@@ -8,7 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import dask.config
 import psutil
+from dask.utils import parse_bytes
 
 from .adaptive import parse_adapt
 from .errors import InvalidRequest
@@ -110,3 +112,63 @@ def parse_template(data: Mapping[str, Any], backends: Mapping[str, type], field_
         options=options,
         user_options=user_options,
     )
+
+
+#: The name of the template made from dask-labextension's ``labextension.factory`` (see :func:`labextension_template`).
+LABEXTENSION_TEMPLATE = "labextension"
+
+
+def _class_worker_shape(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Threads and memory of one worker, read from common Cluster class arguments where they say.
+
+    ``threads_per_worker`` / ``memory_limit`` (``LocalCluster``), ``cores`` / ``memory`` / ``processes``
+    (dask-jobqueue); otherwise one thread and this machine's default share of memory.
+    """
+    default = machine_default_group()
+    processes = kwargs.get("processes")
+    per_job = processes if isinstance(processes, int) and not isinstance(processes, bool) and processes > 0 else 1
+    threads = kwargs.get("threads_per_worker")
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        cores = kwargs.get("cores")
+        ok = isinstance(cores, int) and not isinstance(cores, bool) and cores >= per_job
+        threads = cores // per_job if ok else 1
+    memory = default["memory"]
+    for key, divisor in (("memory_limit", 1), ("memory", per_job)):
+        value = kwargs.get(key)
+        try:
+            size = parse_bytes(value) if isinstance(value, str) else value
+        except ValueError:  # e.g. memory_limit="auto"
+            continue
+        if isinstance(size, (int, float)) and not isinstance(size, bool) and size >= divisor:
+            memory = int(size // divisor)
+            break
+    return {"name": "default", "threads": threads, "memory": memory, "gpus": 0}
+
+
+def labextension_template(max_workers: int) -> list[dict[str, Any]]:
+    """dask-labextension's ``labextension.factory`` (Dask config) as a cluster-class template, if configured.
+
+    ``labextension.default.workers`` becomes the count, ``labextension.default.adapt`` the adaptive range
+    (in workers, at most ``max_workers``), so that its users move over without rewriting their config.
+    """
+    factory = dask.config.get("labextension.factory", None)
+    if not isinstance(factory, Mapping) or not factory.get("module") or not factory.get("class"):
+        return []
+    path = f"{factory['module']}.{factory['class']}"
+    kwargs = factory.get("kwargs") or {}
+    default = dask.config.get("labextension.default", None) or {}
+    workers = default.get("workers") if isinstance(default, Mapping) else None
+    count = workers if isinstance(workers, int) and not isinstance(workers, bool) and workers >= 0 else 0
+    template: dict[str, Any] = {
+        "name": LABEXTENSION_TEMPLATE,
+        "description": f"{path} from the Dask config (labextension.factory)",
+        "backend": "cluster-class",
+        "options": {"class": path, "args": factory.get("args") or [], "kwargs": kwargs},
+        "spec": {"groups": [{**_class_worker_shape(kwargs if isinstance(kwargs, Mapping) else {}), "count": count}]},
+    }
+    adapt = default.get("adapt") if isinstance(default, Mapping) else None
+    if isinstance(adapt, Mapping):
+        minimum = adapt.get("minimum", 0)
+        maximum = adapt.get("maximum", max_workers)
+        template["adapt"] = {"minimum": minimum, "maximum": min(maximum, max_workers), "unit": "workers"}
+    return [template]

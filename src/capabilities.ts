@@ -13,7 +13,11 @@ export const FULL_CAPABILITIES: Readonly<ICapabilities> = {
   can_stop: true,
   multiple_groups: true,
   readoptable: true,
-  runs_processes_here: true
+  runs_processes_here: true,
+  exact_retire: true,
+  editable_spec: true,
+  enforces_tls: true,
+  reasons: {}
 };
 
 /**
@@ -31,4 +35,20 @@ export function capabilitiesOf(
  */
 export function onlyObserved(cluster: ICluster): boolean {
   return !capabilitiesOf(cluster).can_stop;
+}
+
+/**
+ * Why a capability of a cluster or template is off (the server's words), or
+ * null when it is on.
+ */
+export function offReason(
+  item: Pick<ICluster | ITemplate, 'capabilities'> | null | undefined,
+  capability: Exclude<keyof ICapabilities, 'reasons'>,
+  fallback: string
+): string | null {
+  const capabilities = capabilitiesOf(item);
+  if (capabilities[capability] !== false) {
+    return null;
+  }
+  return capabilities.reasons?.[capability] ?? fallback;
 }

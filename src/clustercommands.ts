@@ -4,7 +4,7 @@
  */
 import { Dialog, showDialog } from '@jupyterlab/apputils';
 
-import { capabilitiesOf } from './capabilities';
+import { capabilitiesOf, offReason } from './capabilities';
 import { ICommandContext } from './commandcontext';
 import { showAdaptiveDialog, showScaleDialog, showSpecDialog } from './dialogs';
 import { plural } from './format';
@@ -37,8 +37,11 @@ export function addClusterCommands(context: ICommandContext): void {
 
   commands.addCommand(CommandIDs.editSpec, {
     label: 'Edit Worker Spec…',
-    caption: 'Change the worker groups: count, threads, memory, GPUs',
-    isEnabled: scalable,
+    caption: args =>
+      offReason(target(args), 'editable_spec', '') ||
+      'Change the worker groups: count, threads, memory, GPUs',
+    isEnabled: args =>
+      scalable(args) && capabilitiesOf(target(args)).editable_spec !== false,
     execute: args => {
       const cluster = target(args);
       return cluster ? showSpecDialog(model, cluster) : null;

@@ -213,6 +213,14 @@ export interface ICapabilities {
   readoptable: boolean;
   /** Its scheduler and workers run on the Jupyter server's host. */
   runs_processes_here: boolean;
+  /** Shrinking stops exactly the workers the scheduler picks (else the backend picks). */
+  exact_retire?: boolean;
+  /** Its Worker Spec may be edited; else only the count of its one group changes. */
+  editable_spec?: boolean;
+  /** The server's TLS credentials are applied to it. */
+  enforces_tls?: boolean;
+  /** Why a capability is off, by its name: shown with the greyed-out action. */
+  reasons?: Record<string, string>;
 }
 
 /**

@@ -9,7 +9,10 @@ from clustermgr_lab.backends.local import LocalBackend
 from clustermgr_lab.backends.ssh import SSHBackend
 from clustermgr_lab.manager import ClusterManager
 
-CAPABILITY_KEYS = {"can_scale", "can_stop", "multiple_groups", "readoptable", "runs_processes_here"}
+CAPABILITY_KEYS = {
+    "can_scale", "can_stop", "multiple_groups", "readoptable", "runs_processes_here", "exact_retire", "editable_spec",
+    "enforces_tls",
+}  # fmt: skip
 
 
 def manager(tmp_path, config: Config | None = None) -> ClusterManager:
@@ -77,12 +80,12 @@ def test_capabilities_are_in_the_templates_and_say_what_the_backend_can_do(tmp_p
         templates = server.list_templates()
         # Then each carries the capabilities of its backend
         for template in templates:
-            assert set(template["capabilities"]) == CAPABILITY_KEYS
+            assert set(template["capabilities"]) == CAPABILITY_KEYS | {"reasons"}
             assert template["capabilities"] == BACKENDS[template["backend"]].capabilities.to_dict()
     finally:
         server.store.close()
     # And an attached cluster's backend can do none of it
-    assert ExternalBackend.capabilities.to_dict() == dict.fromkeys(CAPABILITY_KEYS, False)
+    assert ExternalBackend.capabilities.to_dict() == {**dict.fromkeys(CAPABILITY_KEYS, False), "reasons": {}}
 
 
 def test_limits_follow_where_the_processes_run_not_the_backend_name(tmp_path):

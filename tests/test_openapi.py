@@ -17,7 +17,10 @@ CLUSTER = {
     "name": "Cluster 1",
     "template": "local",
     "backend": "local",
-    "capabilities": {"can_scale": True, "can_stop": True, "multiple_groups": True, "readoptable": True, "runs_processes_here": True},
+    "capabilities": {
+        "can_scale": True, "can_stop": True, "multiple_groups": True, "readoptable": True, "runs_processes_here": True,
+        "exact_retire": True, "editable_spec": True, "enforces_tls": True, "reasons": {},
+    },
     "status": "running",
     "error": None,
     "scheduler_address": "tcp://127.0.0.1:40123",

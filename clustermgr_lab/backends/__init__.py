@@ -6,6 +6,7 @@ backends from here (or the contract from :mod:`.base`), never from a backend's o
 
 from .base import Backend, BackendContext, Capabilities, SchedulerEndpoint, Waiting
 from .batch import BatchBackend, HTCondorBackend, LSFBackend, PBSBackend, SGEBackend
+from .cluster_class import ClusterClassBackend
 from .external import ExternalBackend, parse_scheduler_address
 from .launcher import WarmLauncher
 from .local import LocalBackend
@@ -14,11 +15,20 @@ from .ssh import SSHBackend
 
 BACKENDS: dict[str, type[Backend]] = {
     cls.name: cls
-    for cls in (LocalBackend, SlurmBackend, SGEBackend, PBSBackend, LSFBackend, HTCondorBackend, SSHBackend)
+    for cls in (
+        LocalBackend,
+        SlurmBackend,
+        SGEBackend,
+        PBSBackend,
+        LSFBackend,
+        HTCondorBackend,
+        SSHBackend,
+        ClusterClassBackend,
+    )
 }
 
 __all__ = [
-    "BACKENDS", "Backend", "BackendContext", "BatchBackend", "Capabilities", "ExternalBackend", "HTCondorBackend",
+    "BACKENDS", "Backend", "BackendContext", "BatchBackend", "Capabilities", "ClusterClassBackend", "ExternalBackend", "HTCondorBackend",
     "LSFBackend", "LocalBackend", "PBSBackend", "SGEBackend", "SSHBackend", "SchedulerEndpoint", "SlurmBackend",
     "Waiting", "WarmLauncher", "parse_scheduler_address",
 ]  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -38,6 +38,15 @@ class Capabilities:
         It survives a server restart (stored, then re-adopted).
     runs_processes_here : bool
         Its processes run on the server's host (so this machine's size limits its workers).
+    exact_retire : bool
+        When shrinking, exactly the workers the scheduler picks are stopped (else the backend's own
+        machinery picks which ones go; the picked ones are still retired first, so their data moves).
+    editable_spec : bool
+        Its Worker Spec may be edited (groups, threads, memory); else only the count of its one group changes.
+    enforces_tls : bool
+        The server's TLS credentials are applied to its scheduler and workers (else the backend's own settings decide).
+    reasons : mapping
+        Why a capability is off, by its name: shown with the greyed-out action.
     """
 
     can_scale: bool = True
@@ -45,9 +54,13 @@ class Capabilities:
     multiple_groups: bool = True
     readoptable: bool = True
     runs_processes_here: bool = True
+    exact_retire: bool = True
+    editable_spec: bool = True
+    enforces_tls: bool = True
+    reasons: Mapping[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, bool]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "reasons": dict(self.reasons)}
 
 
 @dataclass(frozen=True)
@@ -222,6 +235,14 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     @abc.abstractmethod
     async def close(self) -> None:
         """Stop every process this backend started, scheduler included."""
+
+    def claim_worker(self, info: Mapping[str, Any]) -> str:
+        """The name of the requested worker that a newly connected worker is (``info``: the scheduler's).
+
+        Workers started here carry the requested name (``--name NAME``); a backend whose workers are
+        named by someone else maps them to requested names here.
+        """
+        return str(info.get("name"))
 
     def waiting(self) -> dict[str, Waiting]:
         """Why requested workers are not running yet, by worker name (those the backend knows about)."""

@@ -63,7 +63,14 @@ class ExternalBackend(Backend):
     name = "external"
     description = "A scheduler started elsewhere; attached, never started or stopped here"
     capabilities = Capabilities(
-        can_scale=False, can_stop=False, multiple_groups=False, readoptable=False, runs_processes_here=False
+        can_scale=False,
+        can_stop=False,
+        multiple_groups=False,
+        readoptable=False,
+        runs_processes_here=False,
+        exact_retire=False,
+        editable_spec=False,
+        enforces_tls=False,
     )
     connect_timeout = Float(10.0, config=True, help="Seconds to wait for the scheduler to answer when attaching.")
     #: Observed by polling: subscribing would take the worker stream from the user's own Cluster object.

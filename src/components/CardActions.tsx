@@ -6,7 +6,7 @@ import { CommandRegistry } from '@lumino/commands';
 import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { capabilitiesOf } from '../capabilities';
+import { capabilitiesOf, offReason } from '../capabilities';
 import { CommandIDs } from '../tokens';
 import { ICluster } from '../types';
 
@@ -53,13 +53,23 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
   const stopping = cluster.status === 'stopping' || stopped;
   const capabilities = capabilitiesOf(cluster);
   const cannotScale = !reachable || stopping || !capabilities.can_scale;
+  const specLocked = offReason(
+    cluster,
+    'editable_spec',
+    'Its Worker Spec cannot be edited'
+  );
 
   // `live` actions need the server (the default): disabled while offline.
   const action = (
     id: string,
     text: string,
     label: string,
-    options: { disabled?: boolean; className?: string; live?: boolean } = {}
+    options: {
+      disabled?: boolean;
+      className?: string;
+      live?: boolean;
+      title?: string | null;
+    } = {}
   ) => (
     <Button
       minimal
@@ -69,7 +79,7 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
       title={
         options.live !== false && offline
           ? 'Offline: waiting for the server'
-          : commands.caption(id) || label
+          : options.title || commands.caption(id) || label
       }
       disabled={options.disabled || (options.live !== false && offline)}
       onClick={() => void commands.execute(id, { clusterId: cluster.id })}
@@ -122,7 +132,11 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
         CommandIDs.editSpec,
         'Spec',
         `Edit the Worker Spec of ${cluster.name}`,
-        { disabled: cannotScale, className: 'cm-SpecButton' }
+        {
+          disabled: cannotScale || !!specLocked,
+          className: 'cm-SpecButton',
+          title: specLocked && `Spec: ${specLocked}`
+        }
       )}
       {props.canInsert &&
         action(

@@ -1,6 +1,6 @@
 import * as React from 'react';
 
-import { capabilitiesOf } from '../capabilities';
+import { capabilitiesOf, offReason } from '../capabilities';
 import { ClustersModel } from '../model';
 import { asServerError, ClusterManagerError } from '../request';
 import {
@@ -227,6 +227,16 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
         limits={props.model.limits}
         runsProcessesHere={capabilities.runs_processes_here}
         multipleGroups={capabilities.multiple_groups}
+        shapeLocked={offReason(
+          template,
+          'editable_spec',
+          'The template sets the threads and memory of its workers'
+        )}
+        singleGroupReason={offReason(
+          template,
+          'multiple_groups',
+          'This backend runs a single group of workers'
+        )}
       />
       {groups.length > 1 && adapt.on && (
         <label className="cm-Field">

@@ -53,6 +53,15 @@ export interface IWorkerSpecEditorProps {
    * Whether the backend takes more than one group (`multiple_groups`).
    */
   multipleGroups: boolean;
+  /**
+   * Why threads, memory and GPUs cannot be changed (the backend's reason for
+   * `editable_spec: false`): only the count can; null when they can.
+   */
+  shapeLocked?: string | null;
+  /**
+   * Why there can be only one group (the backend's reason), if it says.
+   */
+  singleGroupReason?: string | null;
 }
 
 /**
@@ -132,12 +141,14 @@ export function WorkerSpecEditor(
                   {COLUMNS.map(c => {
                     const id = `${idPrefix}-g${i}-${c.key}-error`;
                     const message = messageOf(c.key);
+                    const locked = !!props.shapeLocked && c.key !== 'count';
                     return (
                       <td key={c.key}>
                         <input
                           className={`jp-mod-styled cm-SpecEditor-${c.key}`}
                           aria-label={`${c.hint}, group ${i + 1}`}
-                          title={c.hint}
+                          title={locked ? props.shapeLocked! : c.hint}
+                          disabled={locked}
                           value={group[c.key]}
                           inputMode={
                             c.key === 'name' || c.key === 'memory'
@@ -190,7 +201,8 @@ export function WorkerSpecEditor(
           title={
             props.multipleGroups
               ? undefined
-              : 'This backend runs a single group of workers'
+              : (props.singleGroupReason ??
+                'This backend runs a single group of workers')
           }
         >
           <addIcon.react tag="span" className="cm-ButtonIcon" />

@@ -11,6 +11,7 @@ import { expect, test } from '@jupyterlab/galata';
 
 import {
   BATCH_CAPABILITIES,
+  CLUSTER_CLASS_CAPABILITIES,
   EXTERNAL_CAPABILITIES,
   fakeCluster,
   fakeServer,
@@ -179,4 +180,69 @@ test('machine limits warn only for workers on this host; one-group backends add 
   await templates.getByRole('radio', { name: /^single/ }).check();
   await expect(addGroup).toBeDisabled();
   await expect(dialog.locator('.cm-SpecEditor-group')).toHaveCount(1);
+});
+
+test('a Cluster class cluster scales by count: its spec editing is greyed out with the reason', async ({
+  page
+}) => {
+  // Given a cluster run by a Cluster class, and its template
+  const cluster = fakeCluster('c', {
+    name: 'Class one',
+    template: 'slurm-class',
+    backend: 'cluster-class',
+    capabilities: CLUSTER_CLASS_CAPABILITIES
+  });
+  await fakeServer(page, [cluster]);
+  await page.route(TEMPLATES, route =>
+    route.fulfill({
+      json: {
+        templates: [
+          {
+            name: 'slurm-class',
+            description: 'dask_jobqueue.SLURMCluster',
+            backend: 'cluster-class',
+            spec: cluster.spec,
+            adapt: null,
+            user_options: [],
+            capabilities: CLUSTER_CLASS_CAPABILITIES
+          }
+        ],
+        limits: {
+          max_workers: 32,
+          max_clusters: 8,
+          machine: { cores: 2, memory: 4 * GiB }
+        }
+      }
+    })
+  );
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="c"]');
+  const reasons = CLUSTER_CLASS_CAPABILITIES.reasons;
+
+  // Then it can be scaled, but its Spec button is greyed out and says why
+  await expect(
+    card.getByRole('button', { name: 'Scale Class one' })
+  ).toBeEnabled();
+  const spec = card.getByRole('button', {
+    name: 'Edit the Worker Spec of Class one'
+  });
+  await expect(spec).toBeDisabled();
+  await expect(spec).toHaveAttribute(
+    'title',
+    `Spec: ${reasons.editable_spec}`
+  );
+
+  // When a new cluster of its template is set up, only the count can change; no group can be added, with the reasons
+  await sidebar.getByRole('button', { name: 'New Cluster' }).click();
+  const dialog = page.locator('.cm-FormDialog');
+  await expect(
+    dialog.getByLabel('Number of workers, group 1')
+  ).toBeEnabled();
+  const threads = dialog.locator('.cm-SpecEditor-threads');
+  await expect(threads).toBeDisabled();
+  await expect(threads).toHaveAttribute('title', reasons.editable_spec);
+  const addGroup = dialog.getByRole('button', { name: 'Add group' });
+  await expect(addGroup).toBeDisabled();
+  await expect(addGroup).toHaveAttribute('title', reasons.multiple_groups);
 });

@@ -66,6 +66,23 @@ export const BATCH_CAPABILITIES = {
   runs_processes_here: false
 };
 
+/**
+ * A cluster run by a distributed Cluster class (backend `cluster-class`):
+ * one group, scaled by count, its shape set by the class's arguments.
+ */
+export const CLUSTER_CLASS_CAPABILITIES = {
+  ...BATCH_CAPABILITIES,
+  multiple_groups: false,
+  readoptable: false,
+  exact_retire: false,
+  editable_spec: false,
+  enforces_tls: false,
+  reasons: {
+    multiple_groups: 'a Cluster class runs one kind of worker',
+    editable_spec: 'set by the Cluster class arguments in the template'
+  }
+};
+
 export function fakeCluster(
   id: string,
   overrides: Record<string, unknown> = {}
