@@ -58,6 +58,20 @@ class EventsHandler(BaseHandler):
         self.reply({"events": self.manager.events(cluster_id)})
 
 
+class TimelineHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    def get(self, cluster_id: str) -> None:
+        self.reply(self.manager.timeline(cluster_id))
+
+
+class UsageHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        self.reply(self.manager.usage_summary(self.get_query_argument("days", "7")))
+
+
 class TemplatesHandler(BaseHandler):
     @web.authenticated
     @authorized
@@ -87,6 +101,8 @@ def route_table() -> list[tuple[str, type]]:
         (url_path_join(api, "clusters"), ClustersHandler),
         (url_path_join(api, "clusters", cluster_id), ClusterHandler),
         (url_path_join(api, "clusters", cluster_id, "events"), EventsHandler),
+        (url_path_join(api, "clusters", cluster_id, "timeline"), TimelineHandler),
+        (url_path_join(api, "usage"), UsageHandler),
         (url_path_join(api, "templates"), TemplatesHandler),
         (url_path_join(api, "status"), StatusHandler),
         (url_path_join(api, "stream"), StreamHandler),
