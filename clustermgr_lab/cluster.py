@@ -458,9 +458,7 @@ class ManagedCluster:
             await self._teardown()
             return
         self.lifecycle = RUNNING
-        metrics.CLUSTER_START_SECONDS.labels(backend=self.backend.name).observe(
-            time.monotonic() - self._created_clock
-        )
+        metrics.CLUSTER_START_SECONDS.labels(backend=self.backend.name).observe(time.monotonic() - self._created_clock)
         self.events.lifecycle(f"scheduler running at {self.endpoint.address}")
         self.reconciler.start()
         self.adaptive.start()

@@ -129,7 +129,8 @@ export function exactSize(bytes: number): string {
  */
 export function formatUsage(seconds: number, unit: string): string {
   if (!isFinite(seconds) || seconds < 60) {
-    return `${Math.max(0, Math.round(isFinite(seconds) ? seconds : 0))} ${unit}-seconds`;
+    const whole = Math.max(0, Math.round(isFinite(seconds) ? seconds : 0));
+    return `${whole} ${unit}-seconds`;
   }
   if (seconds < 3600) {
     return `${(seconds / 60).toFixed(1)} ${unit}-minutes`;

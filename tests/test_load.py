@@ -73,9 +73,7 @@ def value(metrics: dict[str, list], sample: str, **labels: str) -> float:
 
 def metrics_view(metrics: dict[str, list], ids: list[str]) -> dict:
     """What /metrics says about the clusters ``ids``, in the shape :func:`listing_view` makes of GET clusters."""
-    clusters = {
-        (s.labels["status"], s.labels["backend"]): s.value for s in metrics["clustermgr_clusters"] if s.value
-    }
+    clusters = {(s.labels["status"], s.labels["backend"]): s.value for s in metrics["clustermgr_clusters"] if s.value}
     workers = {
         (s.labels["cluster"], s.labels["group"], s.labels["state"]): s.value
         for s in metrics["clustermgr_workers"]

@@ -516,6 +516,7 @@ class WarmLauncher(LoggingConfigurable):
         if not self.enabled or not forkable(command):
             return None
         from ..metrics import count_fork  # server side only: the launcher process itself exports no metrics
+
         try:
             await self.ensure()
             reply = await self._request(

@@ -116,12 +116,14 @@ export function TimelineChart(props: {
   }
   const pad = 2;
   const last = points.length - 1;
-  const x = (i: number) =>
-    pad + (last ? i / last : 1) * (width - 2 * pad);
+  const x = (i: number) => pad + (last ? i / last : 1) * (width - 2 * pad);
   const y = (fraction: number) =>
     height - pad - Math.min(1, Math.max(0, fraction)) * (height - 2 * pad);
   const topWorkers = Math.max(1, ...points.map(p => p.workers));
-  const topMemory = Math.max(1, ...points.map(p => Math.max(p.memory_limit, p.memory)));
+  const topMemory = Math.max(
+    1,
+    ...points.map(p => Math.max(p.memory_limit, p.memory))
+  );
   const topCpu = Math.max(1, ...points.map(p => p.cpu));
   const shown = hover === null ? last : Math.min(hover, last);
   const pick = (clientX: number, svg: SVGSVGElement) => {
