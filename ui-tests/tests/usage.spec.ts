@@ -15,22 +15,12 @@ import {
   waitForCluster
 } from './helpers';
 
-test.use({ autoGoto: false });
-
 test('usage and the chart of workers, memory and CPU, with a readout', async ({
   page
 }) => {
   test.setTimeout(300000);
   const { id } = await createCluster(page, smallCluster('usage-test'));
   try {
-    // On a loaded machine JupyterLab may take longer to start than galata
-    // waits for: try again (the browser has its files by then).
-    await expect
-      .poll(() => page.goto().then(() => true, () => false), {
-        timeout: 120000,
-        intervals: [1000]
-      })
-      .toBe(true);
     await waitForCluster(page, id);
     const sidebar = await openSidebar(page);
     const card = sidebar.locator(`.cm-ClusterCard[data-cluster-id="${id}"]`);
