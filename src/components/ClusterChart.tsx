@@ -233,7 +233,8 @@ export function ClusterChart(props: {
   fallback: React.ReactNode;
 }): React.ReactElement {
   const timeline = useTimeline(props.cluster);
-  return timeline && timeline.points.length ? (
+  const points = timeline && Array.isArray(timeline.points);
+  return timeline && points && timeline.points.length ? (
     <TimelineChart timeline={timeline} />
   ) : (
     <>{props.fallback}</>
