@@ -472,6 +472,7 @@ class ManagedCluster:
         self.events.lifecycle(message)
         self._changed()
         await self._teardown()
+        self._changed()  # what it used, now that nothing of it runs
 
     async def _stop_managing(self) -> None:
         """Stop the adaptive loop, the reconcile loop, sampling and the scheduler link (not the processes)."""
@@ -489,7 +490,7 @@ class ManagedCluster:
         await self._stop_managing()
         await self.backend.close()
         self.reconciler.clear()
-        self._changed()  # its usage stops here
+        self.usage.update(self.reconciler.usage_rates())  # its usage stops here (pushed with the next change)
 
     async def close(self) -> None:
         """Stop every worker and the scheduler; the cluster ends ``stopped``."""
