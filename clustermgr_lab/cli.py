@@ -151,6 +151,27 @@ def cmd_events(client: ClusterManagerClient, args: argparse.Namespace) -> None:
     emit(args, events, lambda: table(["TIME", "KIND", "GROUP", "CHANGE", "MESSAGE"], rows))
 
 
+def hours(seconds: float) -> str:
+    """Seconds of use as hours, e.g. ``12.4``."""
+    return f"{seconds / 3600:.1f}"
+
+
+def cmd_usage(client: ClusterManagerClient, args: argparse.Namespace) -> None:
+    """`clustermgr usage`: core-, GPU- and memory-hours per day and cluster (UTC days, newest first)."""
+    days = client.usage(args.days)
+    rows = []
+    for day in days:
+        rows.append([day["date"], "(all)", hours(day["core_seconds"]), hours(day["gpu_seconds"]),
+                     format_bytes(day["memory_seconds"] / 3600)])  # fmt: skip
+        for cluster in day["clusters"]:
+            rows.append([
+                "", f"{cluster['name']} ({cluster['id']})", hours(cluster["core_seconds"]),
+                hours(cluster["gpu_seconds"]), format_bytes(cluster["memory_seconds"] / 3600),
+            ])  # fmt: skip
+    headers = ["DAY (UTC)", "CLUSTER", "CORE-HOURS", "GPU-HOURS", "MEMORY-HOURS"]
+    emit(args, days, lambda: table(headers, rows))
+
+
 def target(args: argparse.Namespace) -> dict[str, Any]:
     """The scale target the --workers/--cores/--memory options give (at most one)."""
     return {unit: getattr(args, unit) for unit in ("workers", "cores", "memory") if getattr(args, unit) is not None}
@@ -336,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     events = command("events", cmd_events, "show a cluster's lifecycle and scaling events")
     events.add_argument("cluster", help="id or name")
+
+    usage = command("usage", cmd_usage, "show core-, GPU- and memory-hours used per day, over all clusters")
+    usage.add_argument("--days", type=positive_int, default=7, help="how many days back, today included (default: 7)")
 
     watch = command("watch", cmd_watch, "print every change as it happens (Ctrl-C stops)")
     watch.add_argument("--count", type=positive_int, help="stop after this many messages")

@@ -268,6 +268,17 @@ class ClusterManagerClient:
         """The cluster's event log (lifecycle changes and scaling decisions), newest last."""
         return self._request("GET", self._path(cluster_id, "events"))["events"]
 
+    def timeline(self, cluster_id: str) -> dict[str, Any]:
+        """The cluster's workers, memory and CPU in use over its life: ``{"resolution", "points"}``, oldest first."""
+        return self._request("GET", self._path(cluster_id, "timeline"))
+
+    def usage(self, days: int = 7) -> list[dict[str, Any]]:
+        """Core-, GPU- and memory-seconds per UTC day over all clusters, the last ``days`` days, newest first.
+
+        Each day has its totals and ``clusters``: each cluster that used anything that day, with its groups.
+        """
+        return self._request("GET", f"usage?days={int(days)}")["days"]
+
     # -- changing ----------------------------------------------------------------------------------
 
     def create(

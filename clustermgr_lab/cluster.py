@@ -13,10 +13,12 @@ import asyncio
 import datetime
 import itertools
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from . import metrics
 from . import record as cluster_record
 from .adaptive import AdaptivePolicy, AdaptOff, AdaptRange, AdaptSettings
 from .adaptive_controller import AdaptiveController, Policy
@@ -26,6 +28,8 @@ from .events import Event, EventLog, utcnow
 from .reconciler import Reconciler, WorkerRecord, shape_of
 from .scheduler_link import SchedulerLink, scheduler_identity
 from .spec import Resolution, WorkerSpec
+from .timeline import Timeline
+from .usage import UsageMeter
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +75,8 @@ class ManagedCluster:
         Makes adaptive mode's policy from its settings (default :class:`~.adaptive.AdaptivePolicy`).
     config_parent : traitlets Configurable, optional
         Whose config the scheduler link reads (``c.SchedulerLink.*``).
+    sample_interval : float, optional
+        Seconds between two samples of the workers' memory and CPU for :attr:`timeline`.
     """
 
     def __init__(
@@ -85,6 +91,7 @@ class ManagedCluster:
         context: BackendContext,
         policy_class: Callable[[AdaptSettings], Policy] = AdaptivePolicy,
         config_parent: Any = None,
+        sample_interval: float = 5.0,
     ):
         self.id = cluster_id
         self.name = name
@@ -93,6 +100,11 @@ class ManagedCluster:
         self.lifecycle = PENDING
         self.error: str | None = None
         self.created = utcnow()
+        self._created_clock = time.monotonic()
+        self.usage = UsageMeter()
+        self.sample_interval = sample_interval
+        self.timeline = Timeline(resolution=sample_interval)
+        self._sampler: asyncio.Task | None = None
         self.endpoint: SchedulerEndpoint | None = None
         self.events = EventLog()
         self._on_change = on_change
@@ -222,6 +234,7 @@ class ManagedCluster:
             "last_decision": last.to_dict() if last else None,
             "last_departure": self.events.last_departure.to_dict() if self.events.last_departure else None,
             "created": self.created.isoformat(),
+            "usage": self.usage.to_dict(),
         }
 
     # -- what a store keeps, and what a restarted server makes of it -------------------------
@@ -257,6 +270,7 @@ class ManagedCluster:
                 "workdir": str(self.backend.workdir),
                 "created": self.created.isoformat(),
                 "backend_state": {SCHEDULER_PROCESS: processes.get(SCHEDULER_PROCESS)},
+                "usage": self.usage.to_record(),
                 "workers": workers,
             }
         )
@@ -269,6 +283,7 @@ class ManagedCluster:
         self.error = record.get("error")
         self.options = dict(record.get("options") or {})
         self.created = datetime.datetime.fromisoformat(record["created"])
+        self.usage = UsageMeter.from_record(record.get("usage"))
         if record.get("scheduler_address"):
             self.endpoint = SchedulerEndpoint(
                 record["scheduler_address"], record.get("dashboard_address"), record.get("scheduler_id")
@@ -305,6 +320,9 @@ class ManagedCluster:
             records[SCHEDULER_PROCESS] = record["backend_state"][SCHEDULER_PROCESS]
         endpoint = self.endpoint or SchedulerEndpoint("", None)
         stored_lifecycle = self.lifecycle
+        # What ran when the last server stopped counts while no server watched only if it is re-adopted.
+        last_seen, last_rates, readopt_started = self.usage.as_of, self.usage.rates, time.time()
+        self.usage.rates = {}
         try:
             alive = await self.backend.adopt(endpoint, records)
         except Exception as exc:
@@ -331,6 +349,8 @@ class ManagedCluster:
             await self._fail(f"could not reconnect to the scheduler at {self.endpoint.address}: {exc}")
             return
         self.lifecycle = RUNNING
+        if last_seen is not None:
+            self.usage.accrue(last_rates, last_seen, readopt_started)
         counts = self.worker_counts()
         self.events.lifecycle(
             f"re-adopted after a server restart: scheduler {self.endpoint.address}, "
@@ -339,7 +359,38 @@ class ManagedCluster:
         )
         self.reconciler.start()
         self.adaptive.start()
+        self._start_sampling()
         self._changed()
+
+    # -- the timeline of workers, memory and CPU in use ------------------------------------------
+
+    def _start_sampling(self) -> None:
+        if self._sampler is None:
+            self._sampler = asyncio.ensure_future(self._sample_forever())
+
+    async def _sample_forever(self) -> None:
+        while True:
+            try:
+                await self.sample()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one failed sample (e.g. the scheduler is busy) must not end sampling
+                log.debug("cluster %s: could not sample its workers", self.id, exc_info=True)
+            await asyncio.sleep(self.sample_interval)
+
+    async def sample(self) -> None:
+        """Add one point to :attr:`timeline`: connected workers, their memory in use and limit, CPU in use (cores)."""
+        link = self._link
+        read = getattr(link, "worker_metrics", None)  # a foreign scheduler's link does not have it
+        measured = await read() if read is not None and link.responsive else {}
+        observed = self.reconciler.observed()
+        self.timeline.add(
+            time.time(),
+            workers=len(observed),
+            memory=sum(m["memory"] for m in measured.values()),
+            memory_limit=sum(float(info.get("memory_limit") or 0) for info in observed),
+            cpu=sum(m["cpu"] for m in measured.values()) / 100,
+        )
 
     def _new_link(self) -> SchedulerLink:
         """The link to this cluster's scheduler: its worker stream and heartbeat feed the reconciler."""
@@ -377,6 +428,8 @@ class ManagedCluster:
         await self.backend.detach()
 
     def _changed(self) -> None:
+        self.usage.update(self.reconciler.usage_rates())
+        self.reconciler.observe_scale()
         try:
             self._on_change(self)
         except Exception:
@@ -406,9 +459,11 @@ class ManagedCluster:
             await self._teardown()
             return
         self.lifecycle = RUNNING
+        metrics.CLUSTER_START_SECONDS.labels(backend=self.backend.name).observe(time.monotonic() - self._created_clock)
         self.events.lifecycle(f"scheduler running at {self.endpoint.address}")
         self.reconciler.start()
         self.adaptive.start()
+        self._start_sampling()
         self._changed()
 
     async def _fail(self, message: str) -> None:
@@ -418,10 +473,15 @@ class ManagedCluster:
         self.events.lifecycle(message)
         self._changed()
         await self._teardown()
+        self._changed()  # what it used, now that nothing of it runs
 
     async def _stop_managing(self) -> None:
-        """Stop the adaptive loop, the reconcile loop and the scheduler link (not the processes)."""
+        """Stop the adaptive loop, the reconcile loop, sampling and the scheduler link (not the processes)."""
         self.adaptive.stop()
+        if self._sampler is not None:
+            self._sampler.cancel()
+            await asyncio.gather(self._sampler, return_exceptions=True)
+            self._sampler = None
         await self.reconciler.stop()
         if self._link is not None:
             await self._link.close()
@@ -431,6 +491,7 @@ class ManagedCluster:
         await self._stop_managing()
         await self.backend.close()
         self.reconciler.clear()
+        self.usage.update(self.reconciler.usage_rates())  # its usage stops here (pushed with the next change)
 
     async def close(self) -> None:
         """Stop every worker and the scheduler; the cluster ends ``stopped``."""

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .metrics import count_decision
+
 
 def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
@@ -84,6 +86,7 @@ class EventLog:
     def scale(self, group: str, before: int, after: int, reason: str, *, source: str) -> Event:
         event = self._append(Event(utcnow(), "scale", reason, group=group, before=before, after=after, source=source))
         self.last_decision = event
+        count_decision("scale", source, reason)
         return event
 
     def departure(self, message: str, cause: dict[str, Any]) -> Event:
@@ -96,6 +99,7 @@ class EventLog:
         """A decision *not* to act, e.g. why a cluster cannot shrink."""
         event = self._append(Event(utcnow(), "note", message, group=group, source=source))
         self.last_decision = event
+        count_decision("note", source, message)
         return event
 
     def __iter__(self) -> Iterator[Event]:

@@ -76,6 +76,20 @@ class LogHandler(BaseHandler):
         self.reply(await read_log(self.manager.get(cluster_id), name, lines, offset))
 
 
+class TimelineHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    def get(self, cluster_id: str) -> None:
+        self.reply(self.manager.timeline(cluster_id))
+
+
+class UsageHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        self.reply(self.manager.usage_summary(self.get_query_argument("days", "7")))
+
+
 class TemplatesHandler(BaseHandler):
     @web.authenticated
     @authorized
@@ -109,6 +123,8 @@ def route_table() -> list[tuple[str, type]]:
         (url_path_join(api, "clusters", cluster_id, "logs"), LogsHandler),
         (url_path_join(api, "clusters", cluster_id, "logs", log_name), LogHandler),
         (url_path_join(api, "clusters", cluster_id, "logs", log_name, "follow"), LogFollowHandler),
+        (url_path_join(api, "clusters", cluster_id, "timeline"), TimelineHandler),
+        (url_path_join(api, "usage"), UsageHandler),
         (url_path_join(api, "templates"), TemplatesHandler),
         (url_path_join(api, "status"), StatusHandler),
         (url_path_join(api, "stream"), StreamHandler),

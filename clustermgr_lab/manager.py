@@ -16,10 +16,10 @@ from typing import Any
 from dask.system import CPU_COUNT
 from distributed.system import MEMORY_LIMIT
 from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
-from traitlets import Bool, Dict, Enum, Int, List, Type, Unicode, default
+from traitlets import Bool, Dict, Enum, Float, Int, List, Type, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from . import requests
+from . import metrics, requests
 from .adaptive import AdaptivePolicy
 from .backends import BACKENDS, Backend, BackendContext, Capabilities, ExternalBackend, WarmLauncher
 from .backends.base import SCHEDULER_PROCESS, SchedulerEndpoint
@@ -33,6 +33,8 @@ from .record import read_manifests
 from .spec import WorkerSpec, parse_size, parse_spec
 from .store import ClusterStore, StoreHealth
 from .templates import Template, builtin_templates, labextension_template, parse_template
+
+from .usage import MAX_DAYS, daily_summary
 
 Listener = Callable[[dict], None]
 STORE_RETRY_SECONDS = 2.0
@@ -122,6 +124,14 @@ class ClusterManager(LoggingConfigurable):
         "running for the next server on the same store to re-adopt; 'stop' stops them all.",
     )
 
+    timeline_interval = Float(
+        5.0,
+        config=True,
+        help="Seconds between two samples of a running cluster's workers, memory and CPU in use (one call to "
+        "its scheduler), for the chart of GET clustermgr/api/clusters/{id}/timeline. The timeline covers "
+        "the cluster's whole life in at most 240 points, coarser as it grows.",
+    )
+
     @default("workdir")
     def _default_workdir(self) -> str:
         return str(Path(jupyter_runtime_dir()) / "clustermgr")
@@ -170,6 +180,7 @@ class ClusterManager(LoggingConfigurable):
                     "cluster %s: cannot restore it from the store; what still runs of it is stopped", record.get("id")
                 )
                 self._unrestorable.append(record)
+        metrics.watch(self)  # its state at the server's /metrics
 
     def _stored_records(self) -> list[dict]:
         """The records of the store; of a damaged store, what could be read; and the clusters only their manifests know."""
@@ -317,6 +328,28 @@ class ClusterManager(LoggingConfigurable):
     def list(self) -> list[dict[str, Any]]:
         return [self.describe(c) for c in self._clusters.values()]
 
+    def clusters(self) -> list[ManagedCluster]:
+        """The clusters this server lists (what :meth:`list` describes)."""
+        return list(self._clusters.values())
+
+    def backend_names(self) -> list[str]:
+        return [*BACKENDS, ExternalBackend.name]
+
+    @property
+    def subscriber_count(self) -> int:
+        """How many listeners (WebSocket subscribers of the stream) are registered."""
+        return len(self._listeners)
+
+    def usage_summary(self, days: Any = 7) -> dict[str, Any]:
+        """Core-, GPU- and memory-seconds per UTC day over all clusters listed, the last ``days`` days (newest first)."""
+        days = requests.parse_days(days, MAX_DAYS)
+        clusters = [(c.id, c.name, c.usage) for c in self._clusters.values()]
+        return {"days": daily_summary(clusters, days)}
+
+    def timeline(self, cluster_id: str) -> dict[str, Any]:
+        """A cluster's workers, memory and CPU in use over its life (see :class:`~.timeline.Timeline`)."""
+        return self.get(cluster_id).timeline.to_dict()
+
     def list_templates(self) -> list[dict[str, Any]]:
         return [
             {**t.to_dict(), "capabilities": BACKENDS[t.backend].capabilities.to_dict()}
@@ -388,6 +421,7 @@ class ClusterManager(LoggingConfigurable):
             context=context,
             policy_class=self.adaptive_policy,
             config_parent=self,
+            sample_interval=self.timeline_interval,
         )
 
     def attach(self, address: str, name: str | None = None, origin: str = "attached") -> ManagedCluster:
@@ -554,6 +588,7 @@ class ClusterManager(LoggingConfigurable):
                 self._persist(cluster)
             self.log.info("clustermgr_lab: left %d cluster(s) running for the next server to re-adopt", len(clusters))
         self._clusters.clear()
+        metrics.unwatch(self)
         await self.launcher.close()  # it keeps running what was kept, and exits once it has nothing
         if self._store_watch is not None:
             self._store_watch.cancel()

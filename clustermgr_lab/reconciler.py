@@ -21,6 +21,7 @@ from .departures import Cause, from_nanny_log, from_returncode, oom_kills
 from .errors import ClusterManagerError
 from .events import EventLog
 from .logs import read_tail
+from .metrics import EXTERNAL_GROUP, ScaleTimer
 from .spec import GPU_RESOURCE, WorkerGroup, WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ class Reconciler:
             str, tuple[asyncio.Task, str | None, int | None]
         ] = {}  # worker name -> finding out why it went away
         self._oom_kills = oom_kills()  # the OOM killer's count when this cluster started
+        self.scale_timer = ScaleTimer(getattr(backend, "name", "unknown"))
 
     # -- the plan: written here only ------------------------------------------------------------
 
@@ -121,6 +123,7 @@ class Reconciler:
             self.group_errors.pop(group, None)
         self._spec = self._spec.with_count(group, count)
         self.plan_source[group] = source
+        self.scale_timer.planned(group, before, count)
         self.events.scale(group, before, count, reason, source=source)
         log.info("cluster %s group %s: %d -> %d workers (%s)", self.cluster_id, group, before, count, reason)
         self._on_change()  # before waking the reconcile loop, so the new plan is pushed first
@@ -137,6 +140,7 @@ class Reconciler:
                     group.name, before.get(group.name, 0), group.count, "worker spec edited", source="spec"
                 )
                 self.plan_source[group.name] = "spec"
+                self.scale_timer.planned(group.name, before.get(group.name, 0), group.count)
         self._wake.set()
 
     def _write_count(self, group: str, count: int) -> None:
@@ -193,6 +197,44 @@ class Reconciler:
         ]
         return {**total, "stopping": self.stopping_workers, "groups": groups, "waiting": pending_jobs}
 
+    def workers_by_group_and_state(self) -> dict[tuple[str, str], int]:
+        """How many workers each group has in each state: pending, running (connected) or stopping.
+
+        Workers that connected without being started here are group ``external``, running.
+        """
+        counts: dict[tuple[str, str], int] = {}
+        for group in self._spec.groups:
+            for state in ("pending", "running", "stopping"):
+                counts[(group.name, state)] = 0
+        for record in self.workers.values():
+            state = "stopping" if record.stopping else "running" if record.address else "pending"
+            counts[(record.group, state)] = counts.get((record.group, state), 0) + 1
+        if self.external:
+            counts[(EXTERNAL_GROUP, "running")] = len(self.external)
+        return counts
+
+    def usage_rates(self) -> dict[str, tuple[float, float, float]]:
+        """What each group's connected workers have: (cores, GPUs, bytes of memory limit)."""
+        rates: dict[str, list[float]] = {}
+        observed = [(r.group, r.info) for r in self.workers.values() if r.address]
+        observed += [(EXTERNAL_GROUP, info) for info in self.external.values()]
+        for group, info in observed:
+            rate = rates.setdefault(group, [0.0, 0.0, 0.0])
+            rate[0] += float(info.get("nthreads") or 0)
+            rate[1] += float((info.get("resources") or {}).get(GPU_RESOURCE, 0))
+            rate[2] += float(info.get("memory_limit") or 0)
+        return {group: tuple(rate) for group, rate in rates.items()}
+
+    def observe_scale(self) -> None:
+        """Close the scale timers whose plan is now met (see :class:`~.metrics.ScaleTimer`)."""
+        running: dict[str, int] = {}
+        present: dict[str, int] = {}
+        for record in self.workers.values():
+            present[record.group] = present.get(record.group, 0) + 1
+            if record.address and not record.stopping:
+                running[record.group] = running.get(record.group, 0) + 1
+        self.scale_timer.observe(running, present)
+
     def resources(self) -> dict[str, int]:
         observed = self.observed()
         return {
@@ -215,6 +257,7 @@ class Reconciler:
                 del self.workers[name]
 
     def clear(self) -> None:
+        self.scale_timer.cancel()
         self.workers.clear()
         self.external.clear()
 

@@ -61,6 +61,7 @@ CLUSTER_FIELDS: tuple[Field, ...] = (
     Field("created", "text", required=True),
     Field("backend_state", "json", required=True, default={}),
     Field("options", "json", default={}),  # a cluster's chosen user options (schema version 2)
+    Field("usage", "json", default={}),  # core-, GPU- and memory-seconds so far, per group and day (version 3)
 )
 
 #: Every field of one worker's record (a worker the cluster requested, or one still being stopped).

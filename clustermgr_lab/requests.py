@@ -118,6 +118,15 @@ def check_spec_allowed(spec: WorkerSpec, capabilities: Capabilities, fixed: Work
                 )
 
 
+def parse_days(value: Any, maximum: int) -> int:
+    """The ``days`` of the usage summary (a query argument, so a string of digits, or a number): 1 to ``maximum``."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise InvalidRequest(f"must be a whole number of days from 1 to {maximum}, not {value!r}", "days")
+    return value
+
+
 def check_adapt_limits(spec: WorkerSpec, settings: AdaptSettings, limits: Limits) -> None:
     """Adaptive mode may grow every adaptive group to its maximum: that plan must be within the caps too."""
     largest = spec

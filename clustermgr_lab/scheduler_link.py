@@ -146,6 +146,18 @@ class SchedulerLink(LoggingConfigurable):
             "which workers to close",
         )
 
+    async def worker_metrics(self) -> dict[str, dict[str, float]]:
+        """Each connected worker's memory in use (bytes, its process's), memory limit and CPU (percent of a core)."""
+        identity = await self._call(self._rpc.identity(n_workers=-1), self.call_timeout, "the workers' metrics")
+        return {
+            address: {
+                "memory": float((info.get("metrics") or {}).get("memory") or 0),
+                "memory_limit": float(info.get("memory_limit") or 0),
+                "cpu": float((info.get("metrics") or {}).get("cpu") or 0),
+            }
+            for address, info in identity.get("workers", {}).items()
+        }
+
     async def set_idle_timeout(self, seconds: float | None) -> None:
         await self._rpc.clustermgr_set_idle_timeout(seconds=seconds)
 

@@ -67,6 +67,9 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (2, "clusters.options: a cluster's chosen user options (they were lost at a restart)", (
         "ALTER TABLE clusters ADD COLUMN options TEXT",
     )),
+    (3, "clusters.usage: core-, GPU- and memory-seconds a cluster has used, per group and per day", (
+        "ALTER TABLE clusters ADD COLUMN usage TEXT",
+    )),
 )  # fmt: skip
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -122,3 +122,47 @@ export function exactSize(bytes: number): string {
   }
   return String(bytes);
 }
+
+/**
+ * An amount of use in `unit`-seconds as seconds, minutes or hours, whichever
+ * reads best: `40 core-seconds`, `12.5 core-minutes`, `12.4 core-hours`.
+ */
+export function formatUsage(seconds: number, unit: string): string {
+  if (!isFinite(seconds) || seconds < 60) {
+    const whole = Math.max(0, Math.round(isFinite(seconds) ? seconds : 0));
+    return `${whole} ${unit}-seconds`;
+  }
+  if (seconds < 3600) {
+    return `${(seconds / 60).toFixed(1)} ${unit}-minutes`;
+  }
+  return `${(seconds / 3600).toFixed(1)} ${unit}-hours`;
+}
+
+/**
+ * Memory use (byte-seconds) as size-hours: `1.5 GiB-hours`.
+ */
+export function formatMemoryUsage(byteSeconds: number): string {
+  return `${formatSize(Math.max(0, byteSeconds) / 3600)}-hours`;
+}
+
+/**
+ * Usage carried on from `as_of` to `now` (ms) at its rate: what it is now.
+ */
+export function usageNow(
+  usage: {
+    core_seconds: number;
+    gpu_seconds: number;
+    memory_seconds: number;
+    as_of: string | null;
+    rate: { cores: number; gpus: number; memory: number };
+  },
+  now: number
+): { core_seconds: number; gpu_seconds: number; memory_seconds: number } {
+  const since = usage.as_of ? new Date(usage.as_of).getTime() : NaN;
+  const elapsed = isNaN(since) ? 0 : Math.max(0, (now - since) / 1000);
+  return {
+    core_seconds: usage.core_seconds + usage.rate.cores * elapsed,
+    gpu_seconds: usage.gpu_seconds + usage.rate.gpus * elapsed,
+    memory_seconds: usage.memory_seconds + usage.rate.memory * elapsed
+  };
+}

@@ -251,6 +251,59 @@ export interface ICluster {
   created: string;
   /** What its backend allows (see `capabilitiesOf` for servers that predate it). */
   capabilities?: ICapabilities;
+  /** What it has used since it was created (absent from servers that predate it). */
+  usage?: IUsage;
+}
+
+/**
+ * Core-, GPU- and memory-seconds (bytes of memory limit x seconds).
+ */
+export interface IUsageAmounts {
+  core_seconds: number;
+  gpu_seconds: number;
+  memory_seconds: number;
+}
+
+/**
+ * What the connected workers have, per second of use.
+ */
+export interface IUsageRate {
+  cores: number;
+  gpus: number;
+  /** Bytes of memory limit. */
+  memory: number;
+}
+
+/**
+ * A cluster's usage as of its last change (`as_of`), and the rate since:
+ * the amount now is `core_seconds + rate.cores * (now - as_of)`.
+ */
+export interface IUsage extends IUsageAmounts {
+  as_of: string | null;
+  rate: IUsageRate;
+  groups: Array<IUsageAmounts & { name: string; rate: IUsageRate }>;
+}
+
+/**
+ * One point of a cluster's timeline: the means over `resolution` seconds from `time`.
+ */
+export interface ITimelinePoint {
+  time: string;
+  workers: number;
+  /** Bytes the workers' processes use. */
+  memory: number;
+  /** Bytes of memory limit of the connected workers. */
+  memory_limit: number;
+  /** Cores busy, all workers together. */
+  cpu: number;
+}
+
+/**
+ * `GET clusters/{id}/timeline`: workers, memory and CPU over the cluster's life.
+ */
+export interface ITimeline {
+  resolution: number;
+  points: ITimelinePoint[];
 }
 
 /**

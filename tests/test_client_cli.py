@@ -78,6 +78,11 @@ def drive_a_cluster(url, token):
     assert manager.get(cluster_id)["name"] == "renamed"
     scales = [(e["before"], e["after"], e["source"]) for e in manager.events(cluster_id) if e["kind"] == "scale"]
     assert scales == [(1, 2, "manual"), (2, 1, "spec")]
+    (today,) = manager.usage(days=1)
+    validate_schema({"days": [today]}, *schema("UsageSummary"), what="usage")
+    assert [c["id"] for c in today["clusters"]] == [cluster_id] and today["core_seconds"] > 0
+    timeline = manager.timeline(cluster_id)
+    validate_schema(timeline, *schema("Timeline"), what="timeline")
 
     # Refusals are typed errors carrying the server's code, message and field
     with pytest.raises(ClusterManagerAPIError) as refused:
@@ -284,6 +289,14 @@ async def test_the_command_line_manages_a_cluster(clustermgr, server):
     lines = out.splitlines()
     assert lines[0].split() == ["TIME", "KIND", "GROUP", "CHANGE", "MESSAGE"]
     assert any("manual scale" in line and "1 -> 2" in line for line in lines)
+
+    code, out, _ = await clustermgr("usage", "--days", "2", *auth)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["DAY", "(UTC)", "CLUSTER", "CORE-HOURS", "GPU-HOURS", "MEMORY-HOURS"]
+    assert lines[1].split()[1] == "(all)" and lines[2].split()[:2] == ["cli", f"({cluster['id']})"]
+    code, out, _ = await clustermgr("usage", "--days", "1", "--json", *auth)
+    (today,) = json.loads(out)
+    assert today["clusters"][0]["core_seconds"] > 0
 
     code, out, _ = await clustermgr("watch", "--count", "1", "--json", *auth)
     (snapshot,) = [json.loads(line) for line in out.splitlines()]

@@ -39,6 +39,14 @@ CLUSTER = {
         "group": "default", "before": 0, "after": 2, "source": "manual",
     },
     "created": "2026-11-29T18:30:00.123456+00:00",
+    "usage": {
+        "core_seconds": 7200.0, "gpu_seconds": 0.0, "memory_seconds": 7730941132800.0,
+        "as_of": "2026-11-29T19:30:00.123456+00:00", "rate": {"cores": 2.0, "gpus": 0.0, "memory": 2147483648.0},
+        "groups": [{
+            "name": "default", "core_seconds": 7200.0, "gpu_seconds": 0.0, "memory_seconds": 7730941132800.0,
+            "rate": {"cores": 2.0, "gpus": 0.0, "memory": 2147483648.0},
+        }],
+    },
 }  # fmt: skip
 
 
@@ -96,9 +104,12 @@ def test_the_docs_example_cluster_is_a_cluster():
         lambda c: c["last_decision"].update(kind="guess"),
         lambda c: c.update(created="yesterday"),
         lambda c: c.update(adapt={"minimum": 0, "maximum": 4}),
+        lambda c: c["usage"].update(core_hours=2.0),
+        lambda c: c["usage"]["groups"][0].pop("rate"),
     ],
     ids=["status", "unknown field", "resolved outside a PATCH", "missing field", "preformatted size",
-         "zero threads", "negative count", "event kind", "date", "request-shaped adapt"],
+         "zero threads", "negative count", "event kind", "date", "request-shaped adapt", "usage field",
+         "usage group without rate"],
 )  # fmt: skip
 def test_the_cluster_schema_catches_mistakes(mistake):
     cluster = copy.deepcopy(CLUSTER)

@@ -7,6 +7,7 @@ and that nothing is left running at the end (process table, and squeue for SLURM
 
 from __future__ import annotations
 
+import datetime
 import signal
 import subprocess
 import sys
@@ -85,7 +86,7 @@ def test_a_local_adaptive_cluster_survives_sigkill_with_the_same_processes_and_g
     assert all(same_process(p) for p in processes.values())
 
     # When a new server starts on the same store
-    started = time.monotonic()
+    started, restarted = time.monotonic(), time.time()
     server = place.server()
     client = server.client()
     after = client.wait(cluster["id"], running_with(2), timeout=60)
@@ -99,6 +100,10 @@ def test_a_local_adaptive_cluster_survives_sigkill_with_the_same_processes_and_g
     # And the cluster is re-adopted as it was: id, name, spec, address, adaptive settings
     for key in ("id", "name", "template", "backend", "spec", "scheduler_address", "adapt", "created"):
         assert after[key] == before[key], key
+    # And what it used was kept, and its 2 workers count while no server watched them (they ran on)
+    as_of = datetime.datetime.fromisoformat(before["usage"]["as_of"]).timestamp()
+    assert before["usage"]["rate"]["cores"] == 2
+    assert after["usage"]["core_seconds"] >= before["usage"]["core_seconds"] + 2 * (restarted - as_of) - 0.01
     assert after["dashboard_url"] == before["dashboard_url"]
     assert any(
         "re-adopted after a server restart" in m and "2 workers running" in m for m in events_of(client, cluster["id"])

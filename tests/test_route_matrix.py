@@ -25,6 +25,8 @@ MATRIX = {
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/logs": {"GET", "OPTIONS"},
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/logs/(?P<name>[^/]+)": {"GET", "OPTIONS"},
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/logs/(?P<name>[^/]+)/follow": {"WS"},
+    r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/timeline": {"GET", "OPTIONS"},
+    r"clustermgr/api/usage": {"GET", "OPTIONS"},
     r"clustermgr/api/templates": {"GET", "OPTIONS"},
     r"clustermgr/api/status": {"GET", "OPTIONS"},
     r"clustermgr/api/openapi.json": {"GET", "OPTIONS"},

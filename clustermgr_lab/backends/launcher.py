@@ -515,6 +515,8 @@ class WarmLauncher(LoggingConfigurable):
         """Fork ``command`` from the launcher; ``None`` when it cannot (the caller starts a plain process)."""
         if not self.enabled or not forkable(command):
             return None
+        from ..metrics import count_fork  # server side only: the launcher process itself exports no metrics
+
         try:
             await self.ensure()
             reply = await self._request(
@@ -529,10 +531,13 @@ class WarmLauncher(LoggingConfigurable):
             )
         except LauncherUnavailable as exc:
             self._give_up(str(exc))
+            count_fork(command, forked=False)
             return None
         if "error" in reply:
             self._give_up(reply["error"])
+            count_fork(command, forked=False)
             return None
+        count_fork(command, forked=True)
         return self.watch(reply["pid"], reply.get("create_time"), poll=False)
 
     def watch(self, pid: int, create_time: float | None = None, *, poll: bool = True) -> LaunchedProcess:

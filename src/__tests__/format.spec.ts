@@ -6,9 +6,12 @@ import {
   formatBytes,
   formatCores,
   formatSize,
+  formatMemoryUsage,
   formatTime,
+  formatUsage,
   parseSize,
-  plural
+  plural,
+  usageNow
 } from '../format';
 
 const GiB = 2 ** 30;
@@ -111,5 +114,38 @@ describe('formatTime', () => {
 
   it('shows text that is no timestamp as it is', () => {
     expect(formatTime('soon')).toBe('soon');
+  });
+});
+
+describe('formatUsage', () => {
+  it.each([
+    [0, '0 core-seconds'],
+    [40.4, '40 core-seconds'],
+    [750, '12.5 core-minutes'],
+    [12.4 * 3600, '12.4 core-hours']
+  ])('shows %d core-seconds as %s', (seconds, text) => {
+    expect(formatUsage(seconds, 'core')).toBe(text);
+  });
+
+  it('shows memory as size-hours', () => {
+    expect(formatMemoryUsage(1.5 * GiB * 3600)).toBe('1.5 GiB-hours');
+  });
+
+  it('carries usage on from as_of at its rate', () => {
+    const usage = {
+      core_seconds: 10,
+      gpu_seconds: 0,
+      memory_seconds: MiB,
+      as_of: '2026-12-01T12:00:00+00:00',
+      rate: { cores: 2, gpus: 1, memory: MiB }
+    };
+    const later = new Date('2026-12-01T12:01:00+00:00').getTime();
+    expect(usageNow(usage, later)).toEqual({
+      core_seconds: 130,
+      gpu_seconds: 60,
+      memory_seconds: 61 * MiB
+    });
+    // a clock behind the server's adds nothing
+    expect(usageNow(usage, later - 3600 * 1000).core_seconds).toBe(10);
   });
 });

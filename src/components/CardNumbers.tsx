@@ -7,6 +7,7 @@ import * as React from 'react';
 import { formatSize, formatTime, plural } from '../format';
 import { IAdaptRange, ICluster, IEvent } from '../types';
 import { blockedByClientData, GroupCounts, ShrinkHint } from './CardParts';
+import { UsageText } from './ClusterChart';
 import { formatOptions } from './UserOptionsFields';
 
 /**
@@ -84,6 +85,14 @@ export function CardDetails(props: { cluster: ICluster }): React.ReactElement {
           {plural(resources.gpus, 'GPU')}
         </span>
       </dd>
+      {cluster.usage && (
+        <>
+          <dt>Used</dt>
+          <dd>
+            <UsageText usage={cluster.usage} />
+          </dd>
+        </>
+      )}
       {Object.keys(cluster.options ?? {}).length > 0 && (
         <>
           <dt>Options</dt>

@@ -12,6 +12,7 @@ import { ICluster } from '../types';
 import { CardActions } from './CardActions';
 import { CardErrors, CardHeader, CardScheduler } from './CardHeader';
 import { CardDecision, CardDeparture, CardDetails } from './CardNumbers';
+import { ClusterChart } from './ClusterChart';
 import { DashboardPlots } from './DashboardPlots';
 import { Sparkline } from './Sparkline';
 
@@ -139,7 +140,10 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
           <span className="cm-ClusterCard-chartLabel" aria-hidden="true">
             Workers
           </span>
-          <Sparkline points={props.history} />
+          <ClusterChart
+            cluster={cluster}
+            fallback={<Sparkline points={props.history} />}
+          />
         </div>
       )}
       <CardActions

@@ -1,0 +1,90 @@
+/**
+ * A real cluster's card shows what it has used (core-seconds, then minutes
+ * and hours, running on with the clock) and a chart of workers, memory and
+ * CPU in use served by the server: hovering (or the arrow keys) reads out a
+ * point, and a reload gets the same chart back.
+ */
+import { expect, test } from '@jupyterlab/galata';
+
+import { openSidebar } from './fakes';
+import {
+  CLUSTER_TIMEOUT,
+  createCluster,
+  removeCluster,
+  smallCluster,
+  waitForCluster
+} from './helpers';
+
+test('usage and the chart of workers, memory and CPU, with a readout', async ({
+  page
+}) => {
+  test.setTimeout(300000);
+  const { id } = await createCluster(page, smallCluster('usage-test'));
+  try {
+    await waitForCluster(page, id);
+    const sidebar = await openSidebar(page);
+    const card = sidebar.locator(`.cm-ClusterCard[data-cluster-id="${id}"]`);
+
+    // What it used: core-seconds of its one worker, running on with the clock
+    const used = card.locator('.cm-ClusterCard-coreUsage');
+    await expect(used).toHaveText(/^\d+ core-seconds$/, {
+      timeout: CLUSTER_TIMEOUT
+    });
+    const first = parseInt((await used.textContent()) ?? '', 10);
+    await expect
+      .poll(async () => parseInt((await used.textContent()) ?? '', 10), {
+        timeout: 30000
+      })
+      .toBeGreaterThan(first);
+    await expect(card.locator('.cm-ClusterCard-usage')).toContainText(
+      'MiB-hours'
+    );
+
+    // The chart of the server's timeline (several points once sampled)
+    const plot = card.locator('.cm-ClusterChart-plot');
+    const readout = card.locator('.cm-ClusterChart-readout');
+    await expect(plot).toBeVisible({ timeout: CLUSTER_TIMEOUT });
+    await expect(readout).toHaveText(
+      /^now \S+ · [\d.]+ workers? · .+ of .+ memory · [\d.]+ cores busy$/
+    );
+    await expect
+      .poll(async () => Number(await readout.getAttribute('data-point')), {
+        timeout: 30000
+      })
+      .toBeGreaterThan(0);
+
+    // Hovering the left edge reads out the first point; leaving, the last
+    const box = (await plot.boundingBox())!;
+    await page.mouse.move(box.x + 1, box.y + box.height / 2);
+    await expect(readout).toHaveAttribute('data-point', '0');
+    await expect(readout).toHaveText(/^\d\d:\d\d:\d\d · [\d.]+ workers? · /);
+    await expect(card.locator('.cm-ClusterChart-cursor')).toHaveCount(1);
+    // the keyboard moves along the points too
+    await plot.focus();
+    await page.keyboard.press('ArrowRight');
+    await expect(readout).toHaveAttribute('data-point', '1');
+    await page.mouse.move(0, 0);
+    await plot.blur();
+    await expect(readout).toHaveText(/^now /);
+    await expect(card.locator('.cm-ClusterChart-cursor')).toHaveCount(0);
+
+    // A reload gets the chart back from the server, from the cluster's start
+    const points = Number(await readout.getAttribute('data-point'));
+    await page.reload({ waitForIsReady: false }); // the restored layout has no Launcher to wait for
+    await page.locator('#jupyterlab-splash').waitFor({ state: 'detached' });
+    const tab = page.getByRole('tab', { name: 'Clusters' });
+    await expect(tab).toBeVisible();
+    if ((await tab.getAttribute('aria-selected')) !== 'true') {
+      await tab.click();
+    }
+    const again = page.locator(
+      `#clustermgr-sidebar .cm-ClusterCard[data-cluster-id="${id}"] .cm-ClusterChart-readout`
+    );
+    await expect(again).toHaveText(/^now /, { timeout: CLUSTER_TIMEOUT });
+    expect(Number(await again.getAttribute('data-point'))).toBeGreaterThan(
+      points - 1
+    );
+  } finally {
+    await removeCluster(page, id);
+  }
+});
