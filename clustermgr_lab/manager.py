@@ -33,7 +33,6 @@ from .record import read_manifests
 from .spec import WorkerSpec, parse_size, parse_spec
 from .store import ClusterStore, StoreHealth
 from .templates import Template, builtin_templates, labextension_template, parse_template
-
 from .usage import MAX_DAYS, daily_summary
 
 Listener = Callable[[dict], None]
