@@ -228,7 +228,9 @@ class Reconciler:
         if record is None or not self._is_running():
             return
         if record.connected_once:
-            self.events.lifecycle(f"worker {name} exited with code {returncode}; replacing it")
+            why = self.backend.exit_reason(name)  # e.g. a batch job's end state (NODE_FAIL), or its log's last error
+            code = f"with code {returncode}" if returncode is not None else "(its job ended)"
+            self.events.lifecycle(f"worker {name} exited {code}" + (f": {why}" if why else "") + "; replacing it")
             self._wake.set()
         else:
             # Replacing a worker that never got as far as the scheduler would only repeat the crash.

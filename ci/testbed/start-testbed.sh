@@ -111,8 +111,9 @@ SwitchType=switch/none
 MpiDefault=none
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
+SelectTypeParameters=CR_Core_Memory,CR_LLN
 SlurmdParameters=config_overrides
+# least loaded node first: jobs spread over both nodes (as on a real cluster with free nodes)
 DefMemPerCPU=256
 ReturnToService=2
 SlurmdTimeout=10
