@@ -73,7 +73,10 @@ class SlurmBackend(BatchBackend):
                 return
 
     def directives(self, group: WorkerGroup) -> list[str]:
-        own = [f"--qos={self.qos}"] if self.qos else []
+        # A job whose node fails ends as NODE_FAIL, reported, and the cluster starts a replacement; a requeued
+        # job would come back later, by SLURM's choice, next to that replacement (a scheduler at a new address).
+        own = ["--no-requeue"]
+        own += [f"--qos={self.qos}"] if self.qos else []
         own += [f"--nice={self.nice}"] if self.nice is not None else []
         return own + super().directives(group)
 
