@@ -11,9 +11,11 @@ server cannot reach, fails here as it would on a real cluster.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from urllib.parse import urlparse
@@ -261,10 +263,8 @@ async def test_a_node_failure_is_reported_and_its_workers_replaced_on_the_other_
         # When node2 dies: every process in it (slurmd, the jobs' steps and workers, sshd) is killed
         pids = subprocess.run(["ip", "netns", "pids", "node2"], capture_output=True, text=True).stdout.split()
         for pid in pids:
-            try:
-                os.kill(int(pid), 9)
-            except ProcessLookupError:
-                pass
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
 
         # Then the lost workers are reported with the reason SLURM gives (NODE_FAIL), each by name
         async def reported():
