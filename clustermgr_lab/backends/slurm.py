@@ -106,6 +106,8 @@ class SlurmBackend(BatchBackend):
             "-h",
             "-o",
             "%i|%j|%T|%r",
+            "-t",
+            "all",  # also jobs that have just ended (NODE_FAIL, TIMEOUT...): their end state is the worker's exit reason
             "-j",
             ",".join(job_ids),
             timeout=self.command_timeout,
