@@ -22,9 +22,11 @@ from urllib.parse import urlparse
 
 import psutil
 import pytest
+import requests
 from tornado.httpclient import HTTPClientError
 
-from .helpers import call, cluster_client, delete_and_wait, running_with, until, wait_for
+from .helpers import call, cluster_client, delete_and_wait, eventually, running_with, until, wait_for
+from .server_process import JupyterServer, stored_workers
 
 pytestmark = [pytest.mark.xdist_group("testbed")]
 
@@ -173,8 +175,22 @@ async def dashboard_through_proxy(jp_fetch, cluster: dict) -> None:
     assert f'"{cluster["scheduler_address"]}"'.encode() in identity.body
 
 
+def dashboard_through_server(server: JupyterServer, cluster: dict) -> None:
+    """As :func:`dashboard_through_proxy`, against a server process (its token, its URL)."""
+    # the card's link is a path of this server (the proxy), never the scheduler's own host
+    assert cluster["dashboard_url"].startswith("/clustermgr/dashboard/") and "10.250." not in cluster["dashboard_url"]
+    base = server.url.rstrip("/") + cluster["dashboard_url"].removesuffix("/status")
+    headers = {"Authorization": f"token {server.token}"}
+    for page in ("status", "individual-task-stream"):
+        # A scheduler job's first page render can take a while on a loaded machine (503 until then)
+        eventually(lambda page=page: requests.get(f"{base}/{page}", headers=headers, timeout=30).ok, 60, page, step=1)
+        assert b"bokeh" in requests.get(f"{base}/{page}", headers=headers, timeout=30).content.lower()
+    identity = requests.get(f"{base}/json/identity.json", headers=headers, timeout=30).json()
+    assert identity["address"] == cluster["scheduler_address"]
+
+
 @requires_testbed
-async def test_scheduler_on_the_login_side_and_four_workers_over_both_nodes(jp_fetch):
+async def test_four_workers_over_both_nodes_survive_the_loss_of_one_node(jp_fetch):
     # Given a template whose scheduler runs here, on the bridge the nodes reach (cm-br0), workers on eth0
     cluster_id = await create_on(jp_fetch, "bed-local", 4, "bed-local")
     try:
@@ -188,35 +204,28 @@ async def test_scheduler_on_the_login_side_and_four_workers_over_both_nodes(jp_f
         assert await compute_checked_graph(cluster) == {NODE1, NODE2}
         # And the dashboard and a plot load through the proxy (the scheduler's dashboard is on this host)
         await dashboard_through_proxy(jp_fetch, cluster)
-    finally:
-        await delete_and_wait(jp_fetch, cluster_id, timeout=120)
-    assert await jobs_of(cluster_id) == {}
 
+        # When node2 dies: every process in it (slurmd, the jobs' steps and workers, sshd) is killed
+        lost = {name for name, (state, node) in jobs.items() if node == "node2"}
+        for pid in subprocess.run(["ip", "netns", "pids", "node2"], capture_output=True, text=True).stdout.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
 
-@requires_testbed
-async def test_the_scheduler_as_a_job_on_a_compute_node_with_workers_on_both(jp_fetch):
-    # Given a template with `scheduler: "job"`
-    cluster_id = await create_on(jp_fetch, "bed-job", 4, "bed-job")
-    try:
-        # When it runs with 4 workers
-        cluster = await wait_for(jp_fetch, cluster_id, running_with(4), timeout=150, what="4 workers, scheduler job")
+        # Then the lost workers are reported by name with the reason SLURM gives (NODE_FAIL)
+        async def reported():
+            _, events = await call(jp_fetch, "GET", "clusters", cluster_id, "events")
+            messages = [e["message"] for e in events["events"]]
+            return all(any(name in m and "NODE_FAIL" in m for m in messages) for name in lost)
+
+        await until(reported, 120, f"NODE_FAIL reported for {sorted(lost)}", step=1)
+        # And the cluster keeps running, its lost workers replaced on node1
+        cluster = await wait_for(jp_fetch, cluster_id, running_with(4), timeout=120, what="4 workers again")
         jobs = await jobs_of(cluster_id)
-        # Then the scheduler is a job of its own, on a node, listening on that node's address
-        state, node = jobs.pop("scheduler")
-        assert state == "RUNNING"
-        assert urlparse(cluster["scheduler_address"]).hostname == NODE_ADDRESSES[node]
-        # And the workers run on both nodes and compute a checked graph
-        assert {n for s, n in jobs.values() if s == "RUNNING"} == {"node1", "node2"}, jobs
-        assert await compute_checked_graph(cluster) == {NODE1, NODE2}
-        # And the dashboard of a scheduler on another host loads through the proxy, with a plot
-        await dashboard_through_proxy(jp_fetch, cluster)
-        # And the server's record of it names the job, so a restarted server can re-adopt or cancel it
-        record = Path(cluster["workdir"]) / "cluster.json" if "workdir" in cluster else None
-        if record is not None:
-            assert '"job_name"' in record.read_text()
+        assert {node for state, node in jobs.values() if state == "RUNNING"} == {"node1"}, jobs
+        assert await compute_checked_graph(cluster) == {NODE1}
     finally:
         await delete_and_wait(jp_fetch, cluster_id, timeout=120)
-    # And nothing of it is left on the bed: no job, scheduler's included
+        await asyncio.to_thread(restore_node2)
     assert await jobs_of(cluster_id) == {}
 
 
@@ -252,32 +261,55 @@ def restore_node2() -> None:
 
 
 @requires_testbed
-async def test_a_node_failure_is_reported_and_its_workers_replaced_on_the_other_node(jp_fetch):
-    # Given a cluster whose 4 workers run on both nodes
-    cluster_id = await create_on(jp_fetch, "bed-local", 4, "bed-node-failure")
+@pytest.mark.timeout(600)
+def test_the_scheduler_as_a_job_near_workers_on_both_nodes_outlives_the_server(tmp_path):
+    # Given a server (a process of its own) and a template with `scheduler: "job"`
+    store, workdir = tmp_path / "store" / "clusters.sqlite3", tmp_path / "work"
+    servers: list[JupyterServer] = []
+
+    def server():
+        servers.append(JupyterServer(tmp_path, store, workdir, templates=TEMPLATES).start())
+        return servers[-1].client()
+
+    client = server()
+    cluster = client.create(template="bed-job", name="scheduler-job", spec={"groups": [{**WORKER, "count": 4}]})
     try:
-        await wait_for(jp_fetch, cluster_id, running_with(4), timeout=120, what="4 workers on the bed")
-        jobs = await jobs_of(cluster_id)
-        lost = {name for name, (state, node) in jobs.items() if node == "node2"}
-        assert lost and len(lost) < 4, jobs
-        # When node2 dies: every process in it (slurmd, the jobs' steps and workers, sshd) is killed
-        pids = subprocess.run(["ip", "netns", "pids", "node2"], capture_output=True, text=True).stdout.split()
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
+        # When it runs with 4 workers
+        before = client.wait(cluster["id"], running_with(4), timeout=150)
+        jobs = bed_jobs(cluster["id"])
+        # Then the scheduler is a job of its own on a node, listening on that node's address
+        state, node = jobs["scheduler"]
+        assert state == "RUNNING" and urlparse(before["scheduler_address"]).hostname == NODE_ADDRESSES[node]
+        # And the workers run on both nodes and compute a checked graph
+        assert {n for name, (s, n) in jobs.items() if name != "scheduler" and s == "RUNNING"} == {"node1", "node2"}
+        assert asyncio.run(compute_checked_graph(before)) == {NODE1, NODE2}
+        # And the dashboard of this scheduler on another host, and a plot, load through the server's proxy
+        dashboard_through_server(servers[-1], before)
+        # And the stored record names its job and its SLURM, for the next server
+        stored = stored_workers(store, cluster["id"])
+        assert stored["scheduler"]["job_name"] == f"clustermgr-{cluster['id']}-scheduler"
+        assert stored["scheduler"]["slurm_conf"] == SLURM_CONF
 
-        # Then the lost workers are reported with the reason SLURM gives (NODE_FAIL), each by name
-        async def reported():
-            _, events = await call(jp_fetch, "GET", "clusters", cluster_id, "events")
-            messages = [e["message"] for e in events["events"]]
-            return all(any(name in m and "NODE_FAIL" in m for m in messages) for name in lost)
-
-        await until(reported, 120, f"NODE_FAIL reported for {sorted(lost)}", step=1)
-        # And the cluster keeps running, its workers replaced on node1
-        cluster = await wait_for(jp_fetch, cluster_id, running_with(4), timeout=120, what="4 workers again")
-        jobs = await jobs_of(cluster_id)
-        assert {node for state, node in jobs.values() if state == "RUNNING"} == {"node1"}, jobs
-        assert await compute_checked_graph(cluster) == {NODE1}
+        # When the server is killed with SIGKILL, and another starts on the same store
+        servers[-1].stop(signal.SIGKILL)
+        client = server()
+        # Then it re-adopts the cluster: the same scheduler job at the same address, the same worker jobs
+        after = client.wait(cluster["id"], running_with(4), timeout=90)
+        assert after["scheduler_address"] == before["scheduler_address"]
+        assert stored_workers(store, cluster["id"])["scheduler"]["job_id"] == stored["scheduler"]["job_id"]
+        assert bed_jobs(cluster["id"]) == jobs
+        # When it is deleted, Then its jobs, the scheduler's included, are gone
+        client.delete(cluster["id"], wait=True, timeout=90)
+        assert bed_jobs(cluster["id"]) == {}
     finally:
-        await delete_and_wait(jp_fetch, cluster_id, timeout=120)
-        await asyncio.to_thread(restore_node2)
+        for running in servers:
+            if running.process is not None and running.process.poll() is None:
+                running.stop(signal.SIGTERM)
+        # never leave a job on the bed, whatever failed above
+        subprocess.run(
+            ["scancel", "--name", f"clustermgr-{cluster['id']}-scheduler"], capture_output=True, env=bed_env()
+        )
+        for i in range(1, 5):
+            subprocess.run(
+                ["scancel", "--name", f"clustermgr-{cluster['id']}-default-{i}"], capture_output=True, env=bed_env()
+            )
