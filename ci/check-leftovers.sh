@@ -97,6 +97,12 @@ leftovers() {  # prints one line per leftover
     timeout 30 squeue -h -o '%i|%j|%T|%o' 2>/dev/null | while IFS='|' read -r id name state command; do
       case "$command" in "$RUN_DIR"/*) echo "  SLURM job $id ($name, $state): $command" ;; esac
     done
+    if [ -f "$TESTBED_STATE/slurm.conf" ] && [ -f "$TESTBED_STATE/slurmctld.pid" ]; then  # the test bed's own SLURM
+      SLURM_CONF="$TESTBED_STATE/slurm.conf" timeout 30 squeue -h -o '%i|%j|%T|%o' 2>/dev/null |
+        while IFS='|' read -r id name state command; do
+          case "$command" in "$RUN_DIR"/*) echo "  test bed SLURM job $id ($name, $state): $command" ;; esac
+        done
+    fi
   fi
   if [ -f "$RUN_DIR/netns.before" ]; then
     comm -13 "$RUN_DIR/netns.before" <(netns) | sed 's/^/  network namespace /'

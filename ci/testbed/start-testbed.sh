@@ -47,7 +47,7 @@ pid_alive() {  # pid_alive PIDFILE NAME
 [ "$(id -u)" = 0 ] || die "must run as root"
 T0=$SECONDS
 for p in slurmctld slurmd sinfo ip unshare; do command -v "$p" > /dev/null || die "$p missing (bash ci/slurm/start-slurm.sh installs SLURM)"; done
-[ -x /usr/sbin/sshd ] || die "/usr/sbin/sshd missing (bash ci/sshd/install-openssh-server.sh)"
+[ -x /usr/sbin/sshd ] || bash "$HERE/../sshd/install-openssh-server.sh" || die "/usr/sbin/sshd missing and not installable"
 mkdir -p "$STATE/ctld" "$STATE/ssh"
 cd /  # daemons keep their working folder
 
