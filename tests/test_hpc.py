@@ -435,7 +435,8 @@ def test_the_scheduler_as_a_job_is_the_sites_job_script_with_the_scheduler_comma
     assert directives[0] == "-J clustermgr-abc123-scheduler" and "-p compute" in directives
     assert "--no-requeue" in directives
     command = script.strip().splitlines()[-1].split()
-    assert command[1:3] == ["-m", "distributed.cli.dask_scheduler"]
+    assert command[0] == "exec" and command[2:4] == ["-m", "distributed.cli.dask_scheduler"]
+    command = command[1:]
     # listening on the compute nodes' interface, its dashboard on the node's interfaces, its address in the work folder
     assert command[3:5] == ["--interface", "ib0"] and "--dashboard-address" in command
     assert command[command.index("--dashboard-address") + 1] == ":0"

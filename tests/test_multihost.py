@@ -268,8 +268,8 @@ def test_the_scheduler_as_a_job_near_workers_on_both_nodes_outlives_the_server(t
     servers: list[JupyterServer] = []
 
     def server():
-        servers.append(JupyterServer(tmp_path, store, workdir, templates=TEMPLATES).start())
-        return servers[-1].client()
+        servers.append(JupyterServer(tmp_path, store, workdir, templates=TEMPLATES))
+        return servers[-1].start().client()
 
     client = server()
     cluster = client.create(template="bed-job", name="scheduler-job", spec={"groups": [{**WORKER, "count": 4}]})
@@ -301,6 +301,9 @@ def test_the_scheduler_as_a_job_near_workers_on_both_nodes_outlives_the_server(t
         # When it is deleted, Then its jobs, the scheduler's included, are gone
         client.delete(cluster["id"], wait=True, timeout=90)
         assert bed_jobs(cluster["id"]) == {}
+        # And no process of it is left on the nodes (the scheduler's included)
+        address = before["scheduler_address"]
+        eventually(lambda: not any(netns_processes(n, address) for n in NODE_ADDRESSES), 30, "nodes free of it")
     finally:
         for running in servers:
             if running.process is not None and running.process.poll() is None:

@@ -65,7 +65,9 @@ class SchedulerJob:
             dashboard_host="",
             python=backend.python,
         )
-        job._command_template = shlex.join(command)
+        # exec: the scheduler is the job's own process, which the system signals when the job is cancelled (a child
+        # of the script's shell outlives it where SLURM tracks processes by parentage, proctrack/linuxproc)
+        job._command_template = "exec " + shlex.join(command)
         return job
 
     def job_script(self, idle_timeout: float | None = None) -> str:
