@@ -59,7 +59,7 @@ TEMPLATES = [
 ]
 
 
-def testbed_unusable() -> str | None:
+def bed_unusable() -> str | None:
     """Why the bed cannot be used here, or None when it can."""
     if shutil.which("sinfo") is None or not Path(SLURM_CONF).exists():
         return f"no test bed ({SLURM_CONF} missing): start it with: sudo bash ci/testbed/start-testbed.sh"
@@ -80,7 +80,7 @@ def bed_env() -> dict[str, str]:
 
 
 # Outside CI a machine without the bed skips these; under CI (`make test` starts it) they run, and fail if it is missing.
-_unusable = testbed_unusable()
+_unusable = bed_unusable()
 requires_testbed = pytest.mark.skipif(
     _unusable is not None and not os.environ.get("CI"), reason=f"test bed not usable: {_unusable}"
 )
@@ -182,9 +182,15 @@ def dashboard_through_server(server: JupyterServer, cluster: dict) -> None:
     base = server.url.rstrip("/") + cluster["dashboard_url"].removesuffix("/status")
     headers = {"Authorization": f"token {server.token}"}
     for page in ("status", "individual-task-stream"):
-        # A scheduler job's first page render can take a while on a loaded machine (503 until then)
-        eventually(lambda page=page: requests.get(f"{base}/{page}", headers=headers, timeout=30).ok, 60, page, step=1)
-        assert b"bokeh" in requests.get(f"{base}/{page}", headers=headers, timeout=30).content.lower()
+        loaded: list[requests.Response] = []
+
+        def loads(page=page, loaded=loaded) -> bool:
+            # A scheduler job's first page render can take a while on a loaded machine (503 until then)
+            loaded.append(requests.get(f"{base}/{page}", headers=headers, timeout=30))
+            return loaded[-1].ok
+
+        eventually(loads, 60, page, step=1)
+        assert b"bokeh" in loaded[-1].content.lower(), page
     identity = requests.get(f"{base}/json/identity.json", headers=headers, timeout=30).json()
     assert identity["address"] == cluster["scheduler_address"]
 
