@@ -16,10 +16,16 @@ from harness import Server, Stream, log, now, removed, settled
 STATE = Path(os.environ.get("TESTBED_STATE", "/tmp/clustermgr-testbed"))
 SLURM_CONF = str(STATE / "slurm.conf")
 WORKER = {"name": "default", "count": 4, "threads": 1, "memory": "400 MiB"}
+SPEC = {"groups": [{**WORKER, "count": 0}]}
 BED = {"slurm_conf": SLURM_CONF, "queue": "compute", "walltime": "00:30:00", "interface": "eth0"}
 TEMPLATES = [
-    {"name": "bed-local", "backend": "slurm", "options": {**BED, "scheduler_interface": "cm-br0"}},
-    {"name": "bed-job", "backend": "slurm", "options": {**BED, "scheduler": "job", "scheduler_memory": "600 MiB"}},
+    {"name": "bed-local", "backend": "slurm", "options": {**BED, "scheduler_interface": "cm-br0"}, "spec": SPEC},
+    {
+        "name": "bed-job",
+        "backend": "slurm",
+        "options": {**BED, "scheduler": "job", "scheduler_memory": "600 MiB"},
+        "spec": SPEC,
+    },
 ]
 
 
