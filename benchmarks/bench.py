@@ -40,6 +40,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as base  # noqa: E402  (the server, stream and raw-cluster helpers)
+import multihost  # noqa: E402  (the rows measured on the two-node test bed)
 from harness import BenchError, Server, Stream, log, now, percentile  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -650,6 +651,10 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
         cm_server.stop()
         if lab:
             lab.stop()
+    if (
+        not args.smoke
+    ):  # the two-node test bed (ci/testbed/): scheduler local vs job, next to dask_jobqueue.SLURMCluster
+        rows += multihost.measure(tmp, args.repeat, row, median)
     return rows
 
 

@@ -14,7 +14,8 @@
 #   - the daemons of the services that ci/services.sh started for this run (RUN_DIR/started: slurmctld,
 #     slurmd, slurmstepd; munged; sge_qmaster, sge_execd, sge_shepherd), unless KEEP_SERVICES=1 kept them;
 #   - SLURM jobs whose script lies below RUN_DIR (pytest's --basetemp is RUN_DIR/pytest);
-#   - network namespaces that did not exist at the snapshot.
+#   - network namespaces, and the test bed's links (cm-*: bridge and veths), that did not exist at the snapshot;
+#   - the test bed's daemons (their pid files in $TESTBED_STATE) when this run started the bed (RUN_DIR/started).
 # Things that are still stopping get LEFTOVER_GRACE seconds (default 15) to go before they count.
 set -uo pipefail
 
@@ -29,6 +30,8 @@ DAEMONS_OF_gridengine="sge_qmaster sge_execd sge_shepherd"
 ALL_DAEMONS="$DAEMONS_OF_slurm $DAEMONS_OF_munge $DAEMONS_OF_gridengine"
 
 netns() { ip netns list 2>/dev/null | awk '{ print $1 }' | sort; }
+testbed_links() { ip -o link show 2>/dev/null | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep '^cm-' | sort; }
+TESTBED_STATE="${TESTBED_STATE:-/tmp/clustermgr-testbed}"
 
 parent() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $2 }'; }
 # This script and the shells that called it (they carry the run's id too); subshells of this script are below $$.
@@ -75,6 +78,13 @@ leftovers() {  # prints one line per leftover
   if [ "${KEEP_SERVICES:-0}" != 1 ] && [ -s "$RUN_DIR/started" ]; then
     while read -r service; do
       [ -n "$service" ] || continue
+      if [ "$service" = testbed ]; then  # its slurmctld/slurmd share their names with the single-node SLURM's
+        for file in "$TESTBED_STATE"/slurmctld.pid "$TESTBED_STATE"/slurmd-*.pid "$TESTBED_STATE"/ssh/sshd.pid; do
+          pid=$(cat "$file" 2>/dev/null) || continue
+          [ -n "$pid" ] && live "$pid" && echo "$(describe "$pid") [daemon of the test bed, which this run started]"
+        done
+        continue
+      fi
       eval "names=\$DAEMONS_OF_$service"
       for name in $names; do
         for pid in $(pgrep -x "$name"); do
@@ -87,9 +97,18 @@ leftovers() {  # prints one line per leftover
     timeout 30 squeue -h -o '%i|%j|%T|%o' 2>/dev/null | while IFS='|' read -r id name state command; do
       case "$command" in "$RUN_DIR"/*) echo "  SLURM job $id ($name, $state): $command" ;; esac
     done
+    if [ -f "$TESTBED_STATE/slurm.conf" ] && [ -f "$TESTBED_STATE/slurmctld.pid" ]; then  # the test bed's own SLURM
+      SLURM_CONF="$TESTBED_STATE/slurm.conf" timeout 30 squeue -h -o '%i|%j|%T|%o' 2>/dev/null |
+        while IFS='|' read -r id name state command; do
+          case "$command" in "$RUN_DIR"/*) echo "  test bed SLURM job $id ($name, $state): $command" ;; esac
+        done
+    fi
   fi
   if [ -f "$RUN_DIR/netns.before" ]; then
     comm -13 "$RUN_DIR/netns.before" <(netns) | sed 's/^/  network namespace /'
+  fi
+  if [ -f "$RUN_DIR/links.before" ]; then
+    comm -13 "$RUN_DIR/links.before" <(testbed_links) | sed 's/^/  network link /'
   fi
 }
 
@@ -97,6 +116,7 @@ case "$ACTION" in
   snapshot)
     mkdir -p "$RUN_DIR"
     netns > "$RUN_DIR/netns.before"
+    testbed_links > "$RUN_DIR/links.before"
     ;;
   check)
     [ -n "$RUN_ID" ] || echo "[check-leftovers] CLUSTERMGR_TEST_RUN is not set: processes are not checked" >&2

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# services.sh - the services a test run needs (single-node SLURM, single-node Grid Engine): start them,
+# services.sh - the services a test run needs (single-node SLURM, single-node Grid Engine, the multi-host
+# test bed of ci/testbed/: two namespace nodes with a SLURM of their own and an sshd): start them,
 # and at the end stop exactly those this run started.
 #
 #   ci/services.sh start RUN_DIR   start what is not running; write the names of those it started to RUN_DIR/started
@@ -25,6 +26,10 @@ slurm_up() {
   local state="${SLURM_CI_STATE:-/tmp/slurm-ci}" pid
   pid=$(cat "$state/slurmctld.pid" 2>/dev/null) && [ -n "$pid" ] && [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = slurmctld ]
 }
+testbed_up() {
+  local state="${TESTBED_STATE:-/tmp/clustermgr-testbed}" pid
+  pid=$(cat "$state/slurmctld.pid" 2>/dev/null) && [ -n "$pid" ] && [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = slurmctld ]
+}
 gridengine_up() { pgrep -x sge_qmaster > /dev/null || pgrep -x sge_execd > /dev/null; }
 
 case "$ACTION" in
@@ -36,6 +41,8 @@ case "$ACTION" in
     bash "$HERE/slurm/start-slurm.sh"
     if gridengine_up; then log "Grid Engine was running: used, and left running"; else echo gridengine >> "$STARTED"; fi
     bash "$HERE/gridengine/start-gridengine.sh"
+    if testbed_up; then log "the multi-host test bed was up: used, and left up"; else echo testbed >> "$STARTED"; fi
+    bash "$HERE/testbed/start-testbed.sh"
     ;;
   stop)
     if [ "${KEEP_SERVICES:-0}" = 1 ]; then
@@ -43,6 +50,7 @@ case "$ACTION" in
       exit 0
     fi
     status=0
+    if grep -qx testbed "$STARTED"; then bash "$HERE/testbed/stop-testbed.sh" || status=1; fi
     if grep -qx gridengine "$STARTED"; then bash "$HERE/gridengine/stop-gridengine.sh" || status=1; fi
     if grep -qx slurm "$STARTED"; then bash "$HERE/slurm/stop-slurm.sh" || status=1; fi
     exit $status

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .backends.base import Backend
-from .departures import Cause, from_nanny_log, from_returncode, oom_kills
+from .departures import BATCH_KINDS, Cause, from_nanny_log, from_returncode, oom_kills
 from .errors import ClusterManagerError
 from .events import EventLog
 from .logs import read_tail
@@ -350,7 +350,8 @@ class Reconciler:
             if exited
             else ("; its nanny restarts it" if kind in ("memory-limit", "signal", "exit") else "")
         )
-        self.events.departure(f"worker {record.name} went away: {detail}{back}", cause.to_dict())
+        said = f" ({kind})" if kind in BATCH_KINDS else ""  # the batch system's own word, as its users know it
+        self.events.departure(f"worker {record.name} went away{said}: {detail}{back}", cause.to_dict())
         self._on_change()
 
     async def _from_log(self, name: str, address: str | None, memory_limit) -> tuple[str, str] | None:

@@ -422,3 +422,36 @@ async def test_workers_are_grid_engine_jobs_that_scale_up_compute_and_go(jp_fetc
     finally:
         await delete_and_wait(jp_fetch, cluster_id)
         assert grid_engine_jobs(prefix) == {}
+
+
+def test_the_scheduler_as_a_job_is_the_sites_job_script_with_the_scheduler_command(tmp_path):
+    # Given a SLURM template whose scheduler is a batch job, on a SLURM of its own (slurm_conf)
+    options = {"scheduler": "job", "queue": "compute", "interface": "ib0", "slurm_conf": "/etc/slurm-b/slurm.conf"}
+    backend = SlurmBackend("abc123", tmp_path, options=options)
+    # When its job script is written
+    script = backend.scheduler_job.job_script(idle_timeout=600)
+    # Then it is the site's script (partition, name, logs in the work folder, never requeued) running `dask scheduler`
+    directives = [line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH ")]
+    assert directives[0] == "-J clustermgr-abc123-scheduler" and "-p compute" in directives
+    assert "--no-requeue" in directives
+    command = script.strip().splitlines()[-1].split()
+    assert command[0] == "exec" and command[2:4] == ["-m", "distributed.cli.dask_scheduler"]
+    command = command[1:]
+    # listening on the compute nodes' interface, its dashboard on the node's interfaces, its address in the work folder
+    assert command[3:5] == ["--interface", "ib0"] and "--dashboard-address" in command
+    assert command[command.index("--dashboard-address") + 1] == ":0"
+    assert command[command.index("--scheduler-file") + 1] == str(tmp_path / "scheduler.json")
+    assert command[command.index("--idle-timeout") + 1] == "600s"
+    # And every queueing-system command reaches that SLURM
+    assert backend.command_env() == {"SLURM_CONF": "/etc/slurm-b/slurm.conf"}
+
+
+@pytest.mark.parametrize("placement", ["remote", "", "JOB"])
+def test_an_unknown_scheduler_placement_stops_the_server_naming_it(tmp_path, placement):
+    # Given a template whose scheduler placement is neither "local" nor "job", When the server starts, Then it refuses
+    template = {"name": "hpc", "backend": "slurm", "options": {"scheduler": placement}, "spec": {"groups": [ONE_CPU]}}
+    with pytest.raises(ValueError) as refused:
+        ClusterManager(
+            workdir=str(tmp_path), templates=[template], include_builtin_templates=False, default_template="hpc"
+        )
+    assert "template 'hpc'" in str(refused.value) and "options.scheduler" in str(refused.value), str(refused.value)

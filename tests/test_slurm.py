@@ -68,7 +68,9 @@ def test_job_script_asks_slurm_for_the_group_and_names_the_worker(tmp_path):
         f"-e {tmp_path}/clustermgr-abc123-gpu-7-%J.err",
         f"-o {tmp_path}/clustermgr-abc123-gpu-7-%J.out",
     ]
-    assert directives[3:] == ["-p debug", "-n 1", "--cpus-per-task=2", "--mem=300M", "-t 01:00:00", "--gres=gpu:1"]
+    assert directives[3:] == [
+        "-p debug", "-n 1", "--cpus-per-task=2", "--mem=300M", "-t 01:00:00", "--no-requeue", "--gres=gpu:1"
+    ]  # fmt: skip
     # And the worker is called by our name, with its exact memory, its resources as one shell word, on loopback
     command = script.strip().splitlines()[-1]
     assert command.startswith(f"{sys.executable} -m distributed.cli.dask_worker tcp://127.0.0.1:8786 --name gpu-7 ")

@@ -12,11 +12,13 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+import os
 import re
 import shlex
 import signal
 import sys
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,21 +26,30 @@ from typing import Any, ClassVar
 from traitlets import Float
 
 from .. import options as opt
+from ..departures import from_job_state
 from ..errors import BackendError
 from ..spec import WorkerGroup
 from .base import SCHEDULER_PROCESS as SCHEDULER
 from .base import Backend, Capabilities, SchedulerEndpoint, Waiting
 from .local_scheduler import LocalScheduler
 from .processes import LocalProcesses, exit_reason
+from .scheduler_job import SchedulerJob
 
 log = logging.getLogger(__name__)
 
 
-async def run_command(*command: str, timeout: float = 60) -> tuple[int, str, str]:
-    """Run a queueing-system command without blocking the event loop; returns (returncode, stdout, stderr)."""
+async def run_command(*command: str, timeout: float = 60, env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
+    """Run a queueing-system command without blocking the event loop; returns (returncode, stdout, stderr).
+
+    ``env``: variables set on top of the server's environment (e.g. ``SLURM_CONF``).
+    """
     try:
         process = await asyncio.create_subprocess_exec(
-            *command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **env} if env else None,
         )
     except OSError as exc:
         raise BackendError(f"cannot run {command[0]}: {exc}") from exc
@@ -73,6 +84,8 @@ class JobState:
     pending_reason: str | None = None  # None once it runs
     #: no worker runs any more, but the system still lists it while it cleans up (SLURM's COMPLETING)
     finishing: bool = False
+    #: the system's own word for the state (SLURM: RUNNING, NODE_FAIL, TIMEOUT...), when it gives one
+    state: str | None = None
 
 
 class SubmitRefused(BackendError):
@@ -99,6 +112,11 @@ BATCH_OPTIONS: dict[str, opt.BackendOption] = {
     "python": opt.BackendOption(script_path, "the Python that runs the workers on the compute nodes"),
     "local_directory": opt.BackendOption(script_path, "node-local scratch folder for the workers' spilled data"),
     "gpu_directive": opt.BackendOption(opt.gpu_directive, "directive for groups with GPUs, with {gpus}; null: none"),
+    "scheduler": opt.BackendOption(
+        opt.matching(re.compile("local|job"), "'local' (next to the server) or 'job' (a batch job near the workers)"),
+        "where the scheduler runs: 'local' (this machine) or 'job' (a batch job; it listens on `interface`)",
+    ),
+    "scheduler_memory": opt.BackendOption(opt.text, "memory of the scheduler's job (scheduler: 'job'), e.g. '2 GiB'"),
 }
 
 
@@ -116,6 +134,11 @@ class BatchBackend(Backend):
     Job ids and names are stored with the cluster (:meth:`process_records`), so that a restarted
     server re-adopts the jobs that still run (:meth:`adopt`), or cancels them with the rest of a
     cluster it cannot re-adopt.
+
+    Where the scheduler runs is the template's ``scheduler`` option: ``"local"`` (default; a
+    process next to the server, listening on ``scheduler_interface`` / ``scheduler_host``) or
+    ``"job"`` (:class:`~.scheduler_job.SchedulerJob`: a batch job of its own, listening on the
+    compute nodes' ``interface``, its address read from the scheduler file it writes).
     """
 
     workers_before_scheduler = False  # a job script needs the scheduler's address
@@ -133,6 +156,9 @@ class BatchBackend(Backend):
     gpu_directive: str | None = None
     scheduler_host = "127.0.0.1"  # where the scheduler listens, reachable from the compute nodes
     scheduler_interface: str | None = None  # or: the network interface it listens on (wins over the host)
+    scheduler: str = "local"
+    scheduler_memory: str = "1 GiB"
+    scheduler_job_cores = 1
     job_name_prefix = "clustermgr"
     poll_interval = 2.0
     command_timeout = Float(
@@ -151,7 +177,8 @@ class BatchBackend(Backend):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.processes = LocalProcesses(self.workdir, self.launcher, on_change=self._notify_change)
-        self.scheduler = LocalScheduler(self.processes)
+        self.local_scheduler = LocalScheduler(self.processes)
+        self.scheduler_job = SchedulerJob(self)
         self._stopping: set[str] = set()
         self._jobs: dict[str, str] = {}  # worker name -> job id
         self._waiting: dict[str, Waiting] = {}
@@ -160,10 +187,28 @@ class BatchBackend(Backend):
             str, tuple[str, str]
         ] = {}  # worker name -> (cause kind, detail) of a job that ended on its own
 
-    # -- the scheduler, next to the server ------------------------------------------------------------
+    @property
+    def scheduler_job_memory(self) -> str:
+        return self.scheduler_memory
+
+    def command_env(self) -> dict[str, str]:
+        """Variables the queueing-system commands run with, on top of the server's environment."""
+        return {}
+
+    def job_record_extra(self) -> dict[str, Any]:
+        """What a job record carries besides its id and name, so that a later server reaches the same system."""
+        return {}
+
+    # -- the scheduler: next to the server, or a batch job -----------------------------------------------
 
     async def start_scheduler(self) -> SchedulerEndpoint:
-        endpoint = await self.scheduler.start(
+        if self.scheduler == "job":
+            endpoint = await self.scheduler_job.start(
+                idle_timeout=self.idle_timeout, timeout=self.scheduler_start_timeout
+            )
+            self.address = endpoint.address
+            return endpoint
+        endpoint = await self.local_scheduler.start(
             host=self.scheduler_host,
             interface=self.scheduler_interface,
             idle_timeout=self.idle_timeout,
@@ -174,12 +219,16 @@ class BatchBackend(Backend):
         return endpoint
 
     def stopped_for_idleness(self) -> bool:
-        return self.scheduler.stopped_for_idleness(self.idle_timeout)
+        if self.scheduler == "job":
+            return self.scheduler_job.stopped_for_idleness(self.idle_timeout)
+        return self.local_scheduler.stopped_for_idleness(self.idle_timeout)
 
     def pids(self) -> dict[str, int]:
         return self.processes.pids()
 
     def log_tail(self, name: str, lines: int = 15) -> str:
+        if name == SCHEDULER and self.scheduler == "job":
+            return self.scheduler_job.log_tail(lines)
         return self.processes.log_tail(name, lines)
 
     # -- job scripts -------------------------------------------------------------------------------
@@ -234,8 +283,15 @@ class BatchBackend(Backend):
 
     # -- starting and stopping workers ---------------------------------------------------------------
 
-    async def _submit(self, group: WorkerGroup, name: str) -> None:
-        job = self.job(group, name)
+    async def submit(self, job, name: str) -> str:
+        """Submit a dask-jobqueue ``Job`` (its script saved as ``<name>.job.sh``); its job id.
+
+        Raises
+        ------
+        SubmitRefused
+            When the system refuses it or gives no job id.
+        """
+        self.workdir.mkdir(parents=True, exist_ok=True)
         script = self.workdir / f"{name}.job.sh"
         script.write_text(job.job_script())
         command = shlex.split(job.submit_command)
@@ -243,13 +299,18 @@ class BatchBackend(Backend):
             command = ["sh", "-c", f'{job.submit_command} < "$0"', str(script)]
         else:
             command.append(str(script))
-        code, out, err = await run_command(*command, timeout=self.command_timeout)
+        code, out, err = await run_command(*command, timeout=self.command_timeout, env=self.command_env())
+        what = "the scheduler" if name == SCHEDULER else f"worker {name}"
         if code != 0:
-            raise SubmitRefused(f"{command[0]} refused worker {name}: {(err or out).strip()}")
+            raise SubmitRefused(f"{command[0]} refused {what}: {(err or out).strip()}")
         try:
-            job_id = job._job_id_from_submit_output(out)
+            return job._job_id_from_submit_output(out)
         except ValueError:
-            raise SubmitRefused(f"{command[0]} gave no job id for worker {name}: {(err or out).strip()}") from None
+            raise SubmitRefused(f"{command[0]} gave no job id for {what}: {(err or out).strip()}") from None
+
+    async def _submit(self, group: WorkerGroup, name: str) -> None:
+        job_id = await self.submit(self.job(group, name), name)
+        self._ended.pop(name, None)
         self._jobs[name] = job_id
         self._waiting[name] = Waiting("submitted", job_id)
         self._notify_change()
@@ -271,13 +332,22 @@ class BatchBackend(Backend):
         """job id -> state of those of ``job_ids`` the system still lists; None if it did not answer."""
 
     async def _active(self, names: list[str]) -> dict[str, JobState] | None:
-        """Those of ``names`` whose job is still queued or running, with its state."""
+        """Those of ``names`` whose job is still queued or running, with its state.
+
+        The state a listed job has ended in (SLURM: ``NODE_FAIL``, ``TIMEOUT``...) is kept for :meth:`exit_reason`.
+        """
         wanted = {self._jobs[n]: n for n in names if n in self._jobs}
         if not wanted:
             return {}
         jobs = await self.job_states(list(wanted))
         if jobs is None:
             return None
+        for job_id, name in wanted.items():
+            state = jobs.get(job_id)
+            if state is not None and not state.active and state.state:
+                found = from_job_state(job_id, state.state, None, cancelled_by_us=name in self._stopping)
+                if found is not None:
+                    self._ended.setdefault(name, found)
         return {
             name: jobs[job_id]
             for job_id, name in wanted.items()
@@ -364,29 +434,7 @@ class BatchBackend(Backend):
             return
         self._stopping.update(names)
         try:
-            job_ids = [self._jobs[n] for n in names]
-            cancel = shlex.split(self.job_class().cancel_command)
-            code, out, err = await run_command(*cancel, *job_ids, timeout=self.command_timeout)
-            if code != 0:
-                log.warning(
-                    "cluster %s: %s %s: %s", self.cluster_id, cancel[0], " ".join(job_ids), (err or out).strip()
-                )
-            # A cancelled job is listed (SLURM: COMPLETING) until the system has killed and cleaned up after
-            # it, up to its kill grace time after the signal: only then is it gone, and its resources free.
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + self.cancel_timeout
-            while loop.time() < deadline:
-                jobs = await self.job_states(job_ids)
-                if jobs is not None and not any(j.active or j.finishing for j in jobs.values()):
-                    break
-                await asyncio.sleep(0.25)
-            else:
-                log.warning(
-                    "cluster %s: jobs %s still listed %g s after cancelling",
-                    self.cluster_id,
-                    job_ids,
-                    self.cancel_timeout,
-                )
+            await self.cancel_jobs([self._jobs[n] for n in names])
             for name in names:
                 self._jobs.pop(name, None)
                 self._waiting.pop(name, None)
@@ -394,9 +442,29 @@ class BatchBackend(Backend):
         finally:
             self._stopping.difference_update(names)
 
+    async def cancel_jobs(self, job_ids: list[str]) -> None:
+        """Cancel jobs, then wait (up to ``cancel_timeout``) until the system no longer lists them."""
+        cancel = shlex.split(self.job_class().cancel_command)
+        code, out, err = await run_command(*cancel, *job_ids, timeout=self.command_timeout, env=self.command_env())
+        if code != 0:
+            log.warning("cluster %s: %s %s: %s", self.cluster_id, cancel[0], " ".join(job_ids), (err or out).strip())
+        # A cancelled job is listed (SLURM: COMPLETING) until the system has killed and cleaned up after
+        # it, up to its kill grace time after the signal: only then is it gone, and its resources free.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.cancel_timeout
+        while loop.time() < deadline:
+            jobs = await self.job_states(job_ids)
+            if jobs is not None and not any(j.active or j.finishing for j in jobs.values()):
+                return
+            await asyncio.sleep(0.25)
+        log.warning(
+            "cluster %s: jobs %s still listed %g s after cancelling", self.cluster_id, job_ids, self.cancel_timeout
+        )
+
     async def close(self) -> None:
         await self._stop_polling()
         await self.scale_down(list(self._jobs))
+        await self.scheduler_job.cancel()
         await self.processes.stop_all(self.stop_timeout)
         self.address = None
 
@@ -413,7 +481,15 @@ class BatchBackend(Backend):
     # -- what is left behind ---------------------------------------------------------------------------
 
     def exit_reason(self, name: str) -> str | None:
-        return exit_reason(self.worker_log(name))
+        """The state its job ended in (e.g. ``job ended: NODE_FAIL``) and what its log says last."""
+        ended = self._ended.get(name)
+        logged = exit_reason(self.worker_log(name))
+        if ended:
+            return f"{ended[0]}: {ended[1]}" + (f"; {logged}" if logged else "")
+        return logged
+
+    def adopt_system(self, records: dict[str, dict[str, Any]]) -> None:
+        """Take from the job records which queueing system their jobs belong to (see :meth:`job_record_extra`)."""
 
     def job_ids(self) -> dict[str, str]:
         """Job ids by worker name."""
@@ -427,9 +503,10 @@ class BatchBackend(Backend):
 
     def process_records(self) -> dict[str, dict[str, Any]]:
         """The scheduler's PID, and each worker's job id and job name."""
-        records = self.scheduler.record()
+        records = self.scheduler_job.record() if self.scheduler == "job" else self.local_scheduler.record()
+        extra = self.job_record_extra()
         records.update(
-            {name: {"job_id": job_id, "job_name": self.job_name(name)} for name, job_id in self._jobs.items()}
+            {name: {"job_id": job_id, "job_name": self.job_name(name), **extra} for name, job_id in self._jobs.items()}
         )
         return records
 
@@ -440,9 +517,17 @@ class BatchBackend(Backend):
         left alone: the job name must match too.
         """
         self.address = endpoint.address
-        self.scheduler.adopt(endpoint, {n: r for n, r in records.items() if n == SCHEDULER and "pid" in r})
+        self.adopt_system(records)
+        scheduler = records.get(SCHEDULER) or {}
+        if scheduler.get("job_id"):
+            self.scheduler = "job"
+            self.scheduler_job.adopt(endpoint, scheduler)
+        else:
+            self.local_scheduler.adopt(endpoint, {n: r for n, r in records.items() if n == SCHEDULER and "pid" in r})
         jobs = {
-            n: str(r["job_id"]) for n, r in records.items() if r.get("job_id") and r.get("job_name") == self.job_name(n)
+            n: str(r["job_id"])
+            for n, r in records.items()
+            if n != SCHEDULER and r.get("job_id") and r.get("job_name") == self.job_name(n)
         }
         if jobs:
             self._jobs.update(jobs)
@@ -500,7 +585,9 @@ class SGEBackend(BatchBackend):
         return jobs
 
     async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
-        code, out, err = await run_command("qstat", "-xml", "-u", "*", timeout=self.command_timeout)
+        code, out, err = await run_command(
+            "qstat", "-xml", "-u", "*", timeout=self.command_timeout, env=self.command_env()
+        )
         if code != 0:
             return None
         listed = self.parse_qstat_xml(out)
@@ -522,7 +609,7 @@ class PBSBackend(BatchBackend):
 
     async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
         # `qstat JOBID...`: "Job id  Name  User  Time Use S Queue"; state Q (queued), H (held), R, E...
-        code, out, err = await run_command("qstat", *job_ids, timeout=self.command_timeout)
+        code, out, err = await run_command("qstat", *job_ids, timeout=self.command_timeout, env=self.command_env())
         jobs = {}
         for line in out.splitlines():
             fields = line.split()
@@ -551,7 +638,9 @@ class LSFBackend(BatchBackend):
 
     async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
         fmt = "jobid job_name stat pend_reason delimiter='|'"
-        code, out, err = await run_command("bjobs", "-noheader", "-o", fmt, *job_ids, timeout=self.command_timeout)
+        code, out, err = await run_command(
+            "bjobs", "-noheader", "-o", fmt, *job_ids, timeout=self.command_timeout, env=self.command_env()
+        )
         jobs = {}
         for line in out.splitlines():
             parts = line.split("|")
@@ -583,7 +672,14 @@ class HTCondorBackend(BatchBackend):
 
     async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
         code, out, err = await run_command(
-            "condor_q", *job_ids, "-af", "ClusterId", "ProcId", "JobStatus", timeout=self.command_timeout
+            "condor_q",
+            *job_ids,
+            "-af",
+            "ClusterId",
+            "ProcId",
+            "JobStatus",
+            timeout=self.command_timeout,
+            env=self.command_env(),
         )
         if code != 0:
             return None

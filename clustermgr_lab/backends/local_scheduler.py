@@ -17,24 +17,41 @@ IDLE_SHUTDOWN_LOG_LINE = "Scheduler closing after being idle"  # distributed's S
 
 
 def scheduler_command(
-    scheduler_file: Path, host: str = "127.0.0.1", idle_timeout: float | None = None, interface: str | None = None
+    scheduler_file: Path,
+    host: str = "127.0.0.1",
+    idle_timeout: float | None = None,
+    interface: str | None = None,
+    *,
+    dashboard_host: str = "127.0.0.1",
+    python: str = sys.executable,
 ) -> list[str]:
-    """The ``dask scheduler`` command line, on ``interface`` when given, else on ``host`` (dashboard on loopback).
+    """The ``dask scheduler`` command line, on ``interface`` when given, else on ``host``: the one place it is built.
 
-    With ``idle_timeout`` (seconds) it shuts itself down when idle.
+    Its dashboard listens on ``dashboard_host`` (loopback next to the server, which proxies it; ``""``: every
+    interface of a compute node, where the scheduler runs as a batch job). With ``idle_timeout`` (seconds) it
+    shuts itself down when idle. ``python`` runs it (a batch job's: the compute nodes' Python).
     """
     listen = ["--interface", interface] if interface else ["--host", host]
     command = [
-        sys.executable, "-m", "distributed.cli.dask_scheduler",
+        python, "-m", "distributed.cli.dask_scheduler",
         *listen,
         "--port", "0",
-        "--dashboard-address", "127.0.0.1:0",
+        "--dashboard-address", f"{dashboard_host}:0",
         "--scheduler-file", str(scheduler_file),
         "--preload", PRELOAD,
     ]  # fmt: skip
     if idle_timeout:
         command += ["--idle-timeout", f"{idle_timeout:g}s"]
     return command
+
+
+def read_scheduler_file(path: Path) -> dict:
+    """What a scheduler wrote to its scheduler file (address, id, services), or {} while it is not complete."""
+    try:  # the scheduler may not have finished writing the file yet
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) and "address" in info else {}
 
 
 class LocalScheduler:
@@ -81,10 +98,7 @@ class LocalScheduler:
                 await self.processes.stop(SCHEDULER_PROCESS, stop_timeout)
                 raise BackendError(f"the scheduler did not start within {timeout:g} s")
             await asyncio.sleep(0.02)
-            try:  # the scheduler may not have finished writing the file yet
-                info = json.loads(scheduler_file.read_text())
-            except (OSError, ValueError):
-                info = {}
+            info = read_scheduler_file(scheduler_file)
         self.address = info["address"]
         dashboard_port = info.get("services", {}).get("dashboard")
         return SchedulerEndpoint(

@@ -56,17 +56,37 @@ class SlurmBackend(BatchBackend):
         **BATCH_OPTIONS,
         "qos": opt.BackendOption(opt.word, "quality of service (--qos)"),
         "nice": opt.BackendOption(opt.integer, "lower the jobs' priority by this much (--nice)", kind="integer"),
+        "slurm_conf": opt.BackendOption(
+            opt.absolute_path, "the slurm.conf of the SLURM cluster to use (SLURM_CONF for sbatch, squeue, scancel)"
+        ),
     }
     gpu_directive: str | None = "--gres=gpu:{gpus}"  # None where SLURM has no GPU GRES
     qos: str | None = None
     nice: int | None = None
+    slurm_conf: str | None = None  # None: SLURM's default (SLURM_CONF of the server, else /etc/slurm/slurm.conf)
 
     @classmethod
     def job_class(cls):
         return jobqueue_class("slurm", "SLURMJob")
 
+    def command_env(self) -> dict[str, str]:
+        return {"SLURM_CONF": self.slurm_conf} if self.slurm_conf else {}
+
+    def job_record_extra(self) -> dict[str, Any]:
+        return {"slurm_conf": self.slurm_conf} if self.slurm_conf else {}
+
+    def adopt_system(self, records: dict[str, dict[str, Any]]) -> None:
+        """The recorded jobs' SLURM (their ``slurm_conf``) wins: that is where they run, whatever the template says now."""
+        for record in records.values():
+            if record.get("job_id") and record.get("slurm_conf"):
+                self.slurm_conf = record["slurm_conf"]
+                return
+
     def directives(self, group: WorkerGroup) -> list[str]:
-        own = [f"--qos={self.qos}"] if self.qos else []
+        # A job whose node fails ends as NODE_FAIL, reported, and the cluster starts a replacement; a requeued
+        # job would come back later, by SLURM's choice, next to that replacement (a scheduler at a new address).
+        own = ["--no-requeue"]
+        own += [f"--qos={self.qos}"] if self.qos else []
         own += [f"--nice={self.nice}"] if self.nice is not None else []
         return own + super().directives(group)
 
@@ -82,13 +102,26 @@ class SlurmBackend(BatchBackend):
             waits = (reason if reason not in ("", "None") else "queued") if state == "PENDING" else None
             active = state in ACTIVE_STATES
             jobs[job_id] = JobState(
-                job_name, active=active, pending_reason=waits, finishing=not active and state in LISTED_STATES
+                job_name,
+                active=active,
+                pending_reason=waits,
+                finishing=not active and state in LISTED_STATES,
+                state=state or None,
             )
         return jobs
 
     async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
         code, out, err = await run_command(
-            "squeue", "-h", "-o", "%i|%j|%T|%r", "-j", ",".join(job_ids), timeout=self.command_timeout
+            "squeue",
+            "-h",
+            "-o",
+            "%i|%j|%T|%r",
+            "-t",
+            "all",  # also jobs that have just ended (NODE_FAIL, TIMEOUT...): their end state is the worker's exit reason
+            "-j",
+            ",".join(job_ids),
+            timeout=self.command_timeout,
+            env=self.command_env(),
         )
         if code != 0:
             return {} if "Invalid job id" in err else None  # only the first: every id is unknown
@@ -102,11 +135,13 @@ class SlurmBackend(BatchBackend):
     async def final_state(self, name: str, job_id: str) -> tuple[str, str] | None:
         """Why the job ended: ``sacct``'s state (``CANCELLED by 1000``), else ``scontrol``'s, else the job's stderr."""
         code, out, _ = await run_command("sacct", "-n", "-X", "-P", "-o", "State,Reason", "-j", job_id,
-                                         timeout=self.command_timeout)  # fmt: skip
+                                         timeout=self.command_timeout, env=self.command_env())  # fmt: skip
         line = out.strip().splitlines()[0] if code == 0 and out.strip() else ""
         state, _, reason = line.partition("|")
         if not state:  # no accounting ("Slurm accounting storage is disabled"): the controller's memory
-            code, out, _ = await run_command("scontrol", "show", "job", "-o", job_id, timeout=self.command_timeout)
+            code, out, _ = await run_command(
+                "scontrol", "show", "job", "-o", job_id, timeout=self.command_timeout, env=self.command_env()
+            )
             fields = dict(SCONTROL_FIELD.findall(out)) if code == 0 else {}
             state, reason = fields.get("JobState", ""), fields.get("Reason")
         found = from_job_state(job_id, state, reason, cancelled_by_us=False) if state else None
