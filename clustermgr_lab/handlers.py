@@ -51,6 +51,14 @@ class ClusterHandler(BaseHandler):
         self.reply(self.manager.describe(cluster), status=202)
 
 
+class RestartHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    def post(self, cluster_id: str) -> None:
+        cluster = self.manager.restart(cluster_id)
+        self.reply(self.manager.describe(cluster), status=202)
+
+
 class EventsHandler(BaseHandler):
     @web.authenticated
     @authorized
@@ -61,7 +69,8 @@ class EventsHandler(BaseHandler):
 class TemplatesHandler(BaseHandler):
     @web.authenticated
     @authorized
-    def get(self) -> None:
+    async def get(self) -> None:
+        await self.manager.check_backends()
         self.reply({"templates": self.manager.list_templates(), "limits": self.manager.limits()})
 
 
@@ -87,6 +96,7 @@ def route_table() -> list[tuple[str, type]]:
         (url_path_join(api, "clusters"), ClustersHandler),
         (url_path_join(api, "clusters", cluster_id), ClusterHandler),
         (url_path_join(api, "clusters", cluster_id, "events"), EventsHandler),
+        (url_path_join(api, "clusters", cluster_id, "restart"), RestartHandler),
         (url_path_join(api, "templates"), TemplatesHandler),
         (url_path_join(api, "status"), StatusHandler),
         (url_path_join(api, "stream"), StreamHandler),

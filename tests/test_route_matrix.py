@@ -22,6 +22,7 @@ MATRIX = {
     r"clustermgr/api/clusters": {"GET", "POST", "OPTIONS"},
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)": {"GET", "PATCH", "DELETE", "OPTIONS"},
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/events": {"GET", "OPTIONS"},
+    r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/restart": {"POST", "OPTIONS"},
     r"clustermgr/api/templates": {"GET", "OPTIONS"},
     r"clustermgr/api/status": {"GET", "OPTIONS"},
     r"clustermgr/api/openapi.json": {"GET", "OPTIONS"},
