@@ -33,6 +33,7 @@ const CARD_MENU = [
   CommandIDs.adapt,
   CommandIDs.editSpec,
   CommandIDs.showEvents,
+  CommandIDs.restart,
   CommandIDs.shutdown
 ];
 

@@ -146,6 +146,19 @@ export interface IEvent {
   before: number | null;
   after: number | null;
   source: 'manual' | 'adaptive' | 'spec' | 'system' | null;
+  /** Why a worker left, when that is known (a departure that is bad news). */
+  cause?: IEventCause;
+}
+
+/**
+ * The machine-readable reason of an event (e.g. a worker killed by the OOM
+ * killer, or its batch job ending on a node failure).
+ */
+export interface IEventCause {
+  kind: string;
+  worker?: string | null;
+  group?: string | null;
+  detail?: string | null;
 }
 
 /**
@@ -232,6 +245,10 @@ export interface ITemplate {
   idle_timeout?: number | null;
   /** What clusters of this template allow. */
   capabilities?: ICapabilities;
+  /** Whether its backend can work on this server now (absent: it can). */
+  available?: boolean;
+  /** Why it cannot, when it cannot. */
+  unavailable_reason?: string | null;
 }
 
 /**
@@ -354,5 +371,11 @@ export type StreamMessage =
       status?: IServerStatus;
     }
   | { type: 'status'; seq: number; status: IServerStatus }
-  | { type: 'added' | 'changed'; seq: number; cluster: ICluster }
+  | {
+      type: 'added' | 'changed';
+      seq: number;
+      cluster: ICluster;
+      /** The cluster's events since its previous message (absent: none). */
+      events?: IEvent[];
+    }
   | { type: 'removed'; seq: number; id: string };
