@@ -225,13 +225,14 @@ class ClusterManager(LoggingConfigurable):
             record = {**record, "status": FAILED, "error": f"unknown backend {record['backend']!r}"}
             backend_class = BACKENDS["local"]
         # An attached cluster's backend is its scheduler's address; it is re-attached if that scheduler (same id) answers.
-        extra = {"address": record["scheduler_address"]} if issubclass(backend_class, ExternalBackend) else {}
+        external = issubclass(backend_class, ExternalBackend)
+        extra = {"address": record["scheduler_address"]} if external else {}
         cluster = self._new_cluster(
             record["id"],
             record["name"],
             record["template"],
             self._backend_factory(backend_class, record["id"], options=self._stored_backend_options(record), **extra),
-            parse_spec(record["spec"]),
+            WorkerSpec(()) if external else parse_spec(record["spec"]),  # an external one's workers are not ours
             self._context(Path(record["workdir"]), record.get("idle_timeout")),
         )
         cluster.restore(record)
