@@ -179,6 +179,22 @@ def parse_adapt_off(data: Mapping[str, Any], spec: WorkerSpec, *, field_name: st
     return spec.group(group_name, f"{field_name}.group").name
 
 
+def held_data_note(load: Load) -> str:
+    """Why adaptive mode keeps workers that hold data: the cluster is busy with tasks, or a client still holds results.
+
+    Examples
+    --------
+    >>> held_data_note(Load(ready=3, busy={"w1": 2}))
+    'cannot shrink yet: the cluster is busy (5 tasks running or queued)'
+    >>> held_data_note(Load())
+    'cannot shrink: workers hold data a client still references'
+    """
+    tasks = load.ready + sum(load.busy.values())
+    if tasks:
+        return f"cannot shrink yet: the cluster is busy ({counted(tasks, 'task')} running or queued)"
+    return "cannot shrink: workers hold data a client still references"
+
+
 @dataclass(frozen=True)
 class Load:
     """What the scheduler reports about its work, as read by the scheduler preload.
@@ -265,7 +281,7 @@ class AdaptivePolicy:
                     continue
                 if group.is_general and total_desired < load.workers_holding_data:
                     self._low_streak[group.name] = 0
-                    notes.append((group.name, "cannot shrink: workers hold data a client still references"))
+                    notes.append((group.name, held_data_note(load)))
                     continue
                 streak = self._low_streak.get(group.name, 0) + 1
                 self._low_streak[group.name] = streak

@@ -43,6 +43,11 @@ __all__ = [
 ]  # fmt: skip
 
 
+def _reason(exc: BaseException) -> str:
+    """An exception as words: its message, or its type's name when it has none (e.g. a bare timeout)."""
+    return str(exc).strip() or type(exc).__name__
+
+
 def _shape_to_json(shape: tuple) -> list:
     threads, memory, resources = shape
     return [threads, memory, [list(item) for item in resources]]
@@ -112,6 +117,7 @@ class ManagedCluster:
         self._config_parent = config_parent
         self.options: dict[str, Any] = {}  # the template's user options, as set at creation
         self.idle_timeout = context.idle_timeout
+        self._released = asyncio.Event()  # set once a failed or stopped cluster has stopped what was left of it
         self.backend = backend(replace(context, on_worker_exit=self._worker_exited, on_change=self._changed))
         self.reconciler = Reconciler(
             cluster_id,
@@ -392,6 +398,38 @@ class ManagedCluster:
             cpu=sum(m["cpu"] for m in measured.values()) / 100,
         )
 
+    async def reattach(self) -> None:
+        """Attach a stored external cluster again after a server restart, when its scheduler answers with its stored id.
+
+        Otherwise it ends ``failed`` with the reason; it is never stopped (it is not ours).
+        """
+        if self.lifecycle != PENDING:  # stored failed or stopped: listed as it was, until restarted or removed
+            self._released.set()
+            return
+        stored_id = self.endpoint.scheduler_id if self.endpoint else None
+        try:
+            endpoint = await self.backend.start_scheduler()
+        except Exception as exc:
+            await self._fail(f"could not attach it again after the server restarted: {_reason(exc)}")
+            return
+        if stored_id and endpoint.scheduler_id != stored_id:
+            await self._fail(
+                f"{endpoint.address} now answers with another scheduler (id {endpoint.scheduler_id}, not {stored_id})"
+            )
+            return
+        self.endpoint = endpoint
+        try:
+            self._link = self._new_link()
+            await self._link.start()
+        except Exception as exc:
+            await self._fail(f"could not attach it again after the server restarted: {_reason(exc)}")
+            return
+        self.lifecycle = RUNNING
+        self.events.lifecycle(f"attached again after a server restart: scheduler {endpoint.address}")
+        self.reconciler.start()
+        self.adaptive.start()
+        self._changed()
+
     def _new_link(self) -> SchedulerLink:
         """The link to this cluster's scheduler: its worker stream and heartbeat feed the reconciler."""
         link = getattr(self.backend, "scheduler_link", SchedulerLink)  # foreign schedulers: observed by polling
@@ -453,7 +491,8 @@ class ManagedCluster:
                 await self._link.start()
         except Exception as exc:
             if self.lifecycle == PENDING:
-                await self._fail(f"could not start the scheduler: {exc}")
+                action = "start the scheduler" if self.backend.capabilities.can_stop else "attach it"
+                await self._fail(f"could not {action}: {_reason(exc)}")
             return
         if self.lifecycle != PENDING:  # deleted while starting: close() may already have torn down
             await self._teardown()
@@ -492,6 +531,11 @@ class ManagedCluster:
         await self.backend.close()
         self.reconciler.clear()
         self.usage.update(self.reconciler.usage_rates())  # its usage stops here (pushed with the next change)
+        self._released.set()
+
+    async def released(self) -> None:
+        """Wait until what was left of this (failed or stopped) cluster has been stopped, e.g. before a restart."""
+        await self._released.wait()
 
     async def close(self) -> None:
         """Stop every worker and the scheduler; the cluster ends ``stopped``."""

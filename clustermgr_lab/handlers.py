@@ -53,6 +53,14 @@ class ClusterHandler(BaseHandler):
         self.reply(self.manager.describe(cluster), status=202)
 
 
+class RestartHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    def post(self, cluster_id: str) -> None:
+        cluster = self.manager.restart(cluster_id)
+        self.reply(self.manager.describe(cluster), status=202)
+
+
 class EventsHandler(BaseHandler):
     @web.authenticated
     @authorized
@@ -93,7 +101,8 @@ class UsageHandler(BaseHandler):
 class TemplatesHandler(BaseHandler):
     @web.authenticated
     @authorized
-    def get(self) -> None:
+    async def get(self) -> None:
+        await self.manager.check_backends()
         self.reply({"templates": self.manager.list_templates(), "limits": self.manager.limits()})
 
 
@@ -125,6 +134,7 @@ def route_table() -> list[tuple[str, type]]:
         (url_path_join(api, "clusters", cluster_id, "logs", log_name, "follow"), LogFollowHandler),
         (url_path_join(api, "clusters", cluster_id, "timeline"), TimelineHandler),
         (url_path_join(api, "usage"), UsageHandler),
+        (url_path_join(api, "clusters", cluster_id, "restart"), RestartHandler),
         (url_path_join(api, "templates"), TemplatesHandler),
         (url_path_join(api, "status"), StatusHandler),
         (url_path_join(api, "stream"), StreamHandler),

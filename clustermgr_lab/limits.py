@@ -49,9 +49,10 @@ class Limits:
             where = f"{groups_field}[{i}]" if groups_field else field_name
             if self.gpus_per_worker is not None and group.gpus > self.gpus_per_worker:
                 have = f"{self.gpus_per_worker} GPU{'s' if self.gpus_per_worker != 1 else ''}"
+                asks = f"{group.gpus} GPU{'s' if group.gpus != 1 else ''}"
                 raise InvalidRequest(
-                    f"group {group.name!r} asks for {group.gpus} GPUs per worker; {self.where} has {have} "
-                    "(ClusterManager.gpus declares GPUs that were not detected)",
+                    f"group {group.name!r} asks for {asks} per worker, but {self.where} has {have}"
+                    + ("" if self.gpus_per_worker else "; ask your administrator for a template with GPUs"),
                     f"{where}.gpus" if groups_field else where,
                 )
             if self.memory_per_worker is not None and group.memory > self.memory_per_worker:

@@ -21,6 +21,7 @@ from traitlets.config import LoggingConfigurable
 
 from . import metrics, requests
 from .adaptive import AdaptivePolicy
+from .availability import submit_command, unavailable_reason
 from .backends import BACKENDS, Backend, BackendContext, Capabilities, ExternalBackend, WarmLauncher
 from .backends.base import SCHEDULER_PROCESS, SchedulerEndpoint
 from .cluster import FAILED, PENDING, RUNNING, STOPPED, STOPPING, ManagedCluster
@@ -36,7 +37,10 @@ from .templates import Template, builtin_templates, labextension_template, parse
 from .usage import MAX_DAYS, daily_summary
 
 Listener = Callable[[dict], None]
+ATTACHED = "attached"  # the template of clusters attached by their scheduler's address
+DISCOVERED = "discovered"  # the template of clusters found in a kernel of this server
 STORE_RETRY_SECONDS = 2.0
+AVAILABILITY_TTL = 10.0  # seconds a check of the backends' commands and controllers is reused
 
 
 class ClusterManager(LoggingConfigurable):
@@ -168,6 +172,9 @@ class ClusterManager(LoggingConfigurable):
         # next to the store: keys stay valid across restarts, so restored dashboard tabs keep working
         self.dashboard_keys = DashboardKeys(Path(self.store_path).parent / "dashboard-secret", log=self.log)
         self._events_written: dict[str, int] = {}
+        self._unavailable: dict[str, str | None] = {}  # backend -> why it cannot work here (None: it can)
+        self._availability_checked = 0.0
+        self._events_pushed: dict[str, int] = {}  # per cluster: events appended when its last message went out
         self._stored: list[tuple[ManagedCluster, dict]] = []
         self._unrestorable: list[dict] = []
         self._unforgotten: dict[str, Path | None] = {}  # deleted clusters the store could not forget yet
@@ -235,16 +242,19 @@ class ClusterManager(LoggingConfigurable):
             record = {**record, "status": FAILED, "error": f"unknown backend {record['backend']!r}"}
             backend_class = BACKENDS["local"]
         # An attached cluster's backend is its scheduler's address; it is re-attached if that scheduler (same id) answers.
-        extra = {"address": record["scheduler_address"]} if issubclass(backend_class, ExternalBackend) else {}
+        external = issubclass(backend_class, ExternalBackend)
+        extra = {"address": record["scheduler_address"]} if external else {}
         cluster = self._new_cluster(
             record["id"],
             record["name"],
             record["template"],
             self._backend_factory(backend_class, record["id"], options=self._stored_backend_options(record), **extra),
-            parse_spec(record["spec"]),
+            WorkerSpec(()) if external else parse_spec(record["spec"]),  # an external one's workers are not ours
             self._context(Path(record["workdir"]), record.get("idle_timeout")),
         )
         cluster.restore(record)
+        if isinstance(cluster.backend, ExternalBackend):
+            self._watch_duplicates(cluster)
         self._events_written[cluster.id] = cluster.events.appended
         self._clusters[cluster.id] = cluster
         return cluster
@@ -256,7 +266,10 @@ class ClusterManager(LoggingConfigurable):
 
         async def readopt(cluster: ManagedCluster, record: dict) -> None:
             try:
-                await cluster.readopt(record)
+                if isinstance(cluster.backend, ExternalBackend):
+                    await cluster.reattach()
+                else:
+                    await cluster.readopt(record)
             except Exception:
                 self.log.exception("cluster %s: re-adoption failed", cluster.id)
                 return
@@ -350,10 +363,29 @@ class ClusterManager(LoggingConfigurable):
         return self.get(cluster_id).timeline.to_dict()
 
     def list_templates(self) -> list[dict[str, Any]]:
+        """The templates, each with its backend's capabilities and whether it can work here (as last checked)."""
         return [
-            {**t.to_dict(), "capabilities": BACKENDS[t.backend].capabilities.to_dict()}
+            {
+                **t.to_dict(),
+                "capabilities": BACKENDS[t.backend].capabilities.to_dict(),
+                "available": self._unavailable.get(t.backend) is None,
+                "unavailable_reason": self._unavailable.get(t.backend),
+            }
             for t in self._templates.values()
         ]
+
+    async def check_backends(self) -> None:
+        """Check, in a thread, whether the templates' backends can work here; at most every ``AVAILABILITY_TTL`` s."""
+        loop = asyncio.get_running_loop()
+        if self._availability_checked and loop.time() - self._availability_checked < AVAILABILITY_TTL:
+            return
+        submits = {t.backend: submit_command(BACKENDS[t.backend]) for t in self._templates.values()}
+
+        def check() -> dict[str, str | None]:
+            return {name: unavailable_reason(name, submit) for name, submit in submits.items()}
+
+        self._unavailable = await loop.run_in_executor(None, check)
+        self._availability_checked = loop.time()
 
     def status(self) -> dict[str, Any]:
         """The health of what the manager depends on: whether its store can be written now."""
@@ -423,7 +455,7 @@ class ClusterManager(LoggingConfigurable):
             sample_interval=self.timeline_interval,
         )
 
-    def attach(self, address: str, name: str | None = None, origin: str = "attached") -> ManagedCluster:
+    def attach(self, address: str, name: str | None = None, origin: str = ATTACHED) -> ManagedCluster:
         """List a cluster started elsewhere (backend ``external``); returns it ``pending`` while its scheduler is reached.
 
         Its workers are observed, never started or stopped; deleting it detaches.
@@ -446,20 +478,74 @@ class ClusterManager(LoggingConfigurable):
             WorkerSpec(()),
             BackendContext(Path(self.workdir) / cluster_id),
         )
+        self._watch_duplicates(cluster)
+        self._register(cluster)
+        self.log.info("cluster %s (%s) %s: scheduler %s", cluster_id, name, origin, address)
+        return cluster
+
+    def restart(self, cluster_id: str) -> ManagedCluster:
+        """Start a failed or stopped cluster again: same id, name, template, Worker Spec, options and adaptive
+        settings, its history kept. An attached cluster is attached again at the same address.
+
+        Returns the new cluster, ``pending``; it starts in the background once what was left of the old one is stopped.
+        """
+        old = self.get(cluster_id)
+        if old.lifecycle not in (FAILED, STOPPED):
+            raise Conflict(f"cannot restart cluster {old.name!r}: it is {old.status}, not failed or stopped", "status")
+        if old.template == DISCOVERED:
+            raise Conflict(
+                f"cannot restart cluster {old.name!r}: it was started in a notebook; it is listed again when that "
+                "notebook starts it",
+                "status",
+            )
+        if self._kept_in_store(old):
+            self._require_writable_store(f"restart cluster {old.name!r}")
+        self._check_cluster_limit()
+        if isinstance(old.backend, ExternalBackend):
+            factory = self._backend_factory(ExternalBackend, old.id, address=old.backend.address)
+        else:
+            record = old.to_record()
+            factory = self._backend_factory(
+                BACKENDS[old.backend.name], old.id, options=self._stored_backend_options(record)
+            )
+        cluster = self._new_cluster(
+            old.id, old.name, old.template, factory, old.spec, self._context(old.backend.workdir, old.idle_timeout)
+        )
+        if isinstance(old.backend, ExternalBackend):
+            self._watch_duplicates(cluster)
+        cluster.options = dict(old.options)
+        cluster.events.restore(list(old.events))
+        cluster.events.lifecycle("restarted: same name, Worker Spec and options")
+        if old.adapt is not None:
+            cluster.adapt_to(old.adapt)
+        self._clusters[cluster.id] = cluster
+        self._events_written[cluster.id] = 0
+        self._events_pushed[cluster.id] = 0
+        self._persist(cluster)
+        self._emit(self._cluster_message("changed", cluster))
+
+        async def start_when_released() -> None:
+            await old.released()
+            if self._clusters.get(cluster.id) is cluster and cluster.lifecycle == PENDING:
+                await cluster.start()
+
+        self._spawn(start_when_released())
+        self.log.info("cluster %s (%s) restarted", cluster.id, cluster.name)
+        return cluster
+
+    def _watch_duplicates(self, cluster: ManagedCluster) -> None:
+        """Let an external cluster's backend refuse a scheduler that another listed cluster already has."""
         cluster.backend.listed_as = lambda scheduler_id: next(
             (
                 c.name
                 for c in self._clusters.values()
-                if c.id != cluster_id
+                if c.id != cluster.id
                 and c.endpoint
                 and c.endpoint.scheduler_id == scheduler_id
                 and c.lifecycle not in (STOPPED, FAILED)
             ),
             None,
         )
-        self._register(cluster)
-        self.log.info("cluster %s (%s) %s: scheduler %s", cluster_id, name, origin, address)
-        return cluster
 
     def _check_cluster_limit(self) -> None:
         """Refuse a new cluster past ``max_clusters``: attached and discovered ones count too, stopping ones until gone."""
@@ -472,7 +558,7 @@ class ClusterManager(LoggingConfigurable):
     def _register(self, cluster: ManagedCluster) -> None:
         self._clusters[cluster.id] = cluster
         self._persist(cluster)
-        self._emit({"type": "added", "cluster": self.describe(cluster)})
+        self._emit(self._cluster_message("added", cluster))
         self._spawn(cluster.start())
 
     def unique_name(self, base: str) -> str:
@@ -557,6 +643,7 @@ class ClusterManager(LoggingConfigurable):
         cluster = self._clusters.pop(cluster_id, None)
         self._dirty.discard(cluster_id)
         self._events_written.pop(cluster_id, None)
+        self._events_pushed.pop(cluster_id, None)
         self._write_delete(cluster_id, cluster.backend.workdir if cluster else None)
         self._emit({"type": "removed", "id": cluster_id})
 
@@ -622,14 +709,24 @@ class ClusterManager(LoggingConfigurable):
         for cluster_id in dirty:
             if cluster_id in self._clusters:
                 self._persist(self._clusters[cluster_id])
-                self._emit({"type": "changed", "cluster": self.describe(self._clusters[cluster_id])}, flush=False)
+                self._emit(self._cluster_message("changed", self._clusters[cluster_id]), flush=False)
+
+    def _cluster_message(self, kind: str, cluster: ManagedCluster) -> dict[str, Any]:
+        """An ``added`` or ``changed`` stream message: the cluster, and its events since its previous message."""
+        message: dict[str, Any] = {"type": kind, "cluster": self.describe(cluster)}
+        events = cluster.events.since(self._events_pushed.get(cluster.id, 0))
+        self._events_pushed[cluster.id] = cluster.events.appended
+        if events:
+            message["events"] = [e.to_dict() for e in events]
+        return message
 
     # -- the store -------------------------------------------------------------------------------
 
     def _persist(self, cluster: ManagedCluster) -> None:
         """Hand a snapshot of the cluster (and its new events) to the store's writer thread.
 
-        Clusters only attached here (started elsewhere) are not stored: they are not ours to re-adopt.
+        Clusters discovered in a kernel are not stored (they leave with their kernel); attached ones are,
+        so that a restarted server attaches them again.
         """
         if not self._kept_in_store(cluster):
             return
@@ -641,12 +738,12 @@ class ClusterManager(LoggingConfigurable):
 
     @staticmethod
     def _kept_in_store(cluster: ManagedCluster) -> bool:
-        """Whether the store keeps the cluster: every cluster whose processes are ours to stop.
+        """Whether the store keeps the cluster: every cluster whose processes are ours to stop, and those attached.
 
         Those a restarted server cannot re-adopt are kept too, so that it says why they ended and
-        stops what is left of them.
+        stops what is left of them; clusters attached by address are attached again.
         """
-        return cluster.backend.capabilities.can_stop
+        return cluster.backend.capabilities.can_stop or cluster.template == ATTACHED
 
     def _events_unwritten(self, cluster_id: str, written: int) -> None:
         """A save failed: its events go with the next save (e.g. once the store can be written again)."""
@@ -687,8 +784,7 @@ class ClusterManager(LoggingConfigurable):
 
     async def create_durably(self, body: Any) -> ManagedCluster:
         """:meth:`create`, once a write has shown that the store can record the new cluster."""
-        if not (isinstance(body, Mapping) and "attach" in body):  # attached clusters are not stored
-            await self.ensure_store_writable()
+        await self.ensure_store_writable()
         return self.create(body)
 
     async def update_durably(self, cluster_id: str, body: Any) -> dict[str, Any]:

@@ -1,10 +1,12 @@
 /**
- * Commands that change a cluster: scale, adaptive mode, Worker Spec, and
- * shut down (or detach, for a cluster this server cannot stop).
+ * Commands that change a cluster: scale, adaptive mode, Worker Spec, restart
+ * (a failed or stopped one), and shut down (or detach, for a cluster this
+ * server cannot stop; remove, for one that has ended).
  */
 import { Dialog, showDialog } from '@jupyterlab/apputils';
 
 import { capabilitiesOf, offReason } from './capabilities';
+import { canRestart, hasEnded, removalLabel, restartLabel } from './cardstate';
 import { ICommandContext } from './commandcontext';
 import { showAdaptiveDialog, showScaleDialog, showSpecDialog } from './dialogs';
 import { plural } from './format';
@@ -48,9 +50,47 @@ export function addClusterCommands(context: ICommandContext): void {
     }
   });
 
+  commands.addCommand(CommandIDs.restart, {
+    label: args => {
+      const cluster = target(args);
+      return `${cluster ? restartLabel(cluster) : 'Restart'}…`;
+    },
+    caption: 'Start the cluster again: same name, Worker Spec and options',
+    isEnabled: args => {
+      const cluster = target(args);
+      return !!cluster && canRestart(cluster);
+    },
+    isVisible: args => {
+      const cluster = target(args);
+      return !cluster || canRestart(cluster);
+    },
+    execute: async args => {
+      const cluster = target(args);
+      if (!cluster || !canRestart(cluster)) {
+        return;
+      }
+      await tryRequest(
+        `Could not ${restartLabel(cluster).toLowerCase()} ${cluster.name}`,
+        () => model.restartCluster(cluster.id)
+      );
+    }
+  });
+
   commands.addCommand(CommandIDs.shutdown, {
-    label: 'Shut Down…',
-    caption: 'Stop the scheduler and all workers of the cluster',
+    label: args => {
+      const cluster = target(args);
+      const label = cluster ? removalLabel(cluster) : 'Shut down';
+      return label === 'Shut down' ? 'Shut Down…' : `${label}…`;
+    },
+    caption: args => {
+      const cluster = target(args);
+      if (cluster && hasEnded(cluster)) {
+        return 'Take the cluster off the list, with its history';
+      }
+      return cluster && !capabilitiesOf(cluster).can_stop
+        ? 'Take the cluster off the list; it keeps running where it was started'
+        : 'Stop the scheduler and all workers of the cluster';
+    },
     isEnabled: args => {
       const status = target(args)?.status;
       return !!status && status !== 'stopping'; // a stopped (idle) cluster is removed
@@ -60,21 +100,26 @@ export function addClusterCommands(context: ICommandContext): void {
       if (!cluster) {
         return;
       }
-      const detach = !capabilitiesOf(cluster).can_stop;
+      const action = removalLabel(cluster);
+      const body = {
+        Remove: 'It leaves this list, with its history.',
+        Detach:
+          'It leaves this list; its scheduler and workers keep running where they were started.',
+        'Shut down':
+          `Its scheduler and ${plural(cluster.workers.requested, 'worker')} stop, and ` +
+          'clients connected to it lose their data.'
+      }[action];
       const result = await showDialog({
-        title: `${detach ? 'Detach' : 'Shut down'} ${cluster.name}?`,
-        body: detach
-          ? 'It leaves this list; its scheduler and workers keep running where they were started.'
-          : `Its scheduler and ${plural(cluster.workers.requested, 'worker')} stop, and ` +
-            'clients connected to it lose their data.',
-        buttons: [
-          Dialog.cancelButton(),
-          Dialog.warnButton({ label: detach ? 'Detach' : 'Shut down' })
-        ]
+        title: `${action} ${cluster.name}?`,
+        body,
+        buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: action })],
+        // Enter keeps the cluster: destroying it takes a deliberate click.
+        defaultButton: 0
       });
       if (result.button.accept) {
-        await tryRequest(`Could not shut down ${cluster.name}`, () =>
-          model.shutdownCluster(cluster.id)
+        await tryRequest(
+          `Could not ${action.toLowerCase()} ${cluster.name}`,
+          () => model.shutdownCluster(cluster.id)
         );
       }
     }

@@ -5,7 +5,7 @@
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
-import { capabilitiesOf } from './capabilities';
+import { whyNotScalable } from './cardstate';
 import { ClustersModel } from './model';
 import { ICluster } from './types';
 
@@ -28,7 +28,8 @@ export interface ICommandContext {
    */
   reachable(args: ReadonlyPartialJSONObject): boolean;
   /**
-   * Whether it can be scaled (reachable, and its backend allows it).
+   * Whether it can be scaled (running or starting with a scheduler, and its
+   * backend allows it).
    */
   scalable(args: ReadonlyPartialJSONObject): boolean;
 }
@@ -50,7 +51,7 @@ export function commandContext(
   // A cluster started elsewhere is observed, never scaled.
   const scalable = (args: ReadonlyPartialJSONObject) => {
     const cluster = target(args);
-    return !!cluster?.scheduler_address && capabilitiesOf(cluster).can_scale;
+    return !!cluster && whyNotScalable(cluster) === null;
   };
   return { app, model, target, reachable, scalable };
 }

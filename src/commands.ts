@@ -34,6 +34,7 @@ const CARD_MENU = [
   CommandIDs.editSpec,
   CommandIDs.showEvents,
   CommandIDs.showLogs,
+  CommandIDs.restart,
   CommandIDs.shutdown
 ];
 

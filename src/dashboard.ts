@@ -192,7 +192,8 @@ export class DashboardView extends Widget {
       this._frame = null;
     }
     this.addClass('cm-mod-gone');
-    this._message.textContent = `Cluster ${name} is gone (${reason}); this ${
+    const cluster = /^cluster\b/i.test(name) ? name : `Cluster ${name}`;
+    this._message.textContent = `${cluster} is gone (${reason}); this ${
       this.path === STATUS_PATH ? 'dashboard' : 'plot'
     } no longer updates.`;
   }

@@ -4,13 +4,17 @@
  */
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { onlyObserved } from './capabilities';
 import { ClustersModel } from './model';
 
 /**
  * Which clusters went, and whether the connection was down meanwhile.
  */
 export interface IGoneReport {
+  /** Clusters this server ran: gone with their workers. */
   names: string[];
+  /** Clusters started elsewhere (attached, discovered): they may still run there. */
+  observed: string[];
   afterOutage: boolean;
 }
 
@@ -55,11 +59,17 @@ export class GoneTracker {
         return;
       case 'snapshot':
       case 'refresh': {
-        const names = Array.from(this._known.entries())
-          .filter(([id]) => !model.get(id))
-          .map(([, name]) => name);
-        if (names.length > 0) {
-          this._report = { names, afterOutage: this._outage };
+        const gone = Array.from(this._known.entries()).filter(
+          ([id]) => !model.get(id)
+        );
+        const names = gone
+          .filter(([, c]) => !c.observed)
+          .map(([, c]) => c.name);
+        const observed = gone
+          .filter(([, c]) => c.observed)
+          .map(([, c]) => c.name);
+        if (gone.length > 0) {
+          this._report = { names, observed, afterOutage: this._outage };
           this._changed.emit();
         }
         if (change.type === 'snapshot') {
@@ -79,11 +89,16 @@ export class GoneTracker {
   }
 
   private _remember(model: ClustersModel): void {
-    this._known = new Map(model.clusters.map(c => [c.id, c.name]));
+    this._known = new Map(
+      model.clusters.map(c => [
+        c.id,
+        { name: c.name, observed: onlyObserved(c) }
+      ])
+    );
   }
 
   private _model: ClustersModel;
-  private _known = new Map<string, string>();
+  private _known = new Map<string, { name: string; observed: boolean }>();
   private _outage = false;
   private _report: IGoneReport | null = null;
   private _changed = new Signal<this, void>(this);

@@ -14,6 +14,7 @@ import { addCommands, IPreferences } from './commands';
 import { acceptClusterDrops } from './drop';
 import { addDashboardCommands } from './dashboardcommands';
 import { ClustersModel } from './model';
+import { BadNewsNotifier } from './notifications';
 import { ClusterSidebar } from './sidebar';
 import { CommandIDs, IClustersModel, PLUGIN_ID } from './tokens';
 
@@ -74,6 +75,7 @@ const plugin: JupyterFrontEndPlugin<IClustersModel> = {
       activate: id => app.shell.activateById(id)
     });
     addDashboardCommands({ app, model, restorer });
+    new BadNewsNotifier(model, app.commands); // lives as long as the page
     model.start();
 
     if (palette) {

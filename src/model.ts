@@ -17,6 +17,7 @@ import {
   IClusterList,
   IAttachClusterRequest,
   ICreateClusterRequest,
+  IEvent,
   ILimits,
   IServerStatus,
   ITemplate,
@@ -223,6 +224,22 @@ export class ClustersModel implements IClustersModel {
   }
 
   /**
+   * Ask the server to start a failed or stopped cluster again (same id, name
+   * and spec). Resolves with the cluster, pending.
+   */
+  async restartCluster(id: string): Promise<ICluster> {
+    const cluster = await requestAPI<ICluster>(
+      `clusters/${encodeURIComponent(id)}/restart`,
+      { method: 'POST' },
+      this._settings
+    );
+    if (!this._connected && cluster?.id) {
+      this._upsert(cluster, 'changed');
+    }
+    return cluster;
+  }
+
+  /**
    * Ask the server to shut a cluster down. It leaves the list when stopped.
    */
   async shutdownCluster(id: string): Promise<ICluster | undefined> {
@@ -398,7 +415,7 @@ export class ClustersModel implements IClustersModel {
       case 'added':
       case 'changed':
         this._removed.delete(message.cluster.id);
-        this._upsert(message.cluster, message.type);
+        this._upsert(message.cluster, message.type, message.events);
         break;
       case 'removed':
         this._remove(message.id);
@@ -444,11 +461,15 @@ export class ClustersModel implements IClustersModel {
     this._changed.emit({ type });
   }
 
-  private _upsert(cluster: ICluster, type: 'added' | 'changed'): void {
+  private _upsert(
+    cluster: ICluster,
+    type: 'added' | 'changed',
+    events?: IEvent[]
+  ): void {
     this._clusters.set(cluster.id, cluster);
     this._record(cluster);
     this._loaded = true;
-    this._changed.emit({ type, id: cluster.id });
+    this._changed.emit({ type, id: cluster.id, events });
   }
 
   /**

@@ -13,6 +13,7 @@ import {
   ICluster,
   IClusterChange,
   ICreateClusterRequest,
+  IEvent,
   ILimits,
   ITemplate,
   PatchClusterRequest
@@ -139,6 +140,8 @@ export namespace IClustersModel {
       | 'error';
     /** The cluster concerned, for added/changed/removed. */
     id?: string;
+    /** The cluster's events since its previous change (added/changed, from the stream). */
+    events?: ReadonlyArray<IEvent>;
   }
 }
 
@@ -155,6 +158,7 @@ export namespace CommandIDs {
   export const adapt = 'clustermgr:adapt';
   export const editSpec = 'clustermgr:edit-spec';
   export const shutdown = 'clustermgr:shutdown';
+  export const restart = 'clustermgr:restart';
   export const showEvents = 'clustermgr:show-events';
   export const showLogs = 'clustermgr:show-logs';
   export const openPlot = 'clustermgr:open-plot';

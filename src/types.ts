@@ -198,6 +198,9 @@ export interface ILogChunk {
   message?: string;
 }
 
+/** The cause of an event, as the bad-news notifications read it. */
+export type IEventCause = ICause;
+
 /**
  * What a cluster's backend allows (the same for every cluster of a template).
  * The sidebar reads these, never backend names.
@@ -345,6 +348,10 @@ export interface ITemplate {
   idle_timeout?: number | null;
   /** What clusters of this template allow. */
   capabilities?: ICapabilities;
+  /** Whether its backend can work on this server now (absent: it can). */
+  available?: boolean;
+  /** Why it cannot, when it cannot. */
+  unavailable_reason?: string | null;
 }
 
 /**
@@ -467,5 +474,11 @@ export type StreamMessage =
       status?: IServerStatus;
     }
   | { type: 'status'; seq: number; status: IServerStatus }
-  | { type: 'added' | 'changed'; seq: number; cluster: ICluster }
+  | {
+      type: 'added' | 'changed';
+      seq: number;
+      cluster: ICluster;
+      /** The cluster's events since its previous message (absent: none). */
+      events?: IEvent[];
+    }
   | { type: 'removed'; seq: number; id: string };

@@ -19,6 +19,7 @@ import { LogViewer, logTabId } from './logviewer';
 import { ClustersModel } from './model';
 import { CommandIDs } from './tokens';
 import { ICluster } from './types';
+import { whyNoClient } from './cardstate';
 
 export function addUseCommands(
   context: ICommandContext,
@@ -37,16 +38,22 @@ export function addUseCommands(
     caption:
       'Insert code that connects a Dask client to a cluster: a cell below the ' +
       'active one in a notebook, the prompt of a console, or the cursor in a file',
-    isEnabled: () =>
-      !!findDestination(shell.currentWidget, targets) &&
-      model.clusters.some(c => !!c.scheduler_address),
+    isEnabled: args => {
+      if (!findDestination(shell.currentWidget, targets)) {
+        return false;
+      }
+      const cluster = target(args);
+      return cluster
+        ? whyNoClient(cluster) === null
+        : model.clusters.some(c => whyNoClient(c) === null);
+    },
     execute: async args => {
       const destination = findDestination(shell.currentWidget, targets);
       if (!destination) {
         return;
       }
       const cluster = target(args) ?? (await chooseCluster(model));
-      if (!cluster?.scheduler_address) {
+      if (!cluster?.scheduler_address || whyNoClient(cluster) !== null) {
         return;
       }
       if (shell.currentWidget !== destination.widget) {
@@ -108,14 +115,15 @@ export function addUseCommands(
 }
 
 /**
- * Ask which cluster (even when there is one: the user sees what is inserted).
+ * The cluster to connect to: the only one that has a scheduler, else the one
+ * the user picks.
  */
 async function chooseCluster(
   model: ClustersModel
 ): Promise<ICluster | undefined> {
-  const clusters = model.clusters.filter(c => !!c.scheduler_address);
-  if (clusters.length === 0) {
-    return undefined;
+  const clusters = model.clusters.filter(c => whyNoClient(c) === null);
+  if (clusters.length <= 1) {
+    return clusters[0];
   }
   const items = clusters.map(c => `${c.name} (${c.scheduler_address})`);
   const result = await InputDialog.getItem({

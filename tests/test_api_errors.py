@@ -71,7 +71,7 @@ CREATE_CASES = [
     ),
     ('{"name": NaN}', None, "NaN is not a JSON value"),
     # what the machine and the server's caps allow
-    ({"spec": group(gpus=10_000_000)}, "spec.groups[0].gpus", "GPUs per worker; this machine has"),
+    ({"spec": group(gpus=10_000_000)}, "spec.groups[0].gpus", "GPUs per worker, but this machine has"),
     ({"spec": group(memory="100 TiB")}, "spec.groups[0].memory", "per worker; this machine has"),
     (
         {"spec": {"groups": [{"name": f"g{i}", "threads": 1, "memory": 1} for i in range(20_000)]}},
@@ -138,7 +138,7 @@ PATCH_CASES = [
     ({"scale": {"memory": "GiB"}}, "scale.memory", "not a size"),
     ({"adapt": {"minimum": 0, "maximum": 10**400, "unit": "memory"}}, "adapt.maximum", "at most"),
     ({"adapt": {"minimum": 10**400, "maximum": 10**400, "unit": "cores"}}, "adapt.minimum", "at most"),
-    ({"spec": group(gpus=5)}, "spec.groups[0].gpus", "asks for 5 GPUs per worker; this machine has 4 GPUs"),
+    ({"spec": group(gpus=5)}, "spec.groups[0].gpus", "asks for 5 GPUs per worker, but this machine has 4 GPUs"),
     ({"spec": group(count=5, gpus=1)}, "spec.groups", "5 GPUs in all; this machine has 4"),
     ('{"scale": ' + "{" * 50_000, None, "not valid JSON"),
     ('{"scale": ' + '{"a": ' * 50_000 + "1" + "}" * 50_001, "scale" + ".a" * 31, "nested deeper than 32 levels"),

@@ -27,6 +27,7 @@ MATRIX = {
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/logs/(?P<name>[^/]+)/follow": {"WS"},
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/timeline": {"GET", "OPTIONS"},
     r"clustermgr/api/usage": {"GET", "OPTIONS"},
+    r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/restart": {"POST", "OPTIONS"},
     r"clustermgr/api/templates": {"GET", "OPTIONS"},
     r"clustermgr/api/status": {"GET", "OPTIONS"},
     r"clustermgr/api/openapi.json": {"GET", "OPTIONS"},

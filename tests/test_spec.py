@@ -232,7 +232,7 @@ def test_limits_refuse_plans_beyond_the_machine_and_the_server_caps():
     two = parse_spec(TWO_GROUPS).with_count("cpu", 3)
     limits = Limits(max_cores=4, max_memory=2 * GiB, gpus_per_worker=0, memory_per_worker=4 * GiB, where="this machine")
     for spec, field, words in [
-        (two, "spec.groups[1].gpus", "asks for 1 GPUs per worker; this machine has 0 GPUs"),
+        (two, "spec.groups[1].gpus", "asks for 1 GPU per worker, but this machine has 0 GPUs"),
         (parse_spec(ONE_GROUP).with_count("default", 3), "spec.groups", "6 cores in all; the limit is 4"),
         (
             parse_spec({"groups": [{"count": 3, "threads": 1, "memory": "1 GiB"}]}),

@@ -1,7 +1,7 @@
 import * as React from 'react';
 
 import { capabilitiesOf } from '../capabilities';
-import { exactSize, formatCores, formatSize } from '../format';
+import { exactSize, formatCores, formatSize, plural } from '../format';
 import { otherGroupsTotals } from '../limits';
 import { asServerError, ClusterManagerError } from '../request';
 import {
@@ -129,7 +129,9 @@ function rangeTotals(
  */
 function rangePreview([lo, hi]: [ITotals, ITotals]): string {
   return (
-    `→ ${lo.workers}–${hi.workers} workers · ` +
+    (lo.workers === hi.workers
+      ? `→ ${plural(hi.workers, 'worker')} · `
+      : `→ ${lo.workers}–${hi.workers} workers · `) +
     `${formatCores(lo.cores)}–${formatCores(hi.cores)} cores · ` +
     `${formatSize(lo.memory)}–${formatSize(hi.memory)}`
   );

@@ -7,6 +7,14 @@ import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { capabilitiesOf, offReason } from '../capabilities';
+import {
+  canRestart,
+  hasEnded,
+  removalLabel,
+  restartLabel,
+  whyNoClient,
+  whyNotScalable
+} from '../cardstate';
 import { CommandIDs } from '../tokens';
 import { ICluster } from '../types';
 
@@ -43,16 +51,15 @@ function openContextMenu(event: React.MouseEvent<HTMLButtonElement>): void {
 }
 
 /**
- * A running (or starting, stopping) cluster's buttons; a stopped one's are
- * History and Remove.
+ * A running (or starting, stopping) cluster's buttons; an ended (failed or
+ * stopped) one's are History, Restart and Remove. What cannot work is
+ * disabled and says why.
  */
 export function CardActions(props: ICardActionsProps): React.ReactElement {
   const { cluster, commands, offline } = props;
-  const reachable = !!cluster.scheduler_address;
-  const stopped = cluster.status === 'stopped';
-  const stopping = cluster.status === 'stopping' || stopped;
-  const capabilities = capabilitiesOf(cluster);
-  const cannotScale = !reachable || stopping || !capabilities.can_scale;
+  const stopping = cluster.status === 'stopping';
+  const notScalable = whyNotScalable(cluster);
+  const noClient = whyNoClient(cluster);
   const specLocked = offReason(
     cluster,
     'editable_spec',
@@ -66,44 +73,67 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
     label: string,
     options: {
       disabled?: boolean;
+      why?: string | null;
       className?: string;
       live?: boolean;
-      title?: string | null;
     } = {}
-  ) => (
-    <Button
-      minimal
-      small
-      className={`cm-CardAction ${options.className ?? ''}`}
-      aria-label={label}
-      title={
-        options.live !== false && offline
-          ? 'Offline: waiting for the server'
-          : options.title || commands.caption(id) || label
-      }
-      disabled={options.disabled || (options.live !== false && offline)}
-      onClick={() => void commands.execute(id, { clusterId: cluster.id })}
-    >
-      {text}
-    </Button>
-  );
+  ) => {
+    const offlineNow = options.live !== false && offline;
+    const why = options.why ?? null;
+    return (
+      <Button
+        minimal
+        small
+        className={`cm-CardAction ${options.className ?? ''}`}
+        aria-label={label}
+        title={
+          offlineNow
+            ? 'Offline: waiting for the server'
+            : (why ?? (commands.caption(id) || label))
+        }
+        disabled={options.disabled || why !== null || offlineNow}
+        onClick={() => void commands.execute(id, { clusterId: cluster.id })}
+      >
+        {text}
+      </Button>
+    );
+  };
 
-  if (stopped) {
+  const removal = removalLabel(cluster);
+  const remove = action(
+    CommandIDs.shutdown,
+    stopping ? 'Stopping…' : removal,
+    `${removal} ${cluster.name}`,
+    { disabled: stopping, className: 'jp-mod-warn cm-ShutdownButton' }
+  );
+  const history = (live: boolean) =>
+    action(
+      CommandIDs.showEvents,
+      'History',
+      `Event history of ${cluster.name}`,
+      {
+        className: 'cm-HistoryButton',
+        live
+      }
+    );
+
+  const logs = action(CommandIDs.showLogs, 'Logs', `Logs of ${cluster.name}`, {
+    className: 'cm-LogsButton'
+  });
+
+  if (hasEnded(cluster)) {
     return (
       <div className="cm-ClusterCard-actions">
-        {action(
-          CommandIDs.showEvents,
-          'History',
-          `Event history of ${cluster.name}`,
-          { className: 'cm-HistoryButton', live: false }
-        )}
-        {action(CommandIDs.showLogs, 'Logs', `Logs of ${cluster.name}`, {
-          className: 'cm-LogsButton'
-        })}
-        {/* it shut itself down for being idle: listed, with its history, until removed */}
-        {action(CommandIDs.shutdown, 'Remove', `Shut down ${cluster.name}`, {
-          className: 'jp-mod-warn cm-ShutdownButton'
-        })}
+        {history(false)}
+        {logs}
+        {canRestart(cluster) &&
+          action(
+            CommandIDs.restart,
+            restartLabel(cluster),
+            `${restartLabel(cluster)} ${cluster.name}`,
+            { className: 'jp-mod-accept cm-RestartButton' }
+          )}
+        {remove}
       </div>
     );
   }
@@ -113,49 +143,43 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
         CommandIDs.openDashboard,
         'Dashboard',
         `Open the dashboard of ${cluster.name}`,
-        { disabled: !cluster.dashboard_url, className: 'cm-DashboardButton' }
-      )}
-      {action(CommandIDs.scale, 'Scale', `Scale ${cluster.name}`, {
-        disabled: cannotScale,
-        className: 'cm-ScaleButton'
-      })}
-      {action(
-        CommandIDs.adapt,
-        'Adaptive',
-        `Adaptive mode of ${cluster.name}`,
         {
-          disabled: cannotScale,
-          className: 'cm-AdaptButton'
+          why: cluster.dashboard_url ? null : 'The dashboard is not up yet',
+          className: 'cm-DashboardButton'
         }
       )}
-      {action(
-        CommandIDs.editSpec,
-        'Spec',
-        `Edit the Worker Spec of ${cluster.name}`,
-        {
-          disabled: cannotScale || !!specLocked,
-          className: 'cm-SpecButton',
-          title: specLocked && `Spec: ${specLocked}`
-        }
-      )}
+      {
+        <>
+          {action(CommandIDs.scale, 'Scale', `Scale ${cluster.name}`, {
+            why: notScalable,
+            className: 'cm-ScaleButton'
+          })}
+          {action(
+            CommandIDs.adapt,
+            'Adaptive',
+            `Adaptive mode of ${cluster.name}`,
+            { why: notScalable, className: 'cm-AdaptButton' }
+          )}
+          {action(
+            CommandIDs.editSpec,
+            'Spec',
+            `Edit the Worker Spec of ${cluster.name}`,
+            {
+              why: notScalable ?? (specLocked ? `Spec: ${specLocked}` : null),
+              className: 'cm-SpecButton'
+            }
+          )}
+        </>
+      }
       {props.canInsert &&
         action(
           CommandIDs.insertClientCell,
           'Insert client',
           `Insert client code for ${cluster.name}`,
-          { disabled: !reachable, className: 'cm-InsertButton', live: false }
+          { why: noClient, className: 'cm-InsertButton', live: false }
         )}
-      {action(
-        CommandIDs.showEvents,
-        'History',
-        `Event history of ${cluster.name}`,
-        { className: 'cm-HistoryButton' }
-      )}
-      {!props.compact &&
-        capabilities.can_stop &&
-        action(CommandIDs.showLogs, 'Logs', `Logs of ${cluster.name}`, {
-          className: 'cm-LogsButton'
-        })}
+      {history(true)}
+      {!props.compact && capabilitiesOf(cluster).can_stop && logs}
       {props.compact && (
         <Button
           minimal
@@ -169,12 +193,7 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
           More…
         </Button>
       )}
-      {action(
-        CommandIDs.shutdown,
-        stopping ? 'Stopping…' : capabilities.can_stop ? 'Shut down' : 'Detach',
-        `Shut down ${cluster.name}`,
-        { disabled: stopping, className: 'jp-mod-warn cm-ShutdownButton' }
-      )}
+      {remove}
     </div>
   );
 }

@@ -43,6 +43,9 @@ function decisionChange(event: IEvent): string {
     return '';
   }
   const group = event.group ? ` (${event.group})` : '';
+  if (event.before === event.after) {
+    return `${plural(event.after, 'worker')}${group}, unchanged:`;
+  }
   return `${event.before} → ${plural(event.after, 'worker')}${group}`;
 }
 
@@ -169,7 +172,14 @@ export function CardDecision(props: {
           {decision.message}
         </span>{' '}
         <span className="cm-ClusterCard-decisionMeta">
-          {[decision.source, formatTime(decision.time)]
+          {[
+            // "manual scale · manual" says it twice
+            decision.source &&
+            !decision.message.toLowerCase().includes(decision.source)
+              ? decision.source
+              : null,
+            formatTime(decision.time)
+          ]
             .filter(Boolean)
             .join(' · ')}
         </span>

@@ -171,11 +171,9 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
         {templates.map(t => (
           <label
             key={t.name}
-            className={
-              t.name === template?.name
-                ? 'cm-Template jp-mod-selected'
-                : 'cm-Template'
-            }
+            className={`cm-Template${
+              t.name === template?.name ? ' jp-mod-selected' : ''
+            }${t.available === false ? ' cm-mod-unavailable' : ''}`}
             data-template={t.name}
           >
             <input
@@ -183,12 +181,18 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
               name="cm-template"
               value={t.name}
               checked={t.name === template?.name}
+              disabled={t.available === false}
               onChange={() => choose(t)}
             />
             <span className="cm-Template-text">
               <span className="cm-Template-name">{t.name}</span>
               <span className="cm-Template-description">{t.description}</span>
               <span className="cm-Template-defaults">{templateSummary(t)}</span>
+              {t.available === false && (
+                <span className="cm-Template-unavailable" role="note">
+                  {`Not available here: ${t.unavailable_reason ?? 'its backend cannot work on this server'}`}
+                </span>
+              )}
             </span>
           </label>
         ))}
@@ -280,9 +284,10 @@ export function showNewClusterDialog(options: {
   defaultTemplate: string;
 }): Promise<ICluster | null> {
   const { templates } = options;
-  const initial = templates.some(t => t.name === options.defaultTemplate)
+  const usable = templates.filter(t => t.available !== false);
+  const initial = usable.some(t => t.name === options.defaultTemplate)
     ? options.defaultTemplate
-    : (templates[0]?.name ?? '');
+    : (usable[0]?.name ?? templates[0]?.name ?? '');
   const form = new FormBody<ICluster>(f => (
     <NewClusterForm
       model={options.model}

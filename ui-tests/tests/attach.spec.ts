@@ -82,7 +82,7 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
   await expect(foundCard).toHaveCount(0, { timeout: 10000 });
 
   // Detaching leaves the cluster running.
-  await card.getByRole('button', { name: /^Shut down / }).click();
+  await card.getByRole('button', { name: /^Detach / }).click();
   await expect(page.locator('.jp-Dialog-header')).toHaveText(/^Detach /);
   await page
     .locator('.jp-Dialog')

@@ -58,7 +58,7 @@ test('a cluster the server cannot scale or stop is external, read-only and detac
     local.getByRole('button', { name: 'Scale Local one' })
   ).toBeEnabled();
   await expect(
-    card.getByRole('button', { name: 'Shut down Attached one' })
+    card.getByRole('button', { name: 'Detach Attached one' })
   ).toHaveText('Detach');
   await expect(
     local.getByRole('button', { name: 'Shut down Local one' })
@@ -74,7 +74,7 @@ test('a cluster the server cannot scale or stop is external, read-only and detac
   await page.keyboard.press('Escape');
 
   // When it is removed, the confirmation says it is detached, not shut down
-  await card.getByRole('button', { name: 'Shut down Attached one' }).click();
+  await card.getByRole('button', { name: 'Detach Attached one' }).click();
   const confirm = page.locator('.jp-Dialog');
   await expect(confirm.locator('.jp-Dialog-header')).toHaveText(
     'Detach Attached one?'

@@ -191,12 +191,12 @@ test('a cluster that shut itself down for being idle is removed from its card', 
   await expect(
     card.getByRole('button', { name: 'Scale Idle one' })
   ).toHaveCount(0);
-  const remove = card.getByRole('button', { name: 'Shut down Idle one' });
+  const remove = card.getByRole('button', { name: 'Remove Idle one' });
   await expect(remove).toHaveText('Remove');
   await remove.click();
   await page
     .locator('.jp-Dialog')
-    .getByRole('button', { name: 'Shut down' })
+    .getByRole('button', { name: 'Remove' })
     .click();
   await expect
     .poll(() => server.calls.map(c => `${c.method} ${c.path}`))

@@ -348,8 +348,12 @@ test('a stopped card has no live buttons; clusters gone while offline are explai
   const sidebar = await openSidebar(page);
   const stopped = sidebar.locator('.cm-ClusterCard[data-cluster-id="s"]');
   await expect(stopped.locator('.cm-StatusBadge')).toHaveText('stopped');
-  // History, and Remove (a cluster that shut itself down stays listed until removed): nothing that needs a scheduler
-  await expect(stopped.getByRole('button')).toHaveText(['History', 'Remove']);
+  // History, Restart and Remove (a cluster that shut itself down stays listed until removed): nothing that needs a scheduler
+  await expect(stopped.getByRole('button')).toHaveText([
+    'History',
+    'Restart',
+    'Remove'
+  ]);
   await expect(stopped).not.toContainText('Stopping');
 
   // The server goes away; while it is gone, "Bygone" stops.

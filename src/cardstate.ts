@@ -1,0 +1,85 @@
+/**
+ * What a cluster's state allows: which actions work, why the others do not,
+ * and what removing or restarting it is called. Pure: no DOM, no server.
+ */
+import { capabilitiesOf } from './capabilities';
+import { ICluster } from './types';
+
+/**
+ * Whether a cluster has ended (failed, or stopped by itself) and only its
+ * history, a restart and its removal are left.
+ */
+export function hasEnded(cluster: Pick<ICluster, 'status'>): boolean {
+  return cluster.status === 'failed' || cluster.status === 'stopped';
+}
+
+/**
+ * Why Scale, Adaptive mode and Worker Spec cannot be used now, or null when
+ * they can.
+ */
+export function whyNotScalable(
+  cluster: Pick<ICluster, 'status' | 'scheduler_address' | 'capabilities'>
+): string | null {
+  switch (cluster.status) {
+    case 'failed':
+      return 'The cluster failed: restart it first';
+    case 'stopped':
+      return 'The cluster has stopped: restart it first';
+    case 'stopping':
+      return 'The cluster is stopping';
+    default:
+      break;
+  }
+  if (!capabilitiesOf(cluster).can_scale) {
+    return 'Started elsewhere: scale it where it was started';
+  }
+  if (!cluster.scheduler_address) {
+    return 'The scheduler has not started yet';
+  }
+  return null;
+}
+
+/**
+ * Why a Client cell cannot be inserted for the cluster, or null when it can.
+ */
+export function whyNoClient(
+  cluster: Pick<ICluster, 'status' | 'scheduler_address'>
+): string | null {
+  if (hasEnded(cluster) || cluster.status === 'stopping') {
+    return `The cluster is ${cluster.status}: there is no scheduler to connect to`;
+  }
+  return cluster.scheduler_address ? null : 'The scheduler has not started yet';
+}
+
+/**
+ * Whether the server can start (or attach) the cluster again: it ended, and
+ * it was not started in a notebook (a discovered cluster comes back when its
+ * notebook starts it).
+ */
+export function canRestart(
+  cluster: Pick<ICluster, 'status' | 'template'>
+): boolean {
+  return hasEnded(cluster) && cluster.template !== 'discovered';
+}
+
+/**
+ * The name of the action that brings an ended cluster back.
+ */
+export function restartLabel(
+  cluster: Pick<ICluster, 'capabilities'>
+): 'Restart' | 'Attach again' {
+  return capabilitiesOf(cluster).can_stop ? 'Restart' : 'Attach again';
+}
+
+/**
+ * The name of the action that takes a cluster off the list: an ended one is
+ * removed, one started elsewhere detached, any other shut down.
+ */
+export function removalLabel(
+  cluster: Pick<ICluster, 'status' | 'capabilities'>
+): 'Remove' | 'Detach' | 'Shut down' {
+  if (hasEnded(cluster)) {
+    return 'Remove';
+  }
+  return capabilitiesOf(cluster).can_stop ? 'Shut down' : 'Detach';
+}
