@@ -30,6 +30,7 @@ from .limits import Limits
 from .machine import detect_gpus, total_memory
 from .options import parse_backend_options
 from .record import read_manifests
+from .security import PLAIN_WARNING, ClusterCredentials, private_folder
 from .spec import WorkerSpec, parse_size, parse_spec
 from .store import ClusterStore, StoreHealth
 from .templates import Template, builtin_templates, parse_template
@@ -184,10 +185,15 @@ class ClusterManager(LoggingConfigurable):
         if self.launcher.enabled:
             self._spawn(self.launcher.warm_up())
 
-    def _context(self, workdir: Path, idle_timeout: float | None) -> BackendContext:
-        """What a new backend receives: its folder, its idle timeout, and the warm launcher (unless turned off)."""
+    def _context(
+        self, workdir: Path, idle_timeout: float | None, security: ClusterCredentials | None = None
+    ) -> BackendContext:
+        """What a new backend receives: its folder, its idle timeout, its TLS credentials, and the warm launcher."""
         return BackendContext(
-            Path(workdir), launcher=self.launcher if self.launcher.enabled else None, idle_timeout=idle_timeout
+            Path(workdir),
+            launcher=self.launcher if self.launcher.enabled else None,
+            idle_timeout=idle_timeout,
+            security=security,
         )
 
     def _backend_factory(
@@ -211,6 +217,12 @@ class ClusterManager(LoggingConfigurable):
         except InvalidRequest:  # the site has changed that option since: the template's own value
             return dict(template.options)
 
+    def _stored_credentials(self, record: dict) -> ClusterCredentials | None:
+        """The TLS files a stored cluster was made with, found again in its work folder (None: it had none)."""
+        if str(record.get("scheduler_address") or "").startswith("tcp://") or record["backend"] == ExternalBackend.name:
+            return None
+        return ClusterCredentials.find(Path(record["workdir"]))
+
     def _restore(self, record: dict) -> ManagedCluster:
         """A stored cluster, registered as it was stored; :meth:`readopt_all` then re-adopts it."""
         backend_class = {**BACKENDS, ExternalBackend.name: ExternalBackend}.get(record["backend"])
@@ -225,7 +237,7 @@ class ClusterManager(LoggingConfigurable):
             record["template"],
             self._backend_factory(backend_class, record["id"], options=self._stored_backend_options(record), **extra),
             parse_spec(record["spec"]),
-            self._context(Path(record["workdir"]), record.get("idle_timeout")),
+            self._context(Path(record["workdir"]), record.get("idle_timeout"), self._stored_credentials(record)),
         )
         cluster.restore(record)
         self._events_written[cluster.id] = cluster.events.appended
@@ -259,7 +271,7 @@ class ClusterManager(LoggingConfigurable):
             processes[SCHEDULER_PROCESS] = scheduler
         try:
             make = self._backend_factory(BACKENDS[record["backend"]], record["id"])
-            backend = make(self._context(Path(record["workdir"]), None))
+            backend = make(self._context(Path(record["workdir"]), None, self._stored_credentials(record)))
             await backend.adopt(SchedulerEndpoint(record.get("scheduler_address") or "", None), processes)
             running = sorted(backend.started() | set(backend.pids()))
             await backend.close()
@@ -342,16 +354,19 @@ class ClusterManager(LoggingConfigurable):
 
         template = request.template
         cluster_id = uuid.uuid4().hex[:8]
-        workdir = Path(self.workdir) / cluster_id
-        workdir.mkdir(parents=True, exist_ok=True)
+        workdir = private_folder(Path(self.workdir) / cluster_id)
+        credentials = ClusterCredentials.create(workdir) if template.tls else None
         cluster = self._new_cluster(
             cluster_id,
             request.name or self._next_name(),
             template.name,
             self._backend_factory(BACKENDS[template.backend], cluster_id, options=request.backend_options),
             request.spec,
-            self._context(workdir, request.idle_timeout),
+            self._context(workdir, request.idle_timeout, credentials),
         )
+        if credentials is None:
+            self.log.warning("cluster %s (template %s): %s", cluster_id, template.name, PLAIN_WARNING)
+            cluster.events.lifecycle(PLAIN_WARNING)
         cluster.options = request.user_options
         if request.adapt is not None:
             cluster.adapt_to(request.adapt)

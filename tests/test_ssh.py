@@ -199,7 +199,7 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
             # And each worker process is a child of one of those Nannies, listening on loopback
             parents = await client.run(lambda: os.getppid())
             assert set(parents.values()) <= {n.pid for n in nannies} and len(parents) == 2
-            assert all(worker.startswith("tcp://127.0.0.1:") for worker in parents)
+            assert all(worker.startswith("tls://127.0.0.1:") for worker in parents)
             assert set(parents.values()) <= under_sshd
             # And they compute
             futures = client.map(lambda i: bytes(1000) * i, range(20), pure=False)
