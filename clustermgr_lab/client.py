@@ -133,7 +133,8 @@ def discover(timeout: float = 5.0) -> tuple[str, str]:
     """
     tried = []
     for info in running_servers():
-        url, token = info.get("url"), info.get("token") or ""
+        # A JupyterHub single-user server lists no token of its own: its kernels hold the user's hub token.
+        url, token = info.get("url"), info.get("token") or os.environ.get("JUPYTERHUB_API_TOKEN", "")
         if not url or info.get("sock"):
             continue
         try:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import ssl
 import itertools
 import logging
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any

@@ -30,7 +30,7 @@ from .limits import Limits
 from .machine import detect_gpus, total_memory
 from .options import parse_backend_options
 from .record import read_manifests
-from .security import PLAIN_WARNING, ClusterCredentials, private_folder
+from .security import PLAIN_WARNING, ClusterCredentials, UnsafePath, private_file, private_folder
 from .spec import WorkerSpec, parse_size, parse_spec
 from .store import ClusterStore, StoreHealth
 from .templates import Template, builtin_templates, parse_template
@@ -143,10 +143,12 @@ class ClusterManager(LoggingConfigurable):
             max_workers=self.max_workers,
             max_groups=self.max_groups,
         )
+        self._private([Path(self.workdir)], store_folder=Path(self.store_path).parent)
         self.launcher = WarmLauncher(Path(self.workdir), parent=self, log=self.log)
         self._gpus = self.gpus if self.gpus is not None else detect_gpus()
         self._max_memory = parse_size(self.max_memory, "ClusterManager.max_memory")
         self.store = ClusterStore(self.store_path, log=self.log)
+        self._private(files=[Path(f"{self.store_path}{suffix}") for suffix in ("", "-wal", "-shm", ".lock")])
         self.store.on_health = self._store_health_changed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._store_watch: asyncio.TimerHandle | None = None
@@ -164,6 +166,23 @@ class ClusterManager(LoggingConfigurable):
                     "cluster %s: cannot restore it from the store; what still runs of it is stopped", record.get("id")
                 )
                 self._unrestorable.append(record)
+
+    def _private(self, folders: list[Path] = (), files: list[Path] = (), store_folder: Path | None = None) -> None:
+        """Make the folders (and files that exist) this user's alone; refuse, with a log line, any others own or write.
+
+        The store's folder may be one the site chose: left as it is when no one else can write there.
+        """
+        try:
+            for folder in folders:
+                private_folder(folder)
+            if store_folder is not None:
+                private_folder(store_folder, narrow=False)
+            for path in files:
+                if path.exists():
+                    private_file(path)
+        except UnsafePath as exc:
+            self.log.error("clustermgr_lab is not loaded: %s", exc)
+            raise
 
     def _stored_records(self) -> list[dict]:
         """The records of the store; of a damaged store, what could be read; and the clusters only their manifests know."""

@@ -39,15 +39,17 @@ class UnsafePath(PermissionError):
     """A file or folder that others can read or write, or that belongs to someone else."""
 
 
-def private_folder(path: Path) -> Path:
-    """Make ``path`` (and missing parents) a folder only this user may enter; refuse one owned by someone else.
+def private_folder(path: Path, narrow: bool = True) -> Path:
+    """Make ``path`` (and missing parents) a folder only this user may enter; refuse one others own or can write.
 
-    A folder of ours that others could read or write is narrowed to 0700 (with a log line).
+    A new folder is made 0700. One of ours that others can enter or list loses those bits (with a log
+    line) when ``narrow``; else (a folder the site chose, e.g. the store's) that is only logged.
 
     Raises
     ------
     UnsafePath
-        When the folder (or a symlink in its place) belongs to another user, or is not a folder.
+        When the folder (or a symlink in its place) belongs to another user, others can write in it
+        (they could put their own files in place of ours), or it is not a folder.
     """
     path = Path(path)
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -55,15 +57,22 @@ def private_folder(path: Path) -> Path:
     if not stat.S_ISDIR(info.st_mode):
         raise UnsafePath(f"{path} is not a folder (a symlink or a file is in its place): refusing to use it")
     if info.st_uid != os.getuid():
-        raise UnsafePath(f"{path} belongs to uid {info.st_uid}, not to this user (uid {os.getuid()}): refusing to use it")
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        log.warning("%s was open to other users (mode %o): narrowed to 0700", path, stat.S_IMODE(info.st_mode))
-        os.chmod(path, 0o700)
+        raise UnsafePath(
+            f"{path} belongs to uid {info.st_uid}, not to this user (uid {os.getuid()}): refusing to use it"
+        )
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o022:
+        raise UnsafePath(f"{path} can be written by other users (mode {mode:o}): refusing to use it")
+    if mode & 0o055 and narrow:
+        log.warning("%s could be read by other users (mode %o): narrowed to %o", path, mode, mode & 0o700)
+        os.chmod(path, mode & 0o700)
+    elif mode & 0o055:
+        log.warning("%s can be read by other users (mode %o): the files in it are kept 0600", path, mode)
     return path
 
 
 def private_file(path: Path) -> None:
-    """Narrow an existing file of this user to 0600 (with a log line when it was open to others).
+    """Take group and other bits off an existing file of this user (with a log line when it had any).
 
     Raises
     ------
@@ -74,10 +83,13 @@ def private_file(path: Path) -> None:
     if not stat.S_ISREG(info.st_mode):
         raise UnsafePath(f"{path} is not a regular file: refusing to use it")
     if info.st_uid != os.getuid():
-        raise UnsafePath(f"{path} belongs to uid {info.st_uid}, not to this user (uid {os.getuid()}): refusing to use it")
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        log.warning("%s was open to other users (mode %o): narrowed to 0600", path, stat.S_IMODE(info.st_mode))
-        os.chmod(path, 0o600)
+        raise UnsafePath(
+            f"{path} belongs to uid {info.st_uid}, not to this user (uid {os.getuid()}): refusing to use it"
+        )
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        log.warning("%s was open to other users (mode %o): narrowed to %o", path, mode, mode & 0o700)
+        os.chmod(path, mode & 0o700)
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -141,7 +153,8 @@ class ClusterCredentials:
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.SubjectAlternativeName([x509.DNSName("dask-internal")]), critical=False)
             .add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                critical=False,
             )
             .sign(ca_key, hashes.SHA256())
         )  # the CA's key is not kept: nothing else can ever be signed for this cluster
