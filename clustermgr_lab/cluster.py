@@ -260,7 +260,10 @@ class ManagedCluster:
                 "dashboard_address": self.endpoint.dashboard_address if self.endpoint else None,
                 "workdir": str(self.backend.workdir),
                 "created": self.created.isoformat(),
-                "backend_state": {SCHEDULER_PROCESS: processes.get(SCHEDULER_PROCESS)},
+                "backend_state": {
+                    SCHEDULER_PROCESS: processes.get(SCHEDULER_PROCESS),
+                    "tls": self.backend.security.to_dict() if self.backend.security is not None else None,
+                },
                 "workers": workers,
             }
         )
@@ -361,7 +364,8 @@ class ManagedCluster:
 
     def dashboard_ssl_context(self) -> ssl.SSLContext | None:
         """What the dashboard proxy presents to this cluster's HTTPS dashboard (None: plain HTTP); made once."""
-        if self._dashboard_ssl is None and self.backend.security is not None:
+        over_tls = getattr(self.backend, "dashboard_over_tls", True)
+        if self._dashboard_ssl is None and self.backend.security is not None and over_tls:
             self._dashboard_ssl = self.backend.security.client_ssl_context()
         return self._dashboard_ssl
 

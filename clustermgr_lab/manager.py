@@ -237,8 +237,11 @@ class ClusterManager(LoggingConfigurable):
             return dict(template.options)
 
     def _stored_credentials(self, record: dict) -> ClusterCredentials | None:
-        """The TLS files a stored cluster was made with, found again in its work folder (None: it had none)."""
-        if str(record.get("scheduler_address") or "").startswith("tcp://") or record["backend"] == ExternalBackend.name:
+        """The TLS files a stored cluster uses (None: it has none); a cluster of ours has them in its work folder."""
+        paths = (record.get("backend_state") or {}).get("tls")
+        if record["backend"] == ExternalBackend.name:  # an attached tls:// scheduler: the files it was attached with
+            return ClusterCredentials.from_paths(paths) if paths else None
+        if str(record.get("scheduler_address") or "").startswith("tcp://"):
             return None
         return ClusterCredentials.find(Path(record["workdir"]))
 
@@ -364,7 +367,7 @@ class ClusterManager(LoggingConfigurable):
         """
         request = self.parse.create(body)
         if isinstance(request, requests.AttachCluster):
-            return self.attach(request.address, request.name)
+            return self.attach(request.address, request.name, tls=request.tls)
         self._require_writable_store("create a cluster")
         if request.name is not None:
             self._require_unique_name(request.name)
@@ -409,11 +412,14 @@ class ClusterManager(LoggingConfigurable):
             config_parent=self,
         )
 
-    def attach(self, address: str, name: str | None = None, origin: str = "attached") -> ManagedCluster:
+    def attach(
+        self, address: str, name: str | None = None, origin: str = "attached", tls: ClusterCredentials | None = None
+    ) -> ManagedCluster:
         """List a cluster started elsewhere (backend ``external``); returns it ``pending`` while its scheduler is reached.
 
         Its workers are observed, never started or stopped; deleting it detaches.
-        ``origin`` (``"attached"`` or ``"discovered"``) becomes its ``template``.
+        ``origin`` (``"attached"`` or ``"discovered"``) becomes its ``template``; ``tls``: the certificate
+        files that reach a ``tls://`` scheduler.
         """
         for other in self._clusters.values():
             if address in (getattr(other.backend, "address", None), other.endpoint and other.endpoint.address):
@@ -421,7 +427,7 @@ class ClusterManager(LoggingConfigurable):
         if name is not None:
             self._require_unique_name(name)
         else:
-            name = self.unique_name(f"{origin.capitalize()} {address.removeprefix('tcp://')}")
+            name = self.unique_name(f"{origin.capitalize()} {address.split('://', 1)[-1]}")
         self._check_cluster_limit()
         cluster_id = uuid.uuid4().hex[:8]
         cluster = self._new_cluster(
@@ -430,7 +436,7 @@ class ClusterManager(LoggingConfigurable):
             origin,
             self._backend_factory(ExternalBackend, cluster_id, address=address),
             WorkerSpec(()),
-            BackendContext(Path(self.workdir) / cluster_id),
+            BackendContext(Path(self.workdir) / cluster_id, security=tls),
         )
         cluster.backend.listed_as = lambda scheduler_id: next(
             (

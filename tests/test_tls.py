@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 
 import pytest
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
+from clustermgr_lab.backends.local import worker_command
 from clustermgr_lab.manager import ClusterManager
-from clustermgr_lab.security import PLAIN_WARNING, UnsafePath
+from clustermgr_lab.security import PLAIN_WARNING, ClusterCredentials, UnsafePath
+from clustermgr_lab.spec import parse_group
 
 from .helpers import (
     SMALL,
@@ -28,6 +32,7 @@ from .helpers import (
     wait_for,
 )
 from .test_dashboard import dashboard_path, fetch_status
+from .test_external import start_process, stop_process
 
 log = logging.getLogger("test-tls")
 
@@ -133,3 +138,39 @@ def test_a_work_folder_readable_by_others_is_narrowed_and_the_store_is_private(t
         assert stat.S_IMODE(os.stat(tmp_path / "store" / "s.sqlite3").st_mode) == 0o600
     finally:
         manager.store.close()
+
+
+async def test_a_tls_scheduler_started_elsewhere_is_attached_with_its_certificate_files(jp_fetch, tmp_path):
+    # Given a tls:// scheduler and worker started elsewhere, with credentials of their own
+    credentials = ClusterCredentials.create(tmp_path / "elsewhere")
+    scheduler_file = tmp_path / "scheduler.json"
+    command = [
+        sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+        "--protocol", "tls", *credentials.cli_arguments(), "--scheduler-file", str(scheduler_file),
+    ]  # fmt: skip
+    worker_group = parse_group({"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}, "group")
+    processes = [start_process(command, tmp_path / "scheduler.log")]
+    processes.append(
+        start_process(worker_command(scheduler_file, worker_group, "outside-1", 60, credentials), tmp_path / "w.log")
+    )
+    try:
+        address = await until(
+            lambda: scheduler_file.exists() and json.loads(scheduler_file.read_text() or "{}").get("address"),
+            60,
+            "the scheduler's address",
+        )
+        # When it is attached without its files, Then that is a 400 naming them
+        _, error = await call(jp_fetch, "POST", "clusters", body={"attach": address}, expect=400)
+        assert error["field"] == "tls"
+        # When it is attached with them
+        body = {"attach": address, "tls": credentials.to_dict()}
+        _, cluster = await call(jp_fetch, "POST", "clusters", body=body, expect=202)
+        # Then it is observed with its worker, and a Client made from its API entry computes on it
+        cluster = await wait_for(jp_fetch, cluster["id"], running_with(1), what="the attached worker")
+        assert cluster["scheduler_address"] == address and cluster["tls"] == credentials.to_dict()
+        async with cluster_client(cluster, asynchronous=True) as client:
+            assert await client.submit(inc, 41) == 42
+        await call(jp_fetch, "DELETE", "clusters", cluster["id"], expect=202)
+    finally:
+        for process in processes:
+            stop_process(process)
