@@ -316,7 +316,13 @@ class ClusterManagerClient:
         return self.wait(cluster["id"], "running", timeout) if wait else cluster
 
     def attach(
-        self, address: str, name: str | None = None, *, wait: bool = False, timeout: float = 60.0
+        self,
+        address: str,
+        name: str | None = None,
+        *,
+        tls: Mapping[str, str] | None = None,
+        wait: bool = False,
+        timeout: float = 60.0,
     ) -> dict[str, Any]:
         """List a running cluster started elsewhere (backend ``external``), by its scheduler's address.
 
@@ -326,9 +332,12 @@ class ClusterManagerClient:
         Parameters
         ----------
         address : str
-            The scheduler's address, ``tcp://host:port``.
+            The scheduler's address, ``tcp://host:port`` (or ``tls://host:port`` with ``tls``).
         name : str, optional
             ``Attached host:port`` when None.
+        tls : mapping, optional
+            For a ``tls://`` scheduler: ``{"ca_file", "cert", "key"}``, absolute paths of the files its
+            Client presents (the server's user must be able to read them).
         wait : bool
             Return only once its scheduler has been reached (``running``).
         timeout : float
@@ -340,6 +349,8 @@ class ClusterManagerClient:
             The cluster: ``pending``, or ``running`` with ``wait``.
         """
         body = {"attach": address, **({"name": name} if name is not None else {})}
+        if tls is not None:
+            body["tls"] = dict(tls)
         cluster = self._request("POST", "clusters", body)
         return self.wait(cluster["id"], "running", timeout) if wait else cluster
 
