@@ -412,6 +412,13 @@ class ManagedCluster:
     async def start(self) -> None:
         """Start the scheduler, subscribe to its workers, then reconcile towards the plan."""
         self.events.lifecycle(f"starting ({self.backend.name} backend)")
+        credentials = self.backend.security
+        if credentials is not None and not credentials.exist():
+            try:  # made here, in an executor: key generation must not hold up the server's event loop
+                await asyncio.get_running_loop().run_in_executor(None, credentials.make)
+            except Exception as exc:
+                await self._fail(f"could not make its TLS credentials: {exc}")
+                return
         scheduler = asyncio.ensure_future(self.backend.start_scheduler())
         if self.backend.workers_before_scheduler:
             self.reconciler.start()

@@ -377,7 +377,7 @@ class ClusterManager(LoggingConfigurable):
         template = request.template
         cluster_id = uuid.uuid4().hex[:8]
         workdir = private_folder(Path(self.workdir) / cluster_id)
-        credentials = ClusterCredentials.create(workdir) if template.tls else None
+        credentials = ClusterCredentials.in_folder(workdir) if template.tls else None  # made as the cluster starts
         cluster = self._new_cluster(
             cluster_id,
             request.name or self._next_name(),

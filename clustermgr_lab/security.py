@@ -114,14 +114,32 @@ class ClusterCredentials:
     key: Path
 
     @classmethod
+    def in_folder(cls, workdir: Path) -> ClusterCredentials:
+        """Where a cluster of ``workdir`` keeps them (``workdir/tls``), whether or not they are made yet."""
+        folder = Path(workdir) / TLS_FOLDER
+        return cls(folder / CA_FILE, folder / CERT_FILE, folder / KEY_FILE)
+
+    def exist(self) -> bool:
+        return all(path.exists() for path in (self.ca_file, self.cert, self.key))
+
+    @classmethod
     def create(cls, workdir: Path) -> ClusterCredentials:
-        """Make a fresh CA, and one certificate and key it signs, in ``workdir/tls`` (0700; files 0600)."""
+        """Fresh credentials in ``workdir/tls`` (see :meth:`make`)."""
+        credentials = cls.in_folder(workdir)
+        credentials.make()
+        return credentials
+
+    def make(self) -> None:
+        """Write a fresh CA certificate, and one certificate and key it signs, to these paths (folder 0700, files 0600).
+
+        Blocking (a few milliseconds; tens on a busy machine): the server calls it in an executor.
+        """
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-        folder = private_folder(Path(workdir) / TLS_FOLDER)
+        folder = private_folder(self.key.parent)
         now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)  # clock skew
         # Elliptic-curve keys: made in well under a millisecond (RSA 2048 takes about 50 ms).
         ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -158,16 +176,14 @@ class ClusterCredentials:
             )
             .sign(ca_key, hashes.SHA256())
         )  # the CA's key is not kept: nothing else can ever be signed for this cluster
-        credentials = cls(folder / CA_FILE, folder / CERT_FILE, folder / KEY_FILE)
-        _write_private(credentials.ca_file, ca_cert.public_bytes(serialization.Encoding.PEM))
-        _write_private(credentials.cert, cert.public_bytes(serialization.Encoding.PEM))
+        _write_private(self.ca_file, ca_cert.public_bytes(serialization.Encoding.PEM))
+        _write_private(self.cert, cert.public_bytes(serialization.Encoding.PEM))
         _write_private(
-            credentials.key,
+            self.key,
             key.private_bytes(
                 serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
             ),
         )
-        return credentials
 
     @classmethod
     def find(cls, workdir: Path) -> ClusterCredentials | None:
@@ -175,11 +191,10 @@ class ClusterCredentials:
 
         Their folder and files are checked (this user's, closed to others) before they are used.
         """
-        folder = Path(workdir) / TLS_FOLDER
-        credentials = cls(folder / CA_FILE, folder / CERT_FILE, folder / KEY_FILE)
-        if not all(p.exists() for p in (credentials.ca_file, credentials.cert, credentials.key)):
+        credentials = cls.in_folder(workdir)
+        if not credentials.exist():
             return None
-        private_folder(folder)
+        private_folder(credentials.key.parent)
         for path in (credentials.ca_file, credentials.cert, credentials.key):
             private_file(path)
         return credentials
