@@ -236,6 +236,19 @@ class ClusterCredentials:
             f"{prefix}KEY": str(self.key),
         }
 
+    def worker_environment(self) -> dict[str, str]:
+        """DASK_* settings that give a worker (and its Nanny) these files through Dask's config, encryption required.
+
+        For workers whose command line takes no ``--tls-*`` arguments (the SSH backend's ``dask_spec``).
+        """
+        prefix = "DASK_DISTRIBUTED__COMM__TLS__"
+        return {
+            **REQUIRE_ENCRYPTION,
+            f"{prefix}CA_FILE": str(self.ca_file),
+            f"{prefix}WORKER__CERT": str(self.cert),
+            f"{prefix}WORKER__KEY": str(self.key),
+        }
+
     def client_ssl_context(self) -> ssl.SSLContext:
         """A client-side context that presents the cluster's certificate and trusts only its CA (dashboard proxy)."""
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(self.ca_file))
@@ -259,15 +272,3 @@ def require_dashboard_client_certificates(scheduler) -> None:
     context.verify_mode = ssl.CERT_REQUIRED
     for connection in list(getattr(server, "_connections", ())):
         connection.stream.close()
-
-
-def nanny_with_credentials(scheduler: str, *, tls_ca_file: str, tls_cert: str, tls_key: str, **kwargs: Any):
-    """A ``distributed.Nanny`` (and its worker) speaking TLS with these files: the SSH backend's remote worker class.
-
-    ``distributed.cli.dask_spec`` takes JSON options only, so the files come as paths (never their
-    contents: the remote command line can be read by every user of that host).
-    """
-    from distributed import Nanny
-
-    credentials = ClusterCredentials(Path(tls_ca_file), Path(tls_cert), Path(tls_key))
-    return Nanny(scheduler, security=credentials.security(), **kwargs)

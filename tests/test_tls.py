@@ -166,7 +166,12 @@ async def test_a_tls_scheduler_started_elsewhere_is_attached_with_its_certificat
         body = {"attach": address, "tls": credentials.to_dict()}
         _, cluster = await call(jp_fetch, "POST", "clusters", body=body, expect=202)
         # Then it is observed with its worker, and a Client made from its API entry computes on it
-        cluster = await wait_for(jp_fetch, cluster["id"], running_with(1), what="the attached worker")
+        cluster = await wait_for(
+            jp_fetch,
+            cluster["id"],
+            lambda c: c["status"] == "running" and c["workers"]["running"] == 1,
+            what="the attached worker",
+        )
         assert cluster["scheduler_address"] == address and cluster["tls"] == credentials.to_dict()
         async with cluster_client(cluster, asynchronous=True) as client:
             assert await client.submit(inc, 41) == 42

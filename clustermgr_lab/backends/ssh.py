@@ -16,6 +16,7 @@ import contextvars
 import json
 import logging
 import re
+import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +33,6 @@ from .local_scheduler import LocalScheduler
 from .processes import LocalProcesses, exit_reason
 
 log = logging.getLogger(__name__)
-
-#: The remote worker of a cluster with TLS: a Nanny made with the cluster's credentials (their paths in its options).
-WORKER_CLASS = "clustermgr_lab.security.nanny_with_credentials"
 
 SECRET_CONNECT_OPTIONS = {"password", "passphrase"}  # never stored
 PROCESS_GROUP_MARK = "clustermgr-lab remote process group"
@@ -225,10 +223,19 @@ class SSHBackend(Backend):
             options["resources"] = dict(group.worker_resources)
         if self.interface:
             options["interface"] = self.interface
-        if self.security is not None:  # read by WORKER_CLASS on the host (the work folder must be shared)
-            files = self.security.to_dict()
-            options.update(tls_ca_file=files["ca_file"], tls_cert=files["cert"], tls_key=files["key"])
         return options
+
+    def remote_command(self) -> str:
+        """The remote Python, preceded (``env K=V ...``) by the cluster's TLS settings when it has them.
+
+        They name the files (the work folder must be shared with the hosts), never their contents:
+        the remote command line can be read by every user of that host.
+        """
+        python = self.remote_python or sys.executable
+        if self.security is None:
+            return python
+        settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.security.worker_environment().items())
+        return f"env {settings} {python}"
 
     def _next_host(self) -> str:
         if not self.hosts:
@@ -248,9 +255,8 @@ class SSHBackend(Backend):
             host,
             connect_options=dict(self.connect_options),
             kwargs=self.worker_options(group, name),
-            remote_python=self.remote_python or sys.executable,
+            remote_python=self.remote_command(),
             name=name,
-            worker_class=WORKER_CLASS if self.security is not None else "distributed.Nanny",
         )
         self._remote[name] = RemoteWorker(host, process)
         output: list[str] = []
