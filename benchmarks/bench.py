@@ -404,7 +404,10 @@ def adaptive_first_decision(server: Server, stream: Stream, interval: float) -> 
         what="running",
         cluster_id=cid,
     )
-    client = Client(message["cluster"]["scheduler_address"], set_as_default=False, timeout=30)
+    from clustermgr_lab.client import cluster_security
+
+    security = cluster_security(message["cluster"])
+    client = Client(message["cluster"]["scheduler_address"], set_as_default=False, timeout=30, security=security)
     try:
         m = stream.mark()
         t0 = now()
