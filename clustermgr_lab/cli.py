@@ -7,6 +7,7 @@ import datetime
 import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from dask.utils import format_bytes
@@ -210,7 +211,9 @@ def cmd_create(client: ClusterManagerClient, args: argparse.Namespace) -> None:
 
 def cmd_attach(client: ClusterManagerClient, args: argparse.Namespace) -> None:
     """`clustermgr attach ADDRESS`: list a cluster started elsewhere; it is observed, never scaled."""
-    cluster = client.attach(args.address, args.name, wait=args.wait, timeout=args.timeout)
+    files = {"ca_file": args.tls_ca_file, "cert": args.tls_cert, "key": args.tls_key}
+    tls = {k: str(Path(v).resolve()) for k, v in files.items() if v} or None
+    cluster = client.attach(args.address, args.name, tls=tls, wait=args.wait, timeout=args.timeout)
     emit(args, cluster, lambda: f"attached {cluster_summary(cluster)}")
 
 
@@ -331,7 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
     attach = command(
         "attach", cmd_attach, "list a running cluster started elsewhere (never scaled; delete detaches it)"
     )
-    attach.add_argument("address", help="its scheduler's address, tcp://host:port")
+    attach.add_argument("address", help="its scheduler's address, tcp://host:port (or tls://host:port)")
+    attach.add_argument("--tls-ca-file", help="for a tls:// scheduler: the CA certificate its Client trusts")
+    attach.add_argument("--tls-cert", help="for a tls:// scheduler: the certificate its Client presents")
+    attach.add_argument("--tls-key", help="for a tls:// scheduler: that certificate's private key")
     attach.add_argument("--name", help="the name to list it under (default: Attached host:port)")
     attach.add_argument("--wait", action="store_true", help="return once its scheduler has been reached")
     attach.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (default: 60)")

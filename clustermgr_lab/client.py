@@ -133,7 +133,8 @@ def discover(timeout: float = 5.0) -> tuple[str, str]:
     """
     tried = []
     for info in running_servers():
-        url, token = info.get("url"), info.get("token") or ""
+        # A JupyterHub single-user server lists no token of its own: its kernels hold the user's hub token.
+        url, token = info.get("url"), info.get("token") or os.environ.get("JUPYTERHUB_API_TOKEN", "")
         if not url or info.get("sock"):
             continue
         try:
@@ -326,7 +327,13 @@ class ClusterManagerClient:
         return self.wait(cluster["id"], "running", timeout) if wait else cluster
 
     def attach(
-        self, address: str, name: str | None = None, *, wait: bool = False, timeout: float = 60.0
+        self,
+        address: str,
+        name: str | None = None,
+        *,
+        tls: Mapping[str, str] | None = None,
+        wait: bool = False,
+        timeout: float = 60.0,
     ) -> dict[str, Any]:
         """List a running cluster started elsewhere (backend ``external``), by its scheduler's address.
 
@@ -336,9 +343,12 @@ class ClusterManagerClient:
         Parameters
         ----------
         address : str
-            The scheduler's address, ``tcp://host:port``.
+            The scheduler's address, ``tcp://host:port`` (or ``tls://host:port`` with ``tls``).
         name : str, optional
             ``Attached host:port`` when None.
+        tls : mapping, optional
+            For a ``tls://`` scheduler: ``{"ca_file", "cert", "key"}``, absolute paths of the files its
+            Client presents (the server's user must be able to read them).
         wait : bool
             Return only once its scheduler has been reached (``running``).
         timeout : float
@@ -350,6 +360,8 @@ class ClusterManagerClient:
             The cluster: ``pending``, or ``running`` with ``wait``.
         """
         body = {"attach": address, **({"name": name} if name is not None else {})}
+        if tls is not None:
+            body["tls"] = dict(tls)
         cluster = self._request("POST", "clusters", body)
         return self.wait(cluster["id"], "running", timeout) if wait else cluster
 
@@ -596,4 +608,17 @@ def get_client(
     if cluster["status"] not in SCHEDULER_UP:
         cluster = manager.wait(cluster["id"], lambda c: c["status"] in SCHEDULER_UP, timeout)
     client_kwargs.setdefault("timeout", manager.timeout)
+    client_kwargs.setdefault("security", cluster_security(cluster))
     return Client(cluster["scheduler_address"], **client_kwargs)
+
+
+def cluster_security(cluster: dict[str, Any]) -> distributed.Security | None:
+    """The ``distributed.Security`` of a cluster as the API lists it (None when it has no TLS).
+
+    Made from the files its ``tls`` object names, which only the server's user can read: a Client of
+    another user fails to read them, and a Client without them is refused by the scheduler.
+    """
+    from .security import ClusterCredentials
+
+    tls = cluster.get("tls")
+    return ClusterCredentials.from_paths(tls).security() if tls else None

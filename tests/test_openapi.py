@@ -23,7 +23,12 @@ CLUSTER = {
     },
     "status": "running",
     "error": None,
-    "scheduler_address": "tcp://127.0.0.1:40123",
+    "scheduler_address": "tls://127.0.0.1:40123",
+    "tls": {
+        "ca_file": "/run/user/1000/jupyter/clustermgr/3f9c2a1b/tls/ca.pem",
+        "cert": "/run/user/1000/jupyter/clustermgr/3f9c2a1b/tls/cert.pem",
+        "key": "/run/user/1000/jupyter/clustermgr/3f9c2a1b/tls/key.pem",
+    },
     "dashboard_url": "/clustermgr/dashboard/3f9c2a1b/key-Zq0tW1sVb3Hc8xYkR2mN4A/status",
     "spec": {"groups": [{"name": "default", "count": 2, "threads": 1, "memory": 1073741824, "gpus": 0, "resources": {}}]},
     "workers": {

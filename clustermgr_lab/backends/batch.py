@@ -28,6 +28,7 @@ from traitlets import Float
 from .. import options as opt
 from ..departures import from_job_state
 from ..errors import BackendError
+from ..security import REQUIRE_ENCRYPTION
 from ..spec import WorkerGroup
 from .base import SCHEDULER_PROCESS as SCHEDULER
 from .base import Backend, Capabilities, SchedulerEndpoint, Waiting
@@ -177,7 +178,7 @@ class BatchBackend(Backend):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.processes = LocalProcesses(self.workdir, self.launcher, on_change=self._notify_change)
-        self.local_scheduler = LocalScheduler(self.processes)
+        self.local_scheduler = LocalScheduler(self.processes, self.security)
         self.scheduler_job = SchedulerJob(self)
         self._stopping: set[str] = set()
         self._jobs: dict[str, str] = {}  # worker name -> job id
@@ -255,6 +256,10 @@ class BatchBackend(Backend):
         if group.worker_resources:
             resources = " ".join(f"{k}={v}" for k, v in group.worker_resources.items())
             extra += ["--resources", shlex.quote(resources)]  # the command line is joined into a shell script
+        prologue = list(self.job_script_prologue)
+        if self.security is not None:  # the work folder must be visible to the compute nodes (it is for the logs)
+            extra += [shlex.quote(argument) for argument in self.security.cli_arguments()]
+            prologue += [f"export {name}={value}" for name, value in REQUIRE_ENCRYPTION.items()]
         return dict(
             scheduler=self.address,
             name=name,  # becomes `dask worker --name NAME`: how connected workers are matched
@@ -270,7 +275,7 @@ class BatchBackend(Backend):
             queue=self.queue,
             walltime=self.walltime,
             job_extra_directives=self.directives(group),
-            job_script_prologue=list(self.job_script_prologue),
+            job_script_prologue=prologue,
             worker_extra_args=extra,
         )
 

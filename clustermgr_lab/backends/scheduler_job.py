@@ -57,6 +57,12 @@ class SchedulerJob:
         )
         kwargs = backend.job_kwargs(group, SCHEDULER_PROCESS)
         kwargs.update(scheduler="tcp://scheduler-job:0", worker_extra_args=[])  # the worker command is replaced below
+        if backend.security is not None:  # encryption required, the dashboard over HTTPS: as for a local scheduler
+            environment = backend.security.environment()
+            kwargs["job_script_prologue"] = [
+                *kwargs.get("job_script_prologue", []),
+                *(f"export {name}={shlex.quote(value)}" for name, value in environment.items()),
+            ]
         job = backend.job_class()(**kwargs)
         command = scheduler_command(
             self.scheduler_file,
@@ -64,6 +70,7 @@ class SchedulerJob:
             idle_timeout=idle_timeout,
             dashboard_host="",
             python=backend.python,
+            credentials=backend.security,
         )
         # exec: the scheduler is the job's own process, which the system signals when the job is cancelled (a child
         # of the script's shell outlives it where SLURM tracks processes by parentage, proctrack/linuxproc)

@@ -16,6 +16,7 @@ import contextvars
 import json
 import logging
 import re
+import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,7 +177,7 @@ class SSHBackend(Backend):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.processes = LocalProcesses(self.workdir, self.launcher, on_change=self._notify_change)
-        self.scheduler = LocalScheduler(self.processes)
+        self.scheduler = LocalScheduler(self.processes, self.security)
         self._stopping: set[str] = set()
         self._remote: dict[str, RemoteWorker] = {}
 
@@ -226,6 +227,18 @@ class SSHBackend(Backend):
             options["interface"] = self.interface
         return options
 
+    def remote_command(self) -> str:
+        """The remote Python, preceded (``env K=V ...``) by the cluster's TLS settings when it has them.
+
+        They name the files (the work folder must be shared with the hosts), never their contents:
+        the remote command line can be read by every user of that host.
+        """
+        python = self.remote_python or sys.executable
+        if self.security is None:
+            return python
+        settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.security.worker_environment().items())
+        return f"env {settings} {python}"
+
     def _next_host(self) -> str:
         if not self.hosts:
             raise BackendError(f"the {self.name} backend has no hosts configured")
@@ -244,7 +257,7 @@ class SSHBackend(Backend):
             host,
             connect_options=dict(self.connect_options),
             kwargs=self.worker_options(group, name),
-            remote_python=self.remote_python or sys.executable,
+            remote_python=self.remote_command(),
             name=name,
         )
         self._remote[name] = RemoteWorker(host, process)
