@@ -13,5 +13,6 @@ module.exports = {
   timeout: 900000,
   reporter: [['list']],
   webServer: undefined,
-  use: { ...base.use, baseURL: undefined }
+  // Every wait has its deadline under load (a click on something that never comes fails, not hangs).
+  use: { ...base.use, baseURL: undefined, actionTimeout: 120000, navigationTimeout: 240000 }
 };

@@ -74,7 +74,7 @@ c.Spawner.env_keep.append("CLUSTERMGR_TEST_RUN")
 
 
 def prepare_user_folder(spawner):
-    """Give the user a folder of their own (0700) for notebooks and the cluster manager, with its configuration.
+    """Give the user a folder of their own for notebooks and the cluster manager, with its configuration.
 
     The extension's store, work folder (scheduler files, logs, launcher socket) and its servers' config lie
     there, so that the test knows where alice's files are and two test runs never share them.
@@ -87,13 +87,18 @@ def prepare_user_folder(spawner):
     for folder in (home, config_dir, home / "notebooks"):
         folder.mkdir(parents=True, exist_ok=True)
         os.chown(folder, account.pw_uid, account.pw_gid)
-    home.chmod(0o700)
+    # Open like a home on many sites (0755): whatever keeps bob out of alice's cluster files must be the
+    # extension's own modes, not this folder's. Her notebooks are not the extension's: private.
+    home.chmod(0o755)
+    (home / "notebooks").chmod(0o700)
     config = {
         "ClusterManager": {
             "workdir": str(home / "clustermgr"),
             "store_path": str(home / "store" / "clusters.sqlite3"),
             "on_shutdown": "stop",  # the hub stops the server at the end of the run; its clusters go with it
         },
+        # A fresh layout each run (the test opens a notebook from the launcher), whatever the user's home holds.
+        "LabApp": {"workspaces_dir": str(home / "workspaces")},
     }
     config_file = config_dir / "jupyter_server_config.json"
     config_file.write_text(json.dumps(config, indent=1))

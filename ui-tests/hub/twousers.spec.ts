@@ -15,7 +15,8 @@ import {
   Page,
   test
 } from '@playwright/test';
-import { execFileSync } from 'child_process';
+import { execFile, execFileSync } from 'child_process';
+import { promisify } from 'util';
 import * as fs from 'fs';
 import * as path from 'path';
 
@@ -190,25 +191,20 @@ test('two users under JupyterHub: alice’s cluster is hers alone', async ({
   expect.soft(removal.status(), 'bob: DELETE alice’s cluster').toBeGreaterThanOrEqual(300);
 
   // ...and, as a process with bob's uid, every attempt on her cluster is refused
-  const report = JSON.parse(
-    execFileSync(
-      PYTHON,
-      [
-        path.join(REPO, 'ci', 'hub', 'other_user_probe.py'),
-        '--as',
-        'bob',
-        '--user-dir',
-        path.join(STATE, 'users', 'alice'),
-        '--cluster',
-        id
-      ],
-      {
-        env: { ...process.env, PYTHONPATH: REPO },
-        encoding: 'utf-8',
-        timeout: 600000
-      }
-    )
+  const probe = await promisify(execFile)(
+    PYTHON,
+    [
+      path.join(REPO, 'ci', 'hub', 'other_user_probe.py'),
+      '--as',
+      'bob',
+      '--user-dir',
+      path.join(STATE, 'users', 'alice'),
+      '--cluster',
+      id
+    ],
+    { env: { ...process.env, PYTHONPATH: REPO }, timeout: 600000 }
   );
+  const report = JSON.parse(probe.stdout);
   const bobUid = Number(execFileSync('id', ['-u', 'bob'], { encoding: 'utf-8' }));
   expect(report.uid).toBe(bobUid);
   const targets = report.targets;
