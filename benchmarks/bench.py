@@ -85,6 +85,12 @@ def ratio_rows(
 
 # -- servers ----------------------------------------------------------------------------------------
 
+PLAIN_TEMPLATE = {
+    "name": "plain", "backend": "local", "tls": False,
+    "spec": {"groups": [{"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}]},
+}  # fmt: skip
+GRAPH_TASKS = 1000
+
 
 def start_clustermgr(tmp: Path, max_clusters: int) -> tuple[Server, Stream]:
     server = Server(
@@ -95,6 +101,7 @@ def start_clustermgr(tmp: Path, max_clusters: int) -> tuple[Server, Stream]:
                 "workdir": str(tmp / "clustermgr"),
                 "max_clusters": max_clusters + 5,
                 "on_shutdown": "stop",
+                "templates": [PLAIN_TEMPLATE],  # TLS off: the baseline of the TLS rows
             },
             "WarmLauncher": {"idle_timeout": 1.0},  # gone soon after the server: the leftover check waits 10 s
         },
@@ -197,6 +204,33 @@ def cm_lifecycle(server: Server, stream: Stream) -> dict[str, float]:
     out["scale_0_4"] = cm_scale(server, stream, cid, 4)
     cm_delete(server, stream, cid)
     return out
+
+
+def cm_tls_lifecycle(server: Server, stream: Stream, template: str | None) -> dict[str, float]:
+    """Create -> 2 workers, then a 1,000-task graph from a Client of this process (with the cluster's TLS files)."""
+    from distributed import Client
+
+    from clustermgr_lab.client import cluster_security
+
+    out: dict[str, float] = {}
+    created = base.create_clusters(server, stream, 1, 2, template=template)[0]
+    out["create"] = created["t1"] - created["t0"]
+    _, cluster = server.call("GET", f"clustermgr/api/clusters/{created['id']}", expect=200)
+    t0 = now()
+    with Client(cluster["scheduler_address"], security=cluster_security(cluster), timeout=60) as client:
+        out["connect"] = now() - t0
+        t0 = now()
+        futures = client.map(_inc, range(GRAPH_TASKS - 1), pure=False)
+        total = client.submit(sum, futures).result()
+        out["graph"] = now() - t0
+    if total != sum(range(1, GRAPH_TASKS)):
+        raise BenchError(f"the {GRAPH_TASKS}-task graph returned {total}")
+    cm_delete(server, stream, created["id"])
+    return out
+
+
+def _inc(x: int) -> int:
+    return x + 1
 
 
 # -- LocalCluster -------------------------------------------------------------------------------------
@@ -485,6 +519,26 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
                     "ms",
                 )
             )
+
+        # TLS (every cluster's default) against the same clusters with TLS off, interleaved
+        tls_sides = [("TLS", None), ("plain", "plain")]
+        tls_results: dict[str, list[dict]] = {name: [] for name, _ in tls_sides}
+        for rep in range(args.repeat):
+            for name, template in tls_sides[rep % 2 :] + tls_sides[: rep % 2]:
+                tls_results[name].append(cm_tls_lifecycle(cm_server, stream, template))
+                log(f"rep {rep + 1}/{args.repeat} clustermgr {name}: {tls_results[name][-1]}")
+        for key, label, target in (
+            ("create", "create -> 2 workers running", 1.2),
+            ("connect", "Client connect", None),
+            ("graph", f"{GRAPH_TASKS:,}-task graph", None),
+        ):
+            with_tls = [r[key] for r in tls_results["TLS"]]
+            plain = [r[key] for r in tls_results["plain"]]
+            rows += [
+                row(f"TLS on/off: {label}: TLS", median(with_tls), "s"),
+                row(f"TLS on/off: {label}: plain TCP", median(plain), "s"),
+                row(f"TLS on/off: {label}: ratio TLS / plain", median(with_tls) / median(plain), "x", target),
+            ]
 
         # list latency and server memory with 1/5/20 clusters of 0 workers on each side (interleaved GETs)
         rss0 = settle_rss(cm_server)

@@ -341,9 +341,9 @@ def spec(workers: int) -> dict:
 
 
 def create_clusters(
-    server: Server, stream: Stream, count: int, workers: int, attempts: int = 3
+    server: Server, stream: Stream, count: int, workers: int, attempts: int = 3, template: str | None = None
 ) -> list[dict[str, Any]]:
-    """POST ``count`` clusters at once and wait until each runs ``workers`` workers.
+    """POST ``count`` clusters at once (of ``template``, default the server's) and wait until each runs ``workers``.
 
     A cluster that turns ``failed`` is recorded in FAILURES, deleted and created again (so a flaky
     start shows up in the report instead of aborting the run). Returns, per cluster: its id, the
@@ -357,7 +357,8 @@ def create_clusters(
         posted = []
         for _ in range(todo):
             t0 = now()
-            _, cluster = server.call("POST", "clustermgr/api/clusters", {"spec": spec(workers)}, expect=202)
+            body = {"spec": spec(workers), **({"template": template} if template else {})}
+            _, cluster = server.call("POST", "clustermgr/api/clusters", body, expect=202)
             posted.append((cluster["id"], t0))
         failed = []
         for cid, t0 in posted:

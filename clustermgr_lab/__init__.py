@@ -14,3 +14,14 @@ def _jupyter_server_extension_points():
     from .app import ClusterManagerApp
 
     return [{"module": "clustermgr_lab", "app": ClusterManagerApp}]
+
+
+def connect(name_or_id: str, **kwargs):
+    """A ``distributed.Client`` for a cluster of this Jupyter server, by name or id, with its TLS credentials.
+
+    The server is found on its own inside its kernels (else pass ``url`` and ``token``); the
+    cluster's certificate files are read as this user. See :func:`clustermgr_lab.client.get_client`.
+    """
+    from .client import get_client
+
+    return get_client(name_or_id, **kwargs)

@@ -133,7 +133,8 @@ def discover(timeout: float = 5.0) -> tuple[str, str]:
     """
     tried = []
     for info in running_servers():
-        url, token = info.get("url"), info.get("token") or ""
+        # A JupyterHub single-user server lists no token of its own: its kernels hold the user's hub token.
+        url, token = info.get("url"), info.get("token") or os.environ.get("JUPYTERHUB_API_TOKEN", "")
         if not url or info.get("sock"):
             continue
         try:
@@ -585,4 +586,17 @@ def get_client(
     if cluster["status"] not in SCHEDULER_UP:
         cluster = manager.wait(cluster["id"], lambda c: c["status"] in SCHEDULER_UP, timeout)
     client_kwargs.setdefault("timeout", manager.timeout)
+    client_kwargs.setdefault("security", cluster_security(cluster))
     return Client(cluster["scheduler_address"], **client_kwargs)
+
+
+def cluster_security(cluster: dict[str, Any]) -> distributed.Security | None:
+    """The ``distributed.Security`` of a cluster as the API lists it (None when it has no TLS).
+
+    Made from the files its ``tls`` object names, which only the server's user can read: a Client of
+    another user fails to read them, and a Client without them is refused by the scheduler.
+    """
+    from .security import ClusterCredentials
+
+    tls = cluster.get("tls")
+    return ClusterCredentials.from_paths(tls).security() if tls else None

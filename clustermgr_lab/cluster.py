@@ -13,6 +13,7 @@ import asyncio
 import datetime
 import itertools
 import logging
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -97,6 +98,8 @@ class ManagedCluster:
         self.events = EventLog()
         self._on_change = on_change
         self._link: SchedulerLink | None = None
+        self._security = None
+        self._dashboard_ssl: ssl.SSLContext | None = None
         self._config_parent = config_parent
         self.options: dict[str, Any] = {}  # the template's user options, as set at creation
         self.idle_timeout = context.idle_timeout
@@ -212,6 +215,8 @@ class ManagedCluster:
             "status": self.status,
             "error": self.error,
             "scheduler_address": self.endpoint.address if self.endpoint else None,
+            # the cluster's TLS files (null: plain TCP): their owner's Client builds a distributed.Security from them
+            "tls": self.backend.security.to_dict() if self.backend.security is not None else None,
             "dashboard_url": f"{base_url}{dashboard}" if self.dashboard_address else None,
             "spec": self.spec.to_dict(),
             "workers": self.worker_counts(),
@@ -255,7 +260,10 @@ class ManagedCluster:
                 "dashboard_address": self.endpoint.dashboard_address if self.endpoint else None,
                 "workdir": str(self.backend.workdir),
                 "created": self.created.isoformat(),
-                "backend_state": {SCHEDULER_PROCESS: processes.get(SCHEDULER_PROCESS)},
+                "backend_state": {
+                    SCHEDULER_PROCESS: processes.get(SCHEDULER_PROCESS),
+                    "tls": self.backend.security.to_dict() if self.backend.security is not None else None,
+                },
                 "workers": workers,
             }
         )
@@ -343,6 +351,7 @@ class ManagedCluster:
     def _new_link(self) -> SchedulerLink:
         """The link to this cluster's scheduler: its worker stream and heartbeat feed the reconciler."""
         link = getattr(self.backend, "scheduler_link", SchedulerLink)  # foreign schedulers: observed by polling
+        security = self.security()
         return link(
             self.endpoint.address,
             self.reconciler.worker_added,
@@ -350,7 +359,21 @@ class ManagedCluster:
             self._scheduler_lost,
             on_responsive=self._scheduler_responsive,
             parent=self._config_parent,
+            **({"security": security} if security is not None else {}),
         )
+
+    def dashboard_ssl_context(self) -> ssl.SSLContext | None:
+        """What the dashboard proxy presents to this cluster's HTTPS dashboard (None: plain HTTP); made once."""
+        over_tls = getattr(self.backend, "dashboard_over_tls", True)
+        if self._dashboard_ssl is None and self.backend.security is not None and over_tls:
+            self._dashboard_ssl = self.backend.security.client_ssl_context()
+        return self._dashboard_ssl
+
+    def security(self):
+        """The ``distributed.Security`` of this cluster's scheduler (None: plain TCP); made once."""
+        if self._security is None and self.backend.security is not None:
+            self._security = self.backend.security.security()
+        return self._security
 
     async def _read_load(self, target_duration: float) -> dict[str, Any]:
         return await self._link.load(target_duration)
@@ -360,7 +383,7 @@ class ManagedCluster:
         if self.endpoint is None or not self.endpoint.address:
             return "the server stopped before the scheduler had started"
         try:
-            identity = await scheduler_identity(self.endpoint.address)
+            identity = await scheduler_identity(self.endpoint.address, security=self.security())
         except (OSError, asyncio.TimeoutError) as exc:
             return f"its scheduler at {self.endpoint.address} is gone ({exc or type(exc).__name__})"
         if identity.get("id") != self.endpoint.scheduler_id:

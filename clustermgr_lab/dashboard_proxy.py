@@ -8,8 +8,9 @@ from jupyter_server.auth.decorator import allow_unauthenticated
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.utils import url_path_join
 from jupyter_server_proxy.handlers import ProxyHandler
+from jupyter_server_proxy.websocket import pingable_ws_connect
 from tornado import web
-from tornado.httpclient import HTTPClientError
+from tornado.httpclient import HTTPClientError, HTTPRequest
 
 from .cluster import UNRESPONSIVE
 from .dashboard_keys import KEY_SEGMENT_PREFIX
@@ -39,6 +40,8 @@ class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
     WebSockets are proxied from the same origin only.
     The user's credentials are not forwarded, redirects stay below the keyed URL, and any other verb
     is answered with a JSON 405.
+    The dashboard of a cluster with TLS is HTTPS and asks for the cluster's certificate: the proxy
+    presents it (pages, plots and WebSockets alike) and trusts only the cluster's CA.
     """
 
     # The dashboard only needs to be read (its interactive parts are WebSocket, a GET upgrade);
@@ -108,6 +111,7 @@ class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
             raise web.HTTPError(503, f"the scheduler of cluster {cluster_id!r} is not answering: {cluster.error}")
         host, port = address.rsplit(":", 1)
         self._upstream = address
+        self._ssl_context = cluster.dashboard_ssl_context()
         host = host.strip("[]")
         self.host_allowlist = [host]
         # redirects are rewritten below it
@@ -142,11 +146,51 @@ class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
         return headers
 
     def proxy_request_options(self):
-        return {
+        options = {
             **super().proxy_request_options(),
             "connect_timeout": self.connect_timeout,
             "request_timeout": self.request_timeout,
         }
+        if getattr(self, "_ssl_context", None) is not None:
+            options["ssl_options"] = self._ssl_context
+        return options
+
+    def get_client_uri(self, protocol, host, port, proxied_path):
+        if getattr(self, "_ssl_context", None) is not None:
+            protocol = {"http": "https", "ws": "wss"}.get(protocol, protocol)
+        return super().get_client_uri(protocol, host, port, proxied_path)
+
+    async def proxy_open(self, host, port, proxied_path=""):
+        if self._ssl_context is None:
+            return await super().proxy_open(host, port, proxied_path)
+        # jupyter-server-proxy's own WebSocket request takes no TLS options: the same, with the cluster's certificate.
+        if not proxied_path.startswith("/"):
+            proxied_path = "/" + proxied_path
+
+        def on_message(message):
+            self._record_activity()
+            if message is None:
+                self.close()
+            else:
+                self.write_message(message, binary=isinstance(message, bytes))
+
+        def on_ping(data):
+            self._record_activity()
+            self.ping(data)
+
+        request = HTTPRequest(
+            url=self.get_client_uri("ws", host, port, proxied_path),
+            headers=self.proxy_request_headers(),
+            ssl_options=self._ssl_context,
+            connect_timeout=self.connect_timeout,
+        )
+        self._record_activity()
+        self.ws = await pingable_ws_connect(
+            request=request,
+            on_message_callback=on_message,
+            on_ping_callback=on_ping,
+            subprotocols=self._requested_subprotocols,
+        )
 
     @allow_unauthenticated  # prepare() lets in the authenticated and authorized, or a request with the cluster's key
     async def get(self, cluster_id: str, proxied_path: str = ""):

@@ -17,16 +17,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 from distributed.comm.addressing import parse_address, parse_host_port
 
 from .errors import Conflict
 from .foreign_identity import MAX_WORKERS, ForeignIdentity, InvalidIdentity, parse_identity
+
+if TYPE_CHECKING:
+    from distributed.security import Security
 
 log = logging.getLogger(__name__)
 
@@ -58,15 +62,22 @@ class ForeignComm:
     Parameters
     ----------
     address : str
-        ``tcp://host:port``.
+        ``tcp://host:port`` (or ``tls://host:port``: then ``ssl_context`` makes the connection).
     timeout : float
         Seconds for connecting (and the handshake) and for each call.
     max_bytes : int
         Largest message accepted; a larger length header closes the connection unread.
     """
 
-    def __init__(self, address: str, timeout: float = 10.0, max_bytes: int = MAX_MESSAGE_BYTES):
+    def __init__(
+        self,
+        address: str,
+        timeout: float = 10.0,
+        max_bytes: int = MAX_MESSAGE_BYTES,
+        ssl_context: ssl.SSLContext | None = None,
+    ):
         self.address = address
+        self.ssl_context = ssl_context
         self.timeout = timeout
         self.max_bytes = max_bytes
         self._reader: asyncio.StreamReader | None = None
@@ -76,7 +87,9 @@ class ForeignComm:
         scheme, location = parse_address(self.address)
         host, port = parse_host_port(location)
         try:
-            self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(host, port), self.timeout)
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, ssl=self.ssl_context), self.timeout
+            )
             # distributed's handshake: both sides send their settings first (no compression: plain frames)
             self._writer.write(
                 _frame({"compression": None, "python": tuple(sys.version_info)[:3], "pickle-protocol": 5})
@@ -144,10 +157,12 @@ class ForeignComm:
         self.abort()
 
 
-async def foreign_identity(address: str, timeout: float = 10.0, comm: ForeignComm | None = None) -> ForeignIdentity:
-    """A foreign scheduler's checked identity; :class:`ForeignSchedulerError` saying why not."""
+async def foreign_identity(
+    address: str, timeout: float = 10.0, comm: ForeignComm | None = None, ssl_context: ssl.SSLContext | None = None
+) -> ForeignIdentity:
+    """A foreign scheduler's checked identity (over TLS with ``ssl_context``); :class:`ForeignSchedulerError` saying why not."""
     own = comm is None
-    comm = comm or ForeignComm(address, timeout)
+    comm = comm or ForeignComm(address, timeout, ssl_context=ssl_context)
     try:
         answer = await comm.call("identity", n_workers=MAX_WORKERS)
     finally:
@@ -180,13 +195,15 @@ class ForeignSchedulerLink:
         on_lost: Callable[[], None],
         on_responsive: Callable[[bool], None] | None = None,
         parent: object = None,  # the same signature as SchedulerLink's; nothing here is configurable
+        security: Security | None = None,
     ):
         self.address = address
         self._on_added = on_added
         self._on_removed = on_removed
         self._on_lost = on_lost
         self._on_responsive = on_responsive
-        self._comm = ForeignComm(address, self.heartbeat_timeout)
+        ssl_context = security.get_connection_args("client")["ssl_context"] if security is not None else None
+        self._comm = ForeignComm(address, self.heartbeat_timeout, ssl_context=ssl_context)
         self._workers: dict[str, dict] = {}
         self._poller: asyncio.Task | None = None
         self._closing = False

@@ -30,6 +30,7 @@ from .limits import Limits
 from .machine import detect_gpus, total_memory
 from .options import parse_backend_options
 from .record import read_manifests
+from .security import PLAIN_WARNING, ClusterCredentials, UnsafePath, private_file, private_folder
 from .spec import WorkerSpec, parse_size, parse_spec
 from .store import ClusterStore, StoreHealth
 from .templates import Template, builtin_templates, parse_template
@@ -142,10 +143,12 @@ class ClusterManager(LoggingConfigurable):
             max_workers=self.max_workers,
             max_groups=self.max_groups,
         )
+        self._private([Path(self.workdir)], store_folder=Path(self.store_path).parent)
         self.launcher = WarmLauncher(Path(self.workdir), parent=self, log=self.log)
         self._gpus = self.gpus if self.gpus is not None else detect_gpus()
         self._max_memory = parse_size(self.max_memory, "ClusterManager.max_memory")
         self.store = ClusterStore(self.store_path, log=self.log)
+        self._private(files=[Path(f"{self.store_path}{suffix}") for suffix in ("", "-wal", "-shm", ".lock")])
         self.store.on_health = self._store_health_changed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._store_watch: asyncio.TimerHandle | None = None
@@ -163,6 +166,23 @@ class ClusterManager(LoggingConfigurable):
                     "cluster %s: cannot restore it from the store; what still runs of it is stopped", record.get("id")
                 )
                 self._unrestorable.append(record)
+
+    def _private(self, folders: list[Path] = (), files: list[Path] = (), store_folder: Path | None = None) -> None:
+        """Make the folders (and files that exist) this user's alone; refuse, with a log line, any others own or write.
+
+        The store's folder may be one the site chose: left as it is when no one else can write there.
+        """
+        try:
+            for folder in folders:
+                private_folder(folder)
+            if store_folder is not None:
+                private_folder(store_folder, narrow=False)
+            for path in files:
+                if path.exists():
+                    private_file(path)
+        except UnsafePath as exc:
+            self.log.error("clustermgr_lab is not loaded: %s", exc)
+            raise
 
     def _stored_records(self) -> list[dict]:
         """The records of the store; of a damaged store, what could be read; and the clusters only their manifests know."""
@@ -184,10 +204,15 @@ class ClusterManager(LoggingConfigurable):
         if self.launcher.enabled:
             self._spawn(self.launcher.warm_up())
 
-    def _context(self, workdir: Path, idle_timeout: float | None) -> BackendContext:
-        """What a new backend receives: its folder, its idle timeout, and the warm launcher (unless turned off)."""
+    def _context(
+        self, workdir: Path, idle_timeout: float | None, security: ClusterCredentials | None = None
+    ) -> BackendContext:
+        """What a new backend receives: its folder, its idle timeout, its TLS credentials, and the warm launcher."""
         return BackendContext(
-            Path(workdir), launcher=self.launcher if self.launcher.enabled else None, idle_timeout=idle_timeout
+            Path(workdir),
+            launcher=self.launcher if self.launcher.enabled else None,
+            idle_timeout=idle_timeout,
+            security=security,
         )
 
     def _backend_factory(
@@ -211,6 +236,15 @@ class ClusterManager(LoggingConfigurable):
         except InvalidRequest:  # the site has changed that option since: the template's own value
             return dict(template.options)
 
+    def _stored_credentials(self, record: dict) -> ClusterCredentials | None:
+        """The TLS files a stored cluster uses (None: it has none); a cluster of ours has them in its work folder."""
+        paths = (record.get("backend_state") or {}).get("tls")
+        if record["backend"] == ExternalBackend.name:  # an attached tls:// scheduler: the files it was attached with
+            return ClusterCredentials.from_paths(paths) if paths else None
+        if str(record.get("scheduler_address") or "").startswith("tcp://"):
+            return None
+        return ClusterCredentials.find(Path(record["workdir"]))
+
     def _restore(self, record: dict) -> ManagedCluster:
         """A stored cluster, registered as it was stored; :meth:`readopt_all` then re-adopts it."""
         backend_class = {**BACKENDS, ExternalBackend.name: ExternalBackend}.get(record["backend"])
@@ -225,7 +259,7 @@ class ClusterManager(LoggingConfigurable):
             record["template"],
             self._backend_factory(backend_class, record["id"], options=self._stored_backend_options(record), **extra),
             parse_spec(record["spec"]),
-            self._context(Path(record["workdir"]), record.get("idle_timeout")),
+            self._context(Path(record["workdir"]), record.get("idle_timeout"), self._stored_credentials(record)),
         )
         cluster.restore(record)
         self._events_written[cluster.id] = cluster.events.appended
@@ -259,7 +293,7 @@ class ClusterManager(LoggingConfigurable):
             processes[SCHEDULER_PROCESS] = scheduler
         try:
             make = self._backend_factory(BACKENDS[record["backend"]], record["id"])
-            backend = make(self._context(Path(record["workdir"]), None))
+            backend = make(self._context(Path(record["workdir"]), None, self._stored_credentials(record)))
             await backend.adopt(SchedulerEndpoint(record.get("scheduler_address") or "", None), processes)
             running = sorted(backend.started() | set(backend.pids()))
             await backend.close()
@@ -333,7 +367,7 @@ class ClusterManager(LoggingConfigurable):
         """
         request = self.parse.create(body)
         if isinstance(request, requests.AttachCluster):
-            return self.attach(request.address, request.name)
+            return self.attach(request.address, request.name, tls=request.tls)
         self._require_writable_store("create a cluster")
         if request.name is not None:
             self._require_unique_name(request.name)
@@ -342,16 +376,19 @@ class ClusterManager(LoggingConfigurable):
 
         template = request.template
         cluster_id = uuid.uuid4().hex[:8]
-        workdir = Path(self.workdir) / cluster_id
-        workdir.mkdir(parents=True, exist_ok=True)
+        workdir = private_folder(Path(self.workdir) / cluster_id)
+        credentials = ClusterCredentials.create(workdir) if template.tls else None
         cluster = self._new_cluster(
             cluster_id,
             request.name or self._next_name(),
             template.name,
             self._backend_factory(BACKENDS[template.backend], cluster_id, options=request.backend_options),
             request.spec,
-            self._context(workdir, request.idle_timeout),
+            self._context(workdir, request.idle_timeout, credentials),
         )
+        if credentials is None:
+            self.log.warning("cluster %s (template %s): %s", cluster_id, template.name, PLAIN_WARNING)
+            cluster.events.lifecycle(PLAIN_WARNING)
         cluster.options = request.user_options
         if request.adapt is not None:
             cluster.adapt_to(request.adapt)
@@ -375,11 +412,14 @@ class ClusterManager(LoggingConfigurable):
             config_parent=self,
         )
 
-    def attach(self, address: str, name: str | None = None, origin: str = "attached") -> ManagedCluster:
+    def attach(
+        self, address: str, name: str | None = None, origin: str = "attached", tls: ClusterCredentials | None = None
+    ) -> ManagedCluster:
         """List a cluster started elsewhere (backend ``external``); returns it ``pending`` while its scheduler is reached.
 
         Its workers are observed, never started or stopped; deleting it detaches.
-        ``origin`` (``"attached"`` or ``"discovered"``) becomes its ``template``.
+        ``origin`` (``"attached"`` or ``"discovered"``) becomes its ``template``; ``tls``: the certificate
+        files that reach a ``tls://`` scheduler.
         """
         for other in self._clusters.values():
             if address in (getattr(other.backend, "address", None), other.endpoint and other.endpoint.address):
@@ -387,7 +427,7 @@ class ClusterManager(LoggingConfigurable):
         if name is not None:
             self._require_unique_name(name)
         else:
-            name = self.unique_name(f"{origin.capitalize()} {address.removeprefix('tcp://')}")
+            name = self.unique_name(f"{origin.capitalize()} {address.split('://', 1)[-1]}")
         self._check_cluster_limit()
         cluster_id = uuid.uuid4().hex[:8]
         cluster = self._new_cluster(
@@ -396,7 +436,7 @@ class ClusterManager(LoggingConfigurable):
             origin,
             self._backend_factory(ExternalBackend, cluster_id, address=address),
             WorkerSpec(()),
-            BackendContext(Path(self.workdir) / cluster_id),
+            BackendContext(Path(self.workdir) / cluster_id, security=tls),
         )
         cluster.backend.listed_as = lambda scheduler_id: next(
             (

@@ -6,6 +6,7 @@ scale target again or re-parses adaptive settings.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from .fields import reject_unknown_fields
 from .idle import parse_idle_timeout
 from .limits import Limits
 from .options import parse_backend_options, resolve_user_options
+from .security import ClusterCredentials
 from .spec import Resolution, WorkerSpec, parse_spec, parse_target, resolve_target
 from .templates import Template
 
@@ -37,10 +39,14 @@ class CreateCluster:
 
 @dataclass(frozen=True)
 class AttachCluster:
-    """A cluster started elsewhere, to be listed here: its scheduler's address ``tcp://host:port``."""
+    """A cluster started elsewhere, to be listed here: its scheduler's address ``tcp://host:port``.
+
+    Or ``tls://host:port`` with ``tls``: the certificate files a Client of it presents.
+    """
 
     address: str
     name: str | None
+    tls: ClusterCredentials | None = None
 
 
 @dataclass(frozen=True)
@@ -70,8 +76,31 @@ class Rename:
 
 Change = Scale | ReplaceSpec | ChangeAdapt | SetIdleTimeout | Rename
 CREATE_FIELDS = ("template", "name", "spec", "adapt", "idle_timeout", "options")
-ATTACH_FIELDS = ("attach", "name")
+ATTACH_FIELDS = ("attach", "name", "tls")
 CHANGE_FIELDS = ("scale", "spec", "adapt", "idle_timeout", "name")
+
+
+def parse_attach_tls(value: Any, address: str) -> ClusterCredentials | None:
+    """The certificate files of an attach request: required for a ``tls://`` address, refused for ``tcp://``.
+
+    Each must be a readable file of the server's user (checked now, so a typo is a 400, not a failed cluster).
+    """
+    if not address.startswith("tls://"):
+        if value is not None:
+            raise InvalidRequest("only a tls:// scheduler address takes certificate files", "tls")
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidRequest(
+            "a tls:// scheduler needs the files its Client presents: {ca_file, cert, key} (absolute paths)", "tls"
+        )
+    reject_unknown_fields(value, ("ca_file", "cert", "key"), "tls")
+    for key in ("ca_file", "cert", "key"):
+        path = value.get(key)
+        if not isinstance(path, str) or not os.path.isabs(path) or not os.access(path, os.R_OK):
+            raise InvalidRequest(
+                f"must be the absolute path of a file this server can read, not {path!r}", f"tls.{key}"
+            )
+    return ClusterCredentials.from_paths(value)
 
 
 def require_object(body: Any) -> Mapping[str, Any]:
@@ -145,7 +174,8 @@ class RequestParser:
         if "attach" in body:
             reject_unknown_fields(body, ATTACH_FIELDS)
             name = parse_name(body["name"]) if body.get("name") is not None else None
-            return AttachCluster(parse_scheduler_address(body["attach"]), name)
+            address = parse_scheduler_address(body["attach"], schemes=("tcp", "tls"))
+            return AttachCluster(address, name, parse_attach_tls(body.get("tls"), address))
         reject_unknown_fields(body, CREATE_FIELDS)
         template_name = body.get("template", self.default_template)
         if template_name is None:

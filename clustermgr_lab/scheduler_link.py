@@ -10,6 +10,7 @@ from typing import Any
 from distributed.comm import connect
 from distributed.comm.addressing import parse_address, parse_host_port
 from distributed.core import rpc
+from distributed.security import Security
 from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
@@ -21,14 +22,19 @@ WorkerAdded = Callable[[str, dict], None]
 WorkerRemoved = Callable[[str], None]
 
 
-async def scheduler_identity(address: str, timeout: float = 10) -> dict[str, Any]:
+def connection_args(security: Security | None) -> dict[str, Any]:
+    """distributed's ``connection_args`` of the manager (the client role) for a cluster's ``Security``."""
+    return security.get_connection_args("client") if security is not None else {}
+
+
+async def scheduler_identity(address: str, timeout: float = 10, security: Security | None = None) -> dict[str, Any]:
     """The scheduler's ``identity()`` (its ``id`` included), or OSError / TimeoutError if it does not answer."""
     host, port = parse_host_port(parse_address(address)[1])
     # A refused connection is final: distributed's connect() would retry it until the timeout.
     _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     writer.close()
     await writer.wait_closed()
-    connection = rpc(address, timeout=timeout)
+    connection = rpc(address, timeout=timeout, connection_args=connection_args(security))
     try:
         return await asyncio.wait_for(connection.identity(n_workers=0), timeout)
     finally:
@@ -47,6 +53,8 @@ class SchedulerLink(LoggingConfigurable):
     (``echo``, every ``heartbeat_interval`` s) tells ``on_responsive(False)`` when the scheduler has
     not answered within ``heartbeat_timeout`` s, and ``on_responsive(True)`` when it answers again.
     Its timeouts are traits (``c.SchedulerLink.call_timeout``), read from ``parent``'s config.
+    With ``security`` (the cluster's ``distributed.Security``) every connection is TLS with the cluster's
+    certificate: the one place where the server's own connections to a scheduler get their credentials.
     """
 
     call_timeout = Float(
@@ -67,15 +75,17 @@ class SchedulerLink(LoggingConfigurable):
         on_removed: WorkerRemoved,
         on_lost: Callable[[], None],
         on_responsive: Callable[[bool], None] | None = None,
+        security: Security | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.address = address
+        self._connection_args = connection_args(security)
         self._on_added = on_added
         self._on_removed = on_removed
         self._on_lost = on_lost
         self._on_responsive = on_responsive
-        self._rpc = rpc(address)
+        self._rpc = rpc(address, connection_args=self._connection_args)
         self._comm = None
         self._reader: asyncio.Task | None = None
         self._heartbeat: asyncio.Task | None = None
@@ -83,7 +93,7 @@ class SchedulerLink(LoggingConfigurable):
         self.responsive = True
 
     async def start(self, timeout: float = 30) -> None:
-        self._comm = await connect(self.address, timeout=timeout)
+        self._comm = await connect(self.address, timeout=timeout, **self._connection_args)
         await self._comm.write({"op": "subscribe_worker_status"})
         identity = await self._call(self._comm.read(), timeout, "the worker subscription")
         for address, info in identity.get("workers", {}).items():

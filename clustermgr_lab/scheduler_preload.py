@@ -12,6 +12,8 @@ handlers, so the manager (in the Jupyter server process) can ask, in one round t
 It also makes distributed's idle timeout (``dask scheduler --idle-timeout``) count a connected
 client as activity: the scheduler shuts itself down only after that long with no tasks *and*
 no client, whether or not a Jupyter server is running.
+
+And a dashboard served over HTTPS (a cluster with TLS) asks every peer for the cluster's certificate.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from collections import defaultdict
 from dask.utils import parse_timedelta
 from toolz import take
 from tornado.ioloop import PeriodicCallback
+
+from .security import require_dashboard_client_certificates
 
 SAMPLE = 100
 
@@ -99,6 +103,7 @@ def set_idle_timeout(scheduler, seconds: float | None) -> None:
 
 
 def dask_setup(scheduler):
+    require_dashboard_client_certificates(scheduler)
     install_client_aware_idle_check(scheduler)
     scheduler.handlers["clustermgr_set_idle_timeout"] = lambda seconds=None: set_idle_timeout(scheduler, seconds)
     scheduler.handlers["clustermgr_load"] = lambda target_duration="5s": load_report(scheduler, target_duration)

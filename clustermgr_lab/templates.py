@@ -27,6 +27,7 @@ class Template:
     idle_timeout: float | None = None  # seconds with no tasks and no client before the cluster shuts down
     options: Mapping[str, Any] = field(default_factory=dict)  # the backend's, as the site set them
     user_options: tuple[UserOption, ...] = ()  # what a user may set at creation
+    tls: bool = True  # its clusters require TLS with credentials of their own (False: plain TCP, with a warning)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -37,6 +38,7 @@ class Template:
             "adapt": dict(self.adapt) if self.adapt else None,
             "idle_timeout": self.idle_timeout,
             "user_options": [o.to_dict() for o in self.user_options],
+            "tls": self.tls,
         }
 
 
@@ -100,6 +102,9 @@ def parse_template(data: Mapping[str, Any], backends: Mapping[str, type], field_
     declared = getattr(backends[backend], "template_options", {})
     options = parse_backend_options(data.get("options"), declared, f"{field_name}.options")
     user_options = parse_user_options(data.get("user_options"), declared, options, f"{field_name}.user_options")
+    tls = data.get("tls", True)
+    if not isinstance(tls, bool):
+        raise InvalidRequest(f"must be true or false, not {tls!r}", f"{field_name}.tls")
     return Template(
         name=name,
         description=str(data.get("description", "")),
@@ -109,4 +114,5 @@ def parse_template(data: Mapping[str, Any], backends: Mapping[str, type], field_
         idle_timeout=parse_idle_timeout(data.get("idle_timeout"), f"{field_name}.idle_timeout"),
         options=options,
         user_options=user_options,
+        tls=tls,
     )

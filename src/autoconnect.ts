@@ -10,7 +10,7 @@ import { ICluster } from './types';
 /**
  * Connects the kernels of notebooks to a chosen cluster by themselves: on a
  * new kernel and after every restart, while that cluster exists (by name),
- * it silently runs `client = Client("<address>")` in Python kernels. When
+ * it silently runs the client code (`clientCode`) in Python kernels. When
  * the cluster is gone, nothing is run any more.
  */
 export class AutoConnector implements IDisposable {
@@ -117,12 +117,16 @@ export class AutoConnector implements IDisposable {
     }
     const info = await kernel.info;
     // The cluster may have gone while the kernel answered.
-    const address = this.cluster?.scheduler_address;
-    if (!address || kernel.isDisposed || info.language_info.name !== 'python') {
+    const cluster = this.cluster;
+    if (
+      !cluster?.scheduler_address ||
+      kernel.isDisposed ||
+      info.language_info.name !== 'python'
+    ) {
       return;
     }
     kernel.requestExecute(
-      { code: clientCode(address), silent: true, store_history: false },
+      { code: clientCode(cluster), silent: true, store_history: false },
       true
     );
   }

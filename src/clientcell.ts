@@ -22,22 +22,38 @@ export const CLUSTER_ID_MIME = 'application/vnd.clustermgr.cluster-id';
 export const DRAG_THRESHOLD = 5;
 
 /**
- * The code that connects a client to a scheduler.
+ * What the client code needs to know of a cluster.
  */
-export function clientCode(schedulerAddress: string): string {
+export type Connectable = Pick<ICluster, 'id' | 'scheduler_address' | 'tls'>;
+
+/**
+ * The code that connects a client to a cluster's scheduler.
+ *
+ * A cluster with TLS is reached through `clustermgr_lab.connect(id)`, which
+ * asks this server for the cluster and builds its `distributed.Security`
+ * from the certificate files (readable by this user only): no manual step.
+ * A plain one (started elsewhere, or TLS turned off) by its address.
+ */
+export function clientCode(cluster: Connectable): string {
+  if (cluster.tls) {
+    return [
+      'import clustermgr_lab',
+      `client = clustermgr_lab.connect(${JSON.stringify(cluster.id)})`
+    ].join('\n');
+  }
   return [
     'from distributed import Client',
-    `client = Client(${JSON.stringify(schedulerAddress)})`
+    `client = Client(${JSON.stringify(cluster.scheduler_address)})`
   ].join('\n');
 }
 
 /**
  * The notebook cell holding the client code.
  */
-export function clientCell(schedulerAddress: string): nbformat.ICodeCell {
+export function clientCell(cluster: Connectable): nbformat.ICodeCell {
   return {
     cell_type: 'code',
-    source: clientCode(schedulerAddress),
+    source: clientCode(cluster),
     metadata: {},
     outputs: [],
     execution_count: null
@@ -49,7 +65,7 @@ export function clientCell(schedulerAddress: string): nbformat.ICodeCell {
  */
 export function insertClientCell(
   panel: NotebookPanel,
-  schedulerAddress: string
+  cluster: Connectable
 ): void {
   const notebook = panel.content;
   if (!notebook.model) {
@@ -61,7 +77,7 @@ export function insertClientCell(
   }
   const cell = notebook.activeCell;
   if (cell) {
-    cell.model.sharedModel.setSource(clientCode(schedulerAddress));
+    cell.model.sharedModel.setSource(clientCode(cluster));
   }
   void NotebookActions.focusActiveCell(notebook);
 }
@@ -77,13 +93,12 @@ export function startClusterDrag(options: {
   source?: unknown;
 }): Drag | null {
   const { cluster, clientX, clientY } = options;
-  const address = cluster.scheduler_address;
-  if (!address) {
+  if (!cluster.scheduler_address) {
     return null;
   }
   const mimeData = new MimeData();
-  mimeData.setData(JUPYTER_CELLS_MIME, [clientCell(address)]);
-  mimeData.setData('text/plain', clientCode(address));
+  mimeData.setData(JUPYTER_CELLS_MIME, [clientCell(cluster)]);
+  mimeData.setData('text/plain', clientCode(cluster));
   mimeData.setData(CLUSTER_ID_MIME, cluster.id);
 
   const drag = new Drag({

@@ -55,7 +55,7 @@ export function acceptClusterDrops(options: {
       );
       if (cluster?.scheduler_address) {
         options.activate(destination.widget.id);
-        insertClientCode(destination, cluster.scheduler_address);
+        insertClientCode(destination, cluster);
       }
     }
   };

@@ -8,7 +8,7 @@ import type { FileEditor, IEditorTracker } from '@jupyterlab/fileeditor';
 import type { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import type { Widget } from '@lumino/widgets';
 
-import { clientCode, insertClientCell } from './clientcell';
+import { clientCode, Connectable, insertClientCell } from './clientcell';
 
 /**
  * The trackers of the places a Client cell can go (each may be missing).
@@ -52,16 +52,16 @@ export function findDestination(
 }
 
 /**
- * Put the client code for `address` into a destination and focus it.
+ * Put the client code for `cluster` into a destination and focus it.
  */
 export function insertClientCode(
   destination: Destination,
-  address: string
+  cluster: Connectable
 ): void {
-  const code = clientCode(address);
+  const code = clientCode(cluster);
   switch (destination.kind) {
     case 'notebook':
-      insertClientCell(destination.widget, address);
+      insertClientCell(destination.widget, cluster);
       break;
     case 'console': {
       const prompt = destination.widget.console.promptCell;

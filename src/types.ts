@@ -176,6 +176,10 @@ export interface ICluster {
   status: ClusterStatus;
   error: string | null;
   scheduler_address: string | null;
+  /**
+   * Where its TLS files are (readable by the server's user only); null: plain TCP.
+   */
+  tls?: { ca_file: string; cert: string; key: string } | null;
   dashboard_url: string | null;
   spec: IWorkerSpec;
   workers: IWorkerCounts;

@@ -51,7 +51,7 @@ export function addUseCommands(
       if (shell.currentWidget !== destination.widget) {
         shell.activateById(destination.widget.id);
       }
-      insertClientCode(destination, cluster.scheduler_address);
+      insertClientCode(destination, cluster);
     }
   });
 

@@ -9,6 +9,7 @@ import inspect
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -345,4 +346,80 @@ def cluster_client(cluster: dict, **kwargs):
     """
     from distributed import Client
 
+    from clustermgr_lab.client import cluster_security
+
+    kwargs.setdefault("security", cluster_security(cluster))
     return Client(cluster["scheduler_address"], **kwargs)
+
+
+async def assert_strangers_refused(
+    cluster: dict, dashboard_address: str | None = None, workers: tuple[str, ...] = (), timeout: float = 3
+) -> None:
+    """Assert that a cluster's scheduler, workers and dashboard let in no one without the cluster's certificate.
+
+    Tried against the scheduler: a plain ``Client`` (``tcp://`` to the same port), a TLS ``Client`` with a
+    certificate of its own (trusting the cluster's CA, so only the scheduler can be the one refusing), and a
+    bare TLS handshake without any certificate; against each of ``workers`` (their ``tls://`` addresses):
+    a plain connection and a bare TLS handshake. Against the dashboard (``host:port``), when given: plain
+    HTTP and HTTPS without a certificate. Each must fail at the connection, with nothing of the cluster read.
+    """
+    import ssl
+
+    from distributed import Client, Security
+    from distributed.comm import connect
+
+    address = cluster["scheduler_address"]
+    assert address.startswith("tls://"), f"the scheduler listens on {address}, not on tls://"
+    host, port = address.removeprefix("tls://").rsplit(":", 1)
+
+    plain = address.replace("tls://", "tcp://", 1)
+    with pytest.raises((OSError, asyncio.TimeoutError)):
+        async with Client(plain, asynchronous=True, timeout=timeout):
+            pass
+    stranger = Security.temporary()
+    stranger.tls_ca_file = cluster["tls"]["ca_file"]  # it trusts the cluster: the refusal is the scheduler's
+    with pytest.raises((OSError, asyncio.TimeoutError)):
+        async with Client(address, asynchronous=True, timeout=timeout, security=stranger):
+            pass
+
+    def no_certificate(target_host: str, target_port: int, request: bytes) -> bytes:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        with (
+            socket.create_connection((target_host, target_port), timeout=timeout) as raw,
+            context.wrap_socket(raw) as conn,
+        ):
+            conn.sendall(request)
+            return conn.recv(1024)  # TLS 1.3: the server's refusal arrives as an alert here
+
+    for worker in workers:
+        assert worker.startswith("tls://"), f"a worker listens on {worker}, not on tls://"
+        with pytest.raises((OSError, asyncio.TimeoutError)):
+            comm = await connect(worker.replace("tls://", "tcp://", 1), timeout=timeout)
+            await comm.write({"op": "identity", "reply": True})
+            await asyncio.wait_for(comm.read(), timeout)
+
+    loop = asyncio.get_running_loop()
+    targets = [(host, int(port), b"\x00" * 16)]
+    targets += [(*w.removeprefix("tls://").rsplit(":", 1), b"\x00" * 16) for w in workers]
+    if dashboard_address:
+        targets.append((*dashboard_address.rsplit(":", 1), b"GET /status HTTP/1.0\r\n\r\n"))
+    for target_host, target_port, request in targets:
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            answer = await loop.run_in_executor(None, no_certificate, target_host, int(target_port), request)
+            if not answer:  # closed without an alert: refused just the same
+                raise ConnectionResetError("closed")
+    if dashboard_address:
+
+        def plain_http() -> bytes:
+            dashboard_host, dashboard_port = dashboard_address.rsplit(":", 1)
+            with socket.create_connection((dashboard_host, int(dashboard_port)), timeout=timeout) as conn:
+                conn.sendall(b"GET /status HTTP/1.0\r\n\r\n")
+                try:
+                    return conn.recv(4096)
+                except ConnectionError:  # reset: refused
+                    return b""
+
+        answer = await loop.run_in_executor(None, plain_http)
+        assert b"Bokeh" not in answer and b"200 OK" not in answer, answer[:200]

@@ -41,5 +41,7 @@ def test_bench_smoke_writes_rows_with_their_verdicts_and_leaves_no_process(tmp_p
         "GET list p99 at 10 clusters (0 workers each)",
         "server RSS per cluster (10 clusters)",
         "adaptive: first decision after a burst (1 s interval)",
+        "TLS on/off: create -> 2 workers running: ratio TLS / plain",
+        "TLS on/off: 1,000-task graph: ratio TLS / plain",
     } <= names
     assert "| benchmark | value | target | pass | note |" in out.with_suffix(".md").read_text()

@@ -213,10 +213,10 @@ async def test_a_notebook_gets_a_dask_client_by_name_in_one_call(server, jp_fetc
     # Given a cluster, and a kernel started by the server (it knows neither the URL nor the token)
     monkeypatch.setenv("PYTHONPATH", subprocess_env()["PYTHONPATH"])
     _, cluster = await call(jp_fetch, "POST", "clusters", body={"name": "for the notebook", "spec": SMALL}, expect=202)
-    # When the notebook asks for a client of it by name
+    # When the notebook runs the sidebar's Client cell for it (src/clientcell.ts: a TLS cluster, by id)
     code = (
-        "from clustermgr_lab.client import get_client\n"
-        "client = get_client('for the notebook')\n"
+        "import clustermgr_lab\n"
+        f"client = clustermgr_lab.connect({json.dumps(cluster['id'])})\n"
         "client.wait_for_workers(1, timeout=120)\n"
         "print('scheduler', client.scheduler.address, 'sum', client.submit(sum, [1, 2, 3]).result())\n"
         "client.close()\n"

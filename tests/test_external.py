@@ -113,7 +113,7 @@ async def test_an_attached_cluster_is_observed_proxied_never_scaled_and_detached
     [
         ("", "scheduler address"),
         (8786, "scheduler address"),
-        ("tls://127.0.0.1:8786", "tcp://"),
+        ("ucx://127.0.0.1:8786", "tcp:// or tls://"),
         ("tcp://host", "scheduler address"),
     ],
 )

@@ -281,7 +281,7 @@ async def test_user_options_are_checked_and_pending_workers_say_why_they_wait(jp
         shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True).stdout
         assert "TimeLimit=00:20:00" in shown and "Nice=5" in shown, shown
         # And the scheduler listens on the template's interface
-        assert cluster["scheduler_address"].startswith("tcp://127.0.0.1:")
+        assert cluster["scheduler_address"].startswith("tls://127.0.0.1:")
         async with cluster_client(cluster, asynchronous=True) as client:
             seen = await client.run(lambda: __import__("os").environ.get("CLUSTERMGR_PROLOGUE"))
             assert set(seen.values()) == {"yes"}

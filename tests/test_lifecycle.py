@@ -20,7 +20,7 @@ async def test_create_goes_pending_then_running_and_delete_leaves_no_process(jp_
     # When it has started
     cluster = await wait_for(jp_fetch, cluster_id, running_with(2), what="2 running workers")
     # Then the scheduler listens on loopback and the workers' resources add up
-    assert cluster["scheduler_address"].startswith("tcp://127.0.0.1:")
+    assert cluster["scheduler_address"].startswith("tls://127.0.0.1:")
     group = cluster["spec"]["groups"][0]
     assert cluster["resources"]["cores"] == 2 * group["threads"]
     assert cluster["resources"]["memory"] == 2 * group["memory"]

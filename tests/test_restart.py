@@ -14,9 +14,9 @@ import time
 
 import psutil
 import pytest
-from distributed import Client
 
 from clustermgr_lab.client import ClusterManagerAPIError
+from clustermgr_lab.security import ClusterCredentials
 
 from .helpers import cluster_client, eventually, requires_slurm, running_with, slurm_jobs
 from .server_process import (
@@ -149,12 +149,15 @@ def test_sigterm_keeps_or_stops_and_a_cluster_whose_scheduler_went_away_fails(pl
         psutil.Process(processes[cid]["scheduler"]["pid"]).kill()
         eventually(lambda cid=cid: not same_process(processes[cid]["scheduler"]), 10, "the scheduler to exit")
     port = clusters[replaced]["scheduler_address"].rsplit(":", 1)[1]
+    # (with that cluster's own TLS files, which only this user can read: a scheduler without them cannot even answer)
+    tls = ClusterCredentials.from_paths(clusters[replaced]["tls"]).cli_arguments()
     stranger = subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"],
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard",
+         "--protocol", "tls", *tls],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     try:
-        eventually(lambda: _answers(clusters[replaced]["scheduler_address"]), 30, "the stranger scheduler")
+        eventually(lambda: _answers(clusters[replaced]), 30, "the stranger scheduler")
 
         # And a server that stops its clusters at a clean stop starts on the same store
         server = place.server(on_shutdown="stop")
@@ -185,9 +188,9 @@ def test_sigterm_keeps_or_stops_and_a_cluster_whose_scheduler_went_away_fails(pl
         stranger.wait()
 
 
-def _answers(address: str) -> bool:
+def _answers(cluster: dict) -> bool:
     try:
-        with Client(address, timeout="2s"):
+        with cluster_client(cluster, timeout="2s"):
             return True
     except OSError:
         return False

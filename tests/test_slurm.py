@@ -18,7 +18,19 @@ from clustermgr_lab.manager import ClusterManager
 from clustermgr_lab.spec import parse_spec
 from clustermgr_lab.store import ClusterStore
 
-from .helpers import alive, call, cluster_client, requires_slurm, running_with, squeue, tree, until, wait_for, wait_gone
+from .helpers import (
+    alive,
+    assert_strangers_refused,
+    call,
+    cluster_client,
+    requires_slurm,
+    running_with,
+    squeue,
+    tree,
+    until,
+    wait_for,
+    wait_gone,
+)
 from .test_orphans import stored_cluster
 
 MiB = 2**20
@@ -110,6 +122,10 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
         }
 
         async with cluster_client(cluster, asynchronous=True) as client:
+            # And the scheduler, the workers in their jobs and the dashboard refuse peers without the cluster's
+            # certificate (plain, another certificate, none), while this Client (the cluster's Security) is served
+            dashboard = jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id).endpoint.dashboard_address
+            await assert_strangers_refused(cluster, dashboard, tuple(client.scheduler_info()["workers"]))
             # And each worker is called by our name and runs inside the SLURM job of that name
             inside = await client.run(
                 lambda dask_worker: (dask_worker.name, __import__("os").environ.get("SLURM_JOB_ID"))

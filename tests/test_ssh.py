@@ -30,7 +30,17 @@ from clustermgr_lab.backends.ssh import SSHBackend
 from clustermgr_lab.errors import BackendError
 from clustermgr_lab.spec import parse_spec
 
-from .helpers import alive, call, cluster_client, delete_and_wait, running_with, tree, until, wait_for
+from .helpers import (
+    alive,
+    assert_strangers_refused,
+    call,
+    cluster_client,
+    delete_and_wait,
+    running_with,
+    tree,
+    until,
+    wait_for,
+)
 
 MiB = 2**20
 SSHD = "/usr/sbin/sshd"
@@ -196,10 +206,14 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
         seen.update(p for pids in trees.values() for p in pids)
 
         async with cluster_client(cluster, asynchronous=True) as client:
+            # And the scheduler, the workers started over SSH and the dashboard refuse peers without the
+            # cluster's certificate (plain, another certificate, none), while this Client is served
+            dashboard = jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id).endpoint.dashboard_address
+            await assert_strangers_refused(cluster, dashboard, tuple(client.scheduler_info()["workers"]))
             # And each worker process is a child of one of those Nannies, listening on loopback
             parents = await client.run(lambda: os.getppid())
             assert set(parents.values()) <= {n.pid for n in nannies} and len(parents) == 2
-            assert all(worker.startswith("tcp://127.0.0.1:") for worker in parents)
+            assert all(worker.startswith("tls://127.0.0.1:") for worker in parents)
             assert set(parents.values()) <= under_sshd
             # And they compute
             futures = client.map(lambda i: bytes(1000) * i, range(20), pure=False)

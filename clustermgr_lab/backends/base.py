@@ -15,6 +15,7 @@ from ..options import BackendOption
 from ..spec import WorkerGroup
 
 if TYPE_CHECKING:
+    from ..security import ClusterCredentials
     from .launcher import WarmLauncher
 
 WorkerExited = Callable[[str, "int | None"], None]
@@ -68,6 +69,11 @@ class BackendContext:
         Forks local processes when it can; None starts plain processes.
     idle_timeout : float, optional
         Seconds without tasks and clients after which the scheduler shuts itself down.
+    security : ClusterCredentials, optional
+        The cluster's TLS files (see :mod:`clustermgr_lab.security`): scheduler and workers must be
+        started with them (``security.cli_arguments()`` on their command lines,
+        ``security.environment()`` in their environment; ``security.security()`` is the
+        ``distributed.Security``). None: TLS is off for this cluster (plain ``tcp://``).
     """
 
     workdir: Path
@@ -75,6 +81,7 @@ class BackendContext:
     on_change: Callable[[], None] | None = None
     launcher: WarmLauncher | None = None
     idle_timeout: float | None = None
+    security: ClusterCredentials | None = None
 
 
 class _BackendMeta(abc.ABCMeta, MetaHasTraits):
@@ -185,6 +192,11 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     @property
     def launcher(self) -> WarmLauncher | None:
         return self.context.launcher
+
+    @property
+    def security(self) -> ClusterCredentials | None:
+        """The cluster's TLS credentials (None: plain TCP)."""
+        return self.context.security
 
     @property
     def can_scale(self) -> bool:

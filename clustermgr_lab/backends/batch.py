@@ -25,6 +25,7 @@ from traitlets import Float
 
 from .. import options as opt
 from ..errors import BackendError
+from ..security import REQUIRE_ENCRYPTION
 from ..spec import WorkerGroup
 from .base import SCHEDULER_PROCESS as SCHEDULER
 from .base import Backend, Capabilities, SchedulerEndpoint, Waiting
@@ -151,7 +152,7 @@ class BatchBackend(Backend):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.processes = LocalProcesses(self.workdir, self.launcher, on_change=self._notify_change)
-        self.scheduler = LocalScheduler(self.processes)
+        self.scheduler = LocalScheduler(self.processes, self.security)
         self._stopping: set[str] = set()
         self._jobs: dict[str, str] = {}  # worker name -> job id
         self._waiting: dict[str, Waiting] = {}
@@ -203,6 +204,10 @@ class BatchBackend(Backend):
         if group.worker_resources:
             resources = " ".join(f"{k}={v}" for k, v in group.worker_resources.items())
             extra += ["--resources", shlex.quote(resources)]  # the command line is joined into a shell script
+        prologue = list(self.job_script_prologue)
+        if self.security is not None:  # the work folder must be visible to the compute nodes (it is for the logs)
+            extra += [shlex.quote(argument) for argument in self.security.cli_arguments()]
+            prologue += [f"export {name}={value}" for name, value in REQUIRE_ENCRYPTION.items()]
         return dict(
             scheduler=self.address,
             name=name,  # becomes `dask worker --name NAME`: how connected workers are matched
@@ -218,7 +223,7 @@ class BatchBackend(Backend):
             queue=self.queue,
             walltime=self.walltime,
             job_extra_directives=self.directives(group),
-            job_script_prologue=list(self.job_script_prologue),
+            job_script_prologue=prologue,
             worker_extra_args=extra,
         )
 

@@ -16,8 +16,8 @@ from .base import Backend, Capabilities, SchedulerEndpoint
 NOT_OURS = "its workers are started and stopped by whoever started it, not by this server; scale it there"
 
 
-def parse_scheduler_address(value: Any, field: str = "attach") -> str:
-    """A scheduler's comm address ``tcp://host:port``, checked and normalised.
+def parse_scheduler_address(value: Any, field: str = "attach", schemes: tuple[str, ...] = ("tcp",)) -> str:
+    """A scheduler's comm address ``tcp://host:port`` (or another of ``schemes``, e.g. ``tls``), checked and normalised.
 
     Examples
     --------
@@ -38,15 +38,16 @@ def parse_scheduler_address(value: Any, field: str = "attach") -> str:
         raise InvalidRequest(
             f"must be a scheduler address such as 'tcp://127.0.0.1:8786', not {value!r}", field
         ) from None
-    if scheme != "tcp" or not host or not port:
-        raise InvalidRequest(f"must be a tcp:// scheduler address with a host and a port, not {value!r}", field)
+    if scheme not in schemes or not host or not port:
+        kinds = " or ".join(f"{s}://" for s in schemes)
+        raise InvalidRequest(f"must be a {kinds} scheduler address with a host and a port, not {value!r}", field)
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise InvalidRequest(f"must name a port from 1 to 65535, not {port!r} (in {value!r})", field)
     if not host.isprintable() or len(host) > 253:
         raise InvalidRequest(f"must name a printable host of at most 253 characters, not {value!r}", field)
     if host.lower() == "localhost":  # the same scheduler as 127.0.0.1: one name, so it is listed once
         host = "127.0.0.1"
-    return f"tcp://{unparse_host_port(host, port)}"
+    return f"{scheme}://{unparse_host_port(host, port)}"
 
 
 class ExternalBackend(Backend):
@@ -57,7 +58,8 @@ class ExternalBackend(Backend):
     Parameters
     ----------
     address : str
-        The scheduler's comm address, ``tcp://host:port``.
+        The scheduler's comm address, ``tcp://host:port``, or ``tls://host:port`` with the context's
+        ``security`` naming the certificate files to present (files of the server's user).
     """
 
     name = "external"
@@ -68,6 +70,8 @@ class ExternalBackend(Backend):
     connect_timeout = Float(10.0, config=True, help="Seconds to wait for the scheduler to answer when attaching.")
     #: Observed by polling: subscribing would take the worker stream from the user's own Cluster object.
     scheduler_link: ClassVar[type] = ForeignSchedulerLink
+    #: Its dashboard is proxied over plain HTTP (distributed's default, also for a tls:// scheduler).
+    dashboard_over_tls: ClassVar[bool] = False
 
     def __init__(self, *args, address: str, **kwargs):
         super().__init__(*args, **kwargs)
@@ -80,8 +84,9 @@ class ExternalBackend(Backend):
 
         It is an untrusted peer: its answer is size-capped, never unpickled, and checked against a schema.
         """
+        ssl_context = self.security.client_ssl_context() if self.security is not None else None
         try:
-            identity = await foreign_identity(self.address, self.connect_timeout)
+            identity = await foreign_identity(self.address, self.connect_timeout, ssl_context=ssl_context)
         except ForeignSchedulerError as exc:
             raise BackendError(f"cannot reach the scheduler at {self.address}: {exc}") from None
         other = self.listed_as(identity.scheduler_id)

@@ -10,6 +10,7 @@ from typing import Any
 from traitlets import Float
 
 from ..errors import BackendError
+from ..security import ClusterCredentials
 from ..spec import WorkerGroup
 from .base import SCHEDULER_PROCESS as SCHEDULER
 from .base import Backend, Capabilities, SchedulerEndpoint
@@ -21,11 +22,18 @@ __all__ = [
 ]  # fmt: skip
 
 
-def worker_command(scheduler: str | Path, group: WorkerGroup, name: str, death_timeout: float = 60) -> list[str]:
+def worker_command(
+    scheduler: str | Path,
+    group: WorkerGroup,
+    name: str,
+    death_timeout: float = 60,
+    credentials: ClusterCredentials | None = None,
+) -> list[str]:
     """The ``dask worker`` command line for one worker of ``group``; any backend may reuse it.
 
     ``scheduler`` is the scheduler's address, or the path of its scheduler file (the worker then
-    waits for the file, so it can start before the scheduler has).
+    waits for the file, so it can start before the scheduler has). With ``credentials`` it speaks
+    TLS (and needs :meth:`~clustermgr_lab.security.ClusterCredentials.environment` too).
     """
     target = ["--scheduler-file", str(scheduler)] if isinstance(scheduler, Path) else [scheduler]
     command = [
@@ -39,6 +47,8 @@ def worker_command(scheduler: str | Path, group: WorkerGroup, name: str, death_t
     ]  # fmt: skip
     if group.worker_resources:
         command += ["--resources", " ".join(f"{k}={v}" for k, v in group.worker_resources.items())]
+    if credentials is not None:
+        command += credentials.cli_arguments()
     return command
 
 
@@ -69,7 +79,7 @@ class LocalBackend(Backend):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.processes = LocalProcesses(self.workdir, self.launcher, self._process_exited, self._notify_change)
-        self.scheduler = LocalScheduler(self.processes)
+        self.scheduler = LocalScheduler(self.processes, self.security)
         self._gpu_slots: dict[str, list[int]] = {}
 
     def _process_exited(self, name: str, code: int | None) -> None:
@@ -123,8 +133,9 @@ class LocalBackend(Backend):
             raise BackendError("the scheduler is not running")
         scheduler = self.address or self.scheduler_file  # before it answers, workers wait for its file
         for name in names:
-            command = worker_command(scheduler, group, name, self.worker_death_timeout)
-            await self.processes.spawn(name, command, self._gpu_env(group, name))
+            command = worker_command(scheduler, group, name, self.worker_death_timeout, self.security)
+            env = {**(self.security.environment() if self.security else {}), **self._gpu_env(group, name)}
+            await self.processes.spawn(name, command, env)
 
     async def _stop(self, name: str) -> None:
         await self.processes.stop(name, self.stop_timeout)

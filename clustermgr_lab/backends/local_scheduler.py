@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError
+from ..security import ClusterCredentials
 from .base import SCHEDULER_PROCESS, SchedulerEndpoint
 from .processes import LocalProcesses
 
@@ -17,11 +18,16 @@ IDLE_SHUTDOWN_LOG_LINE = "Scheduler closing after being idle"  # distributed's S
 
 
 def scheduler_command(
-    scheduler_file: Path, host: str = "127.0.0.1", idle_timeout: float | None = None, interface: str | None = None
+    scheduler_file: Path,
+    host: str = "127.0.0.1",
+    idle_timeout: float | None = None,
+    interface: str | None = None,
+    credentials: ClusterCredentials | None = None,
 ) -> list[str]:
     """The ``dask scheduler`` command line, on ``interface`` when given, else on ``host`` (dashboard on loopback).
 
-    With ``idle_timeout`` (seconds) it shuts itself down when idle.
+    With ``idle_timeout`` (seconds) it shuts itself down when idle; with ``credentials`` it listens on
+    ``tls://`` (and needs :meth:`~clustermgr_lab.security.ClusterCredentials.environment` too).
     """
     listen = ["--interface", interface] if interface else ["--host", host]
     command = [
@@ -34,6 +40,8 @@ def scheduler_command(
     ]  # fmt: skip
     if idle_timeout:
         command += ["--idle-timeout", f"{idle_timeout:g}s"]
+    if credentials is not None:
+        command += ["--protocol", "tls", *credentials.cli_arguments()]
     return command
 
 
@@ -44,10 +52,13 @@ class LocalScheduler:
     ----------
     processes : LocalProcesses
         The tracker the scheduler process joins (a local backend's workers share it).
+    credentials : ClusterCredentials, optional
+        The cluster's TLS files: the scheduler then listens on ``tls://`` only, its dashboard on HTTPS.
     """
 
-    def __init__(self, processes: LocalProcesses):
+    def __init__(self, processes: LocalProcesses, credentials: ClusterCredentials | None = None):
         self.processes = processes
+        self.credentials = credentials
         #: Set once the scheduler process exists (started or adopted): workers may start against its file.
         self.spawned = asyncio.Event()
         self.address: str | None = None
@@ -65,8 +76,9 @@ class LocalScheduler:
         """Start the scheduler and wait (up to ``timeout`` s) until it has written its address."""
         scheduler_file = self.scheduler_file
         scheduler_file.unlink(missing_ok=True)
-        command = scheduler_command(scheduler_file, host, idle_timeout, interface)
-        process = await self.processes.spawn(SCHEDULER_PROCESS, command)
+        command = scheduler_command(scheduler_file, host, idle_timeout, interface, self.credentials)
+        env = self.credentials.environment() if self.credentials is not None else None
+        process = await self.processes.spawn(SCHEDULER_PROCESS, command, env)
         self.spawned.set()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

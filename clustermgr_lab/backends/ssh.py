@@ -33,6 +33,9 @@ from .processes import LocalProcesses, exit_reason
 
 log = logging.getLogger(__name__)
 
+#: The remote worker of a cluster with TLS: a Nanny made with the cluster's credentials (their paths in its options).
+WORKER_CLASS = "clustermgr_lab.security.nanny_with_credentials"
+
 SECRET_CONNECT_OPTIONS = {"password", "passphrase"}  # never stored
 PROCESS_GROUP_MARK = "clustermgr-lab remote process group"
 # Runs in the remote Nanny as it starts (distributed runs preload text as a script). No single
@@ -174,7 +177,7 @@ class SSHBackend(Backend):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.processes = LocalProcesses(self.workdir, self.launcher, on_change=self._notify_change)
-        self.scheduler = LocalScheduler(self.processes)
+        self.scheduler = LocalScheduler(self.processes, self.security)
         self._stopping: set[str] = set()
         self._remote: dict[str, RemoteWorker] = {}
 
@@ -222,6 +225,9 @@ class SSHBackend(Backend):
             options["resources"] = dict(group.worker_resources)
         if self.interface:
             options["interface"] = self.interface
+        if self.security is not None:  # read by WORKER_CLASS on the host (the work folder must be shared)
+            files = self.security.to_dict()
+            options.update(tls_ca_file=files["ca_file"], tls_cert=files["cert"], tls_key=files["key"])
         return options
 
     def _next_host(self) -> str:
@@ -244,6 +250,7 @@ class SSHBackend(Backend):
             kwargs=self.worker_options(group, name),
             remote_python=self.remote_python or sys.executable,
             name=name,
+            worker_class=WORKER_CLASS if self.security is not None else "distributed.Nanny",
         )
         self._remote[name] = RemoteWorker(host, process)
         output: list[str] = []

@@ -129,7 +129,7 @@ test('the task stream tab draws a notebook’s computation, survives scaling and
 
     // A computation in the notebook is drawn.
     await page.getByRole('tab', { name: 'plots.ipynb' }).click();
-    const connect = `from distributed import Client\nclient = Client(${JSON.stringify(cluster.scheduler_address)})`;
+    const connect = `import clustermgr_lab\nclient = clustermgr_lab.connect(${JSON.stringify(cluster.id)})`;
     expect(
       await runInNewCell(
         page,

@@ -91,7 +91,9 @@ test.describe('clustermgr-lab skeleton', () => {
     });
     await page.mouse.up();
 
-    const expected = `from distributed import Client\nclient = Client("${address}")`;
+    // A cluster with TLS: the cell gets its Security from the server (no manual step).
+    expect(address).toMatch(/^tls:\/\//);
+    const expected = `import clustermgr_lab\nclient = clustermgr_lab.connect("${id}")`;
     await expect
       .poll(async () => (await getSources(page)).length)
       .toBe(cellsBefore.length + 1);
