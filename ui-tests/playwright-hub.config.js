@@ -14,5 +14,10 @@ module.exports = {
   reporter: [['list']],
   webServer: undefined,
   // Every wait has its deadline under load (a click on something that never comes fails, not hangs).
-  use: { ...base.use, baseURL: undefined, actionTimeout: 120000, navigationTimeout: 240000 }
+  use: {
+    ...base.use,
+    baseURL: undefined,
+    actionTimeout: 120000,
+    navigationTimeout: 240000
+  }
 };

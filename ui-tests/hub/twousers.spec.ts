@@ -24,7 +24,8 @@ const REPO = path.resolve(__dirname, '..', '..');
 const RUN_DIR = process.env.CLUSTERMGR_TEST_RUN_DIR ?? '';
 const STATE = path.join(RUN_DIR, 'hub');
 const PYTHON =
-  process.env.CLUSTERMGR_HUB_PYTHON ?? path.join(REPO, '.venv', 'bin', 'python');
+  process.env.CLUSTERMGR_HUB_PYTHON ??
+  path.join(REPO, '.venv', 'bin', 'python');
 const SERVER_TIMEOUT = 240000; // a single-user server's start, under load
 const CLUSTER_TIMEOUT = 120000;
 const NAME = `alice-${Date.now().toString(36)}`;
@@ -78,7 +79,9 @@ async function runCell(
   index: number,
   code: string | null
 ): Promise<string> {
-  const cell = page.locator('.jp-NotebookPanel .jp-Notebook .jp-Cell').nth(index);
+  const cell = page
+    .locator('.jp-NotebookPanel .jp-Notebook .jp-Cell')
+    .nth(index);
   await cell.locator('.cm-content').click();
   if (code !== null) {
     await page.keyboard.press('Control+A');
@@ -152,11 +155,18 @@ test('two users under JupyterHub: alice’s cluster is hers alone', async ({
   expect(id).not.toBe('');
 
   // When she computes on it from a notebook, with the client cell the sidebar inserts
-  await page.locator('.jp-LauncherCard[data-category="Notebook"]').first().click();
+  await page
+    .locator('.jp-LauncherCard[data-category="Notebook"]')
+    .first()
+    .click();
   await expect(
-    page.locator('.jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status="idle"]')
+    page.locator(
+      '.jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status="idle"]'
+    )
   ).toHaveCount(1, { timeout: SERVER_TIMEOUT });
-  await card.getByRole('button', { name: `Insert client code for ${NAME}` }).click();
+  await card
+    .getByRole('button', { name: `Insert client code for ${NAME}` })
+    .click();
   const cells = page.locator('.jp-NotebookPanel .jp-Notebook .jp-Cell');
   await expect(cells).toHaveCount(2);
   await runCell(page, 1, null);
@@ -188,7 +198,9 @@ test('two users under JupyterHub: alice’s cluster is hers alone', async ({
     `${hub}/user/alice/clustermgr/api/clusters/${id}`,
     { maxRedirects: 0 }
   );
-  expect.soft(removal.status(), 'bob: DELETE alice’s cluster').toBeGreaterThanOrEqual(300);
+  expect
+    .soft(removal.status(), 'bob: DELETE alice’s cluster')
+    .toBeGreaterThanOrEqual(300);
 
   // ...and, as a process with bob's uid, every attempt on her cluster is refused
   const probe = await promisify(execFile)(
@@ -205,17 +217,30 @@ test('two users under JupyterHub: alice’s cluster is hers alone', async ({
     { env: { ...process.env, PYTHONPATH: REPO }, timeout: 600000 }
   );
   const report = JSON.parse(probe.stdout);
-  const bobUid = Number(execFileSync('id', ['-u', 'bob'], { encoding: 'utf-8' }));
+  const bobUid = Number(
+    execFileSync('id', ['-u', 'bob'], { encoding: 'utf-8' })
+  );
   expect(report.uid).toBe(bobUid);
   const targets = report.targets;
   // What must have been tried: her store, launcher socket, logs and certificates, on a TLS scheduler.
-  expect.soft(targets.scheduler_address, 'alice’s scheduler speaks TLS').toMatch(/^tls:\/\//);
-  expect.soft(targets.files.filter((f: string) => f.endsWith('.sqlite3'))).not.toEqual([]);
-  expect.soft(targets.files.filter((f: string) => f.endsWith('.log'))).not.toEqual([]);
   expect
-    .soft(targets.files.filter((f: string) => f.endsWith('.pem')), 'alice’s certificates')
+    .soft(targets.scheduler_address, 'alice’s scheduler speaks TLS')
+    .toMatch(/^tls:\/\//);
+  expect
+    .soft(targets.files.filter((f: string) => f.endsWith('.sqlite3')))
     .not.toEqual([]);
-  expect.soft(targets.sockets.filter((f: string) => f.endsWith('launcher.sock'))).not.toEqual([]);
+  expect
+    .soft(targets.files.filter((f: string) => f.endsWith('.log')))
+    .not.toEqual([]);
+  expect
+    .soft(
+      targets.files.filter((f: string) => f.endsWith('.pem')),
+      'alice’s certificates'
+    )
+    .not.toEqual([]);
+  expect
+    .soft(targets.sockets.filter((f: string) => f.endsWith('launcher.sock')))
+    .not.toEqual([]);
   for (const [attempt, outcome] of Object.entries(report.attempts)) {
     const { refused, detail } = outcome as { refused: boolean; detail: string };
     expect.soft(refused, `bob: ${attempt} → ${detail}`).toBe(true);
@@ -230,7 +255,10 @@ test('two users under JupyterHub: alice’s cluster is hers alone', async ({
 
   // Cleanup through the UI (the hub's stop would stop it too: on_shutdown = stop)
   await card.getByRole('button', { name: `Shut down ${NAME}` }).click();
-  await page.locator('.jp-Dialog').getByRole('button', { name: 'Shut down' }).click();
+  await page
+    .locator('.jp-Dialog')
+    .getByRole('button', { name: 'Shut down' })
+    .click();
   await expect(card).toHaveCount(0, { timeout: CLUSTER_TIMEOUT });
   await bob.context.close();
   await alice.context.close();
