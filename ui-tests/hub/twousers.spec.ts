@@ -217,6 +217,19 @@ test('two users under JupyterHub: alice’s cluster is hers alone', async ({
     { env: { ...process.env, PYTHONPATH: REPO }, timeout: 600000 }
   );
   const report = JSON.parse(probe.stdout);
+  await test.info().attach('bob-probe.json', {
+    body: probe.stdout,
+    contentType: 'application/json'
+  });
+  console.log(
+    `bob's ${Object.keys(report.attempts).length} attempts: ` +
+      Object.entries(report.attempts)
+        .map(
+          ([name, outcome]) =>
+            `${name}: ${(outcome as { detail: string }).detail.slice(0, 80)}`
+        )
+        .join('\n  ')
+  );
   const bobUid = Number(
     execFileSync('id', ['-u', 'bob'], { encoding: 'utf-8' })
   );
