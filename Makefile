@@ -26,7 +26,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # starts what is not running (~15-30 s the first time); `stop`, at the end of the run (pass or fail), stops
 # only what this run started, so a developer's running SLURM or Grid Engine is left alone. KEEP_SERVICES=1
 # keeps even those.
-SERVICES := $(SUDO) bash $(CURDIR)/ci/services.sh
+# CLUSTERMGR_HUB=1 (make test, make ui-test): also a JupyterHub with two system users (ci/hub/start-hub.sh), per run.
+SERVICES := $(SUDO) env CLUSTERMGR_HUB="$${CLUSTERMGR_HUB:-0}" CLUSTERMGR_TEST_RUN="$$CLUSTERMGR_TEST_RUN" bash $(CURDIR)/ci/services.sh
 # One folder per test run: what services it started, pytest's temporary folders (and so the clusters' work folders).
 TEST_RUNS ?= /tmp/clustermgr-test-runs
 # pytest-xdist: 2 workers for 2 cores; the tests of one group (conftest.py: SLURM, Grid Engine, SSH) on one worker.
@@ -116,13 +117,15 @@ RUN_PYTEST = "$(VENV_PY)" -m pytest $(PYTEST_ARGS) --basetemp="$$run_dir/pytest"
 # The UI tests start their own JupyterLab on 127.0.0.1:$(LAB_PORT) (CI=1: never reuse a running one).
 # SLURM stays up for the UI tests too (tests/hpc.spec.ts creates a SLURM cluster through the sidebar).
 RUN_UI_TESTS = cd ui-tests && CI=1 CHROMIUM_PATH="$(CHROMIUM)" jlpm playwright test
+# The two-user test through the run's JupyterHub (ui-tests/hub/, playwright-hub.config.js; needs CLUSTERMGR_HUB=1).
+RUN_HUB_TESTS = cd $(CURDIR)/ui-tests && CI=1 CHROMIUM_PATH="$(CHROMIUM)" jlpm playwright test -c playwright-hub.config.js
 
 pytest: sshd install
 	$(call with_services,$(RUN_PYTEST))
 
 ui-test: chromium install
 	cd ui-tests && jlpm install
-	$(call with_services,$(RUN_UI_TESTS))
+	export CLUSTERMGR_HUB=1; $(call with_services,$(RUN_UI_TESTS); $(RUN_HUB_TESTS))
 
 # --- lint and TypeScript unit tests (`make test` runs both first: fast fail) -------
 
@@ -147,7 +150,7 @@ ts-test: lint-deps
 # Lint and the TypeScript unit tests first: they fail fast.
 test: install lint ts-test chromium sshd
 	cd ui-tests && jlpm install
-	$(call with_services,$(RUN_PYTEST); $(RUN_UI_TESTS))
+	export CLUSTERMGR_HUB=1; $(call with_services,$(RUN_PYTEST); $(RUN_UI_TESTS); $(RUN_HUB_TESTS))
 
 # Flake guard (not part of `make test`): both suites STRESS_RUNS times under a CPU load it starts and stops
 # (stress-ng --cpu STRESS_CPUS), then a table of test -> failures. Services as for `make test`.

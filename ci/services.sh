@@ -10,6 +10,8 @@
 # before `make test` is used and left running; on a fresh machine (CI) both are started and both are
 # stopped at the end, pass or fail (the Makefile calls `stop` from a trap). KEEP_SERVICES=1 keeps even
 # what this run started (e.g. to run `make test` several times without the start-up cost).
+# With CLUSTERMGR_HUB=1 (make test, make ui-test) it also starts a JupyterHub with two system users for the
+# two-user test (ci/hub/start-hub.sh): one per run, always stopped at the end, KEEP_SERVICES or not.
 # Needs root for starting and stopping (the Makefile runs it with sudo when not root).
 set -uo pipefail
 
@@ -43,13 +45,16 @@ case "$ACTION" in
     bash "$HERE/gridengine/start-gridengine.sh"
     if testbed_up; then log "the multi-host test bed was up: used, and left up"; else echo testbed >> "$STARTED"; fi
     bash "$HERE/testbed/start-testbed.sh"
+    if [ "${CLUSTERMGR_HUB:-0}" = 1 ]; then bash "$HERE/hub/start-hub.sh" "$RUN_DIR"; fi  # its state: RUN_DIR/hub
     ;;
   stop)
+    hub_status=0
+    bash "$HERE/hub/stop-hub.sh" "$RUN_DIR" || hub_status=1  # per run, never kept; nothing to do without RUN_DIR/hub
     if [ "${KEEP_SERVICES:-0}" = 1 ]; then
       [ -s "$STARTED" ] && log "KEEP_SERVICES=1: leaving running what this run started: $(tr '\n' ' ' < "$STARTED")"
-      exit 0
+      exit $hub_status
     fi
-    status=0
+    status=$hub_status
     if grep -qx testbed "$STARTED"; then bash "$HERE/testbed/stop-testbed.sh" || status=1; fi
     if grep -qx gridengine "$STARTED"; then bash "$HERE/gridengine/stop-gridengine.sh" || status=1; fi
     if grep -qx slurm "$STARTED"; then bash "$HERE/slurm/stop-slurm.sh" || status=1; fi
