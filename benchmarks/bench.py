@@ -39,6 +39,7 @@ import psutil
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bursty  # noqa: E402  (the bursty workload)
 import harness as base  # noqa: E402  (the server, stream and raw-cluster helpers)
 from harness import BenchError, Server, Stream, log, now, percentile  # noqa: E402
 
@@ -94,6 +95,8 @@ def start_clustermgr(tmp: Path, max_clusters: int) -> tuple[Server, Stream]:
             "ClusterManager": {
                 "workdir": str(tmp / "clustermgr"),
                 "max_clusters": max_clusters + 5,
+                "max_workers": MANY_WORKERS,
+                "gpus": 1,  # the two-group workload's GPU group (declared; nothing uses a GPU)
                 "on_shutdown": "stop",
             },
             "WarmLauncher": {"idle_timeout": 1.0},  # gone soon after the server: the leftover check waits 10 s
@@ -392,6 +395,131 @@ def adaptive_first_decision(server: Server, stream: Stream, interval: float) -> 
     return (t1 - t0) / interval
 
 
+# -- the bursty workload: fixed, distributed's Adaptive, clustermgr's adaptive mode -------------------
+
+BURSTY_SEED = 22
+BURSTY_MAX = 4
+MANY_WORKERS = 200
+
+
+def cm_adaptive_cluster(server: Server, stream: Stream, groups: list[dict], adapt: list[dict]) -> tuple[str, str]:
+    """POST a cluster of 0 workers with adaptive ranges (default settings); its id and scheduler address."""
+    m = stream.mark()
+    _, cluster = server.call("POST", "clustermgr/api/clusters", {"spec": {"groups": groups}}, expect=202)
+    cid = cluster["id"]
+    _, message, _ = stream.wait(
+        lambda msg: (msg.get("cluster") or {}).get("id") == cid and msg["cluster"]["status"] == "running",
+        m, what="running", cluster_id=cid,
+    )  # fmt: skip
+    for body in adapt:
+        server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"adapt": body}, expect=200)
+    return cid, message["cluster"]["scheduler_address"]
+
+
+def bursty_side(name: str, tmp: Path, server: Server, stream: Stream, bursts: list[bursty.Burst]) -> dict[str, Any]:
+    from distributed import Client, LocalCluster
+
+    load = os.getloadavg()[0]
+    log(f"bursty: {name} (load average {load:.1f})")
+    shape = {"threads_per_worker": 1, "memory_limit": "512MiB", "processes": True,
+             "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}  # fmt: skip
+    if name == "clustermgr":
+        cid, address = cm_adaptive_cluster(
+            server, stream, [{"name": "default", "count": 0, "threads": 1, "memory": base.MEMORY}],
+            [{"minimum": 0, "maximum": BURSTY_MAX}],
+        )  # fmt: skip
+        try:
+            with Client(address, set_as_default=False, timeout=30) as client:
+                result = bursty.run(client, bursts, log)
+        finally:
+            cm_delete(server, stream, cid)
+    else:
+        with base.quiet_stderr(tmp / "raw.log"):
+            cluster = LocalCluster(n_workers=BURSTY_MAX if name == "fixed" else 0, **shape)
+            try:
+                if name != "fixed":
+                    cluster.adapt(minimum=0, maximum=BURSTY_MAX)
+                with Client(cluster, set_as_default=False) as client:
+                    if name == "fixed":
+                        client.wait_for_workers(BURSTY_MAX, timeout=60)
+                    result = bursty.run(client, bursts, log, adaptive=name != "fixed")
+            finally:
+                cluster.close()
+    result["load"] = (load + os.getloadavg()[0]) / 2
+    log(f"bursty: {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in result.items()))
+    return result
+
+
+def bursty_rows(args: argparse.Namespace, tmp: Path, server: Server, stream: Stream) -> list[dict]:
+    """The bursty workload on each side (in rotated order), then the two-group workload on clustermgr."""
+    rows: list[dict] = []
+    if args.smoke:
+        bursts = bursty.script(BURSTY_SEED, bursts=2, tasks=(8, 12), sleep=(0.1, 0.3), gaps=(1.0, 2.0))
+    else:
+        bursts = bursty.script(BURSTY_SEED)
+    names = ["fixed", "distributed Adaptive", "clustermgr"]
+    results = {name: bursty_side(name, tmp, server, stream, bursts) for name in names}
+    fixed, theirs, ours = results["fixed"], results["distributed Adaptive"], results["clustermgr"]
+    tasks = ours["tasks"]
+
+    def note(r: dict) -> str:
+        return f"load average {r['load']:.1f}"
+
+    rows.append(row("bursty: tasks' own core-seconds", tasks, "core-s"))
+    for name, r in results.items():
+        rows.append(row(f"bursty: wall time, {name}", r["wall"], "s", note=note(r)))
+        rows.append(row(f"bursty: core-seconds held, {name}", r["held"], "core-s", note=note(r)))
+        rows.append(row(f"bursty: worker starts, {name}", r["starts"], "workers"))
+    wall_vs_fixed = ours["wall"] / fixed["wall"]
+    held_vs_tasks = ours["held"] / tasks
+    rows.append(row("bursty: clustermgr wall / fixed", wall_vs_fixed, "x", 1.05, note=note(ours)))
+    rows.append(row("bursty: clustermgr core-s held / tasks' own", held_vs_tasks, "x", 1.10, note=note(ours)))
+    rows.append(
+        row("bursty: distributed Adaptive wall / fixed", theirs["wall"] / fixed["wall"], "x", note=note(theirs))
+    )
+    rows.append(
+        row("bursty: distributed Adaptive core-s held / tasks' own", theirs["held"] / tasks, "x", note=note(theirs))
+    )
+    rows.append(row("bursty: wall, clustermgr / distributed Adaptive", ours["wall"] / theirs["wall"], "x", 1.0))
+    rows.append(row("bursty: core-s held, clustermgr / distributed Adaptive", ours["held"] / theirs["held"], "x", 1.0))
+    rows.append(row("bursty: recomputed tasks, clustermgr", ours["recomputed"] + ours["missing"], "tasks", 0))
+    rows.append(
+        row("bursty: recomputed tasks, distributed Adaptive", theirs["recomputed"] + theirs["missing"], "tasks")
+    )
+
+    # two groups: CPU workers and workers with a GPU resource; bursts alternate between the two kinds
+    if args.smoke:
+        two = bursty.script(
+            BURSTY_SEED, bursts=2, tasks=(6, 10), sleep=(0.1, 0.3), gaps=(1.0, 2.0), kinds=(None, "GPU")
+        )
+    else:
+        two = bursty.script(
+            BURSTY_SEED + 1, bursts=4, tasks=(30, 60), sleep=(0.2, 0.8), gaps=(6.0, 8.0), kinds=(None, "GPU")
+        )
+    load = os.getloadavg()[0]
+    cid, address = cm_adaptive_cluster(
+        server, stream,
+        [{"name": "cpu", "count": 0, "threads": 1, "memory": base.MEMORY},
+         {"name": "gpu", "count": 0, "threads": 1, "memory": base.MEMORY, "gpus": 1}],
+        [{"group": "cpu", "minimum": 0, "maximum": 2}, {"group": "gpu", "minimum": 0, "maximum": 2}],
+    )  # fmt: skip
+    from distributed import Client
+
+    try:
+        with Client(address, set_as_default=False, timeout=30) as client:
+            r = bursty.run(client, two, log)
+    finally:
+        cm_delete(server, stream, cid)
+    r["load"] = (load + os.getloadavg()[0]) / 2
+    log("bursty two groups: " + ", ".join(f"{k} {v:.3g}" for k, v in r.items()))
+    rows.append(
+        row("bursty, two groups: core-s on the group the burst does not need", r["unneeded"], "core-s", 0, note=note(r))
+    )
+    rows.append(row("bursty, two groups: core-s held / tasks' own", r["held"] / r["tasks"], "x", note=note(r)))
+    rows.append(row("bursty, two groups: recomputed tasks", r["recomputed"] + r["missing"], "tasks", 0))
+    return rows
+
+
 # -- the run ----------------------------------------------------------------------------------------
 
 
@@ -404,6 +532,9 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
     cm_server, stream = start_clustermgr(tmp, many)
     lab = None
     try:
+        if args.only == "bursty":
+            cm_delete(cm_server, stream, cm_create(cm_server, stream, 2)[0])  # warm-up: the launcher's first start
+            return bursty_rows(args, tmp, cm_server, stream)
         log(f"clustermgr server on {cm_server.base}")
         if args.labext_python:
             lab = start_labextension(tmp, args.labext_python)
@@ -604,6 +735,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
                 2,
             )
         )
+        rows += bursty_rows(args, tmp, cm_server, stream)
     finally:
         stream.close()
         cm_server.stop()
@@ -662,6 +794,7 @@ def main() -> int:
     parser.add_argument(
         "--labext-python", help="the Python of a venv with dask-labextension: adds the side-by-side rows"
     )
+    parser.add_argument("--only", choices=["bursty"], help="only this part (for tuning; writes only its rows)")
     parser.add_argument("--out", type=Path, help="rows JSON (default benchmarks/results/<date>.json)")
     parser.add_argument("--chart", type=Path, help="PNG chart (default next to --out; needs matplotlib)")
     parser.add_argument("--no-chart", action="store_true", help="write no chart")

@@ -343,7 +343,7 @@ class ManagedCluster:
     def _new_link(self) -> SchedulerLink:
         """The link to this cluster's scheduler: its worker stream and heartbeat feed the reconciler."""
         link = getattr(self.backend, "scheduler_link", SchedulerLink)  # foreign schedulers: observed by polling
-        return link(
+        link = link(
             self.endpoint.address,
             self.reconciler.worker_added,
             self.reconciler.worker_removed,
@@ -351,6 +351,8 @@ class ManagedCluster:
             on_responsive=self._scheduler_responsive,
             parent=self._config_parent,
         )
+        link.on_work = self.adaptive.wake
+        return link
 
     async def _read_load(self, target_duration: float) -> dict[str, Any]:
         return await self._link.load(target_duration)
