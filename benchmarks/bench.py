@@ -23,6 +23,7 @@ import datetime as _dt
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -457,9 +458,10 @@ def bursty_rows(args: argparse.Namespace, tmp: Path, server: Server, stream: Str
         bursts = bursty.script(BURSTY_SEED, bursts=2, tasks=(8, 12), sleep=(0.1, 0.3), gaps=(1.0, 2.0))
     else:
         bursts = bursty.script(BURSTY_SEED)
-    names = ["fixed", "distributed Adaptive", "clustermgr"]
+    names = args.bursty_sides.split(",")
     results = {name: bursty_side(name, tmp, server, stream, bursts) for name in names}
-    fixed, theirs, ours = results["fixed"], results["distributed Adaptive"], results["clustermgr"]
+    nothing = {"wall": float("nan"), "held": float("nan"), "recomputed": 0, "missing": 0, "load": 0.0}
+    fixed, theirs, ours = (results.get(n, nothing) for n in ("fixed", "distributed Adaptive", "clustermgr"))
     tasks = ours["tasks"]
 
     def note(r: dict) -> str:
@@ -520,6 +522,98 @@ def bursty_rows(args: argparse.Namespace, tmp: Path, server: Server, stream: Str
     return rows
 
 
+# -- where a create's time goes ----------------------------------------------------------------------
+
+LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) - (.*)$")
+
+
+def log_times(path: Path, *needles: str) -> list[float | None]:
+    """Wall-clock time of the first line of a distributed log, then of the first line containing each needle."""
+    found: list[float | None] = [None] * (len(needles) + 1)
+    for line in path.read_text(errors="replace").splitlines():
+        match = LOG_TIME.match(line)
+        if not match:
+            continue
+        t = _dt.datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        if found[0] is None:
+            found[0] = t
+        for i, needle in enumerate(needles, 1):
+            if found[i] is None and needle in match[2]:
+                found[i] = t
+    return found
+
+
+def create_profile(server: Server, stream: Stream, workdir: Path, repeat: int) -> list[dict]:
+    """Create -> 2 workers, split into phases from the stream and the scheduler's own log (medians of ``repeat``)."""
+    phases: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        wall0, t0 = time.time(), now()
+        c = base.create_clusters(server, stream, 1, 2)[0]
+        offset = wall0 - t0  # monotonic -> wall clock
+        started, listening, registered = log_times(
+            workdir / c["id"] / "scheduler.log", "Scheduler at:", "Starting worker compute stream"
+        )
+        second = [
+            t for t in (log_times(p, "Registered to:")[1] for p in (workdir / c["id"]).glob("default-*.log")) if t
+        ]
+        marks = {
+            "scheduler's first log line (fork, set-up)": started,
+            "scheduler listening (Scheduler and dashboard started)": listening,
+            "address known to the server (scheduler file, link)": c["t_sched"] + offset,
+            "both workers registered": max(second) if len(second) == 2 else registered,
+            "the stream shows 2 running (push)": c["t1"] + offset,
+        }
+        for name, t in marks.items():
+            if t is not None:
+                phases.setdefault(name, []).append(t - wall0)
+        cm_delete(server, stream, c["id"])
+    return [row(f"create profile: POST -> {name}", median(v) * 1000, "ms") for name, v in phases.items()]
+
+
+# -- one cluster of many workers ----------------------------------------------------------------------
+
+
+def process_cpu(pid: int) -> float:
+    return sum(psutil.Process(pid).cpu_times()[:2])
+
+
+def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict]:
+    """One cluster scaled from 0 to ``workers`` (1 thread, 512 MiB): time, the server's CPU, the stream's message rate."""
+    rows: list[dict] = []
+    load = os.getloadavg()[0]
+    cid = cm_create(server, stream, 0)[0]
+    pid = server.process.pid
+    try:
+        m, cpu0, t0 = stream.mark(), process_cpu(pid), now()
+        server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"scale": {"workers": workers}}, expect=200)
+        t1, _, end = stream.wait(base.settled(cid, workers), m, timeout=900, what=f"{workers} workers", cluster_id=cid)
+        cpu1 = process_cpu(pid)
+        messages = end - m + 1
+        note = f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}"
+        rows.append(row(f"{workers} workers (1 thread each): scale 0 -> {workers}", t1 - t0, "s", note=note))
+        rows.append(
+            row(f"{workers} workers: server CPU during the scale-up", (cpu1 - cpu0) / (t1 - t0) * 100, "% of a core")
+        )
+        rows.append(
+            row(
+                f"{workers} workers: stream messages during the scale-up",
+                messages / (t1 - t0),
+                "messages/s",
+                note=f"{messages} messages",
+            )
+        )
+        m, cpu0, t0 = stream.mark(), process_cpu(pid), now()
+        time.sleep(10)
+        steady = stream.mark() - m
+        rows.append(
+            row(f"{workers} workers running: server CPU", (process_cpu(pid) - cpu0) / (now() - t0) * 100, "% of a core")
+        )
+        rows.append(row(f"{workers} workers running: stream messages", steady / (now() - t0), "messages/s"))
+    finally:
+        cm_delete(server, stream, cid)
+    return rows
+
+
 # -- the run ----------------------------------------------------------------------------------------
 
 
@@ -532,9 +626,16 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
     cm_server, stream = start_clustermgr(tmp, many)
     lab = None
     try:
-        if args.only == "bursty":
+        if args.only:
             cm_delete(cm_server, stream, cm_create(cm_server, stream, 2)[0])  # warm-up: the launcher's first start
-            return bursty_rows(args, tmp, cm_server, stream)
+            parts = args.only.split(",")
+            if "create-profile" in parts:
+                rows += create_profile(cm_server, stream, tmp / "clustermgr", args.repeat)
+            if "bursty" in parts:
+                rows += bursty_rows(args, tmp, cm_server, stream)
+            if "many-workers" in parts:
+                rows += many_workers_rows(cm_server, stream, MANY_WORKERS)
+            return rows
         log(f"clustermgr server on {cm_server.base}")
         if args.labext_python:
             lab = start_labextension(tmp, args.labext_python)
@@ -736,6 +837,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
             )
         )
         rows += bursty_rows(args, tmp, cm_server, stream)
+        rows += many_workers_rows(cm_server, stream, 10 if args.smoke else MANY_WORKERS)
     finally:
         stream.close()
         cm_server.stop()
@@ -794,7 +896,13 @@ def main() -> int:
     parser.add_argument(
         "--labext-python", help="the Python of a venv with dask-labextension: adds the side-by-side rows"
     )
-    parser.add_argument("--only", choices=["bursty"], help="only this part (for tuning; writes only its rows)")
+    parser.add_argument(
+        "--only",
+        help="only these parts, comma-separated: create-profile, bursty, many-workers (writes only their rows)",
+    )
+    parser.add_argument(
+        "--bursty-sides", default="fixed,distributed Adaptive,clustermgr", help="the bursty workload's sides (tuning)"
+    )
     parser.add_argument("--out", type=Path, help="rows JSON (default benchmarks/results/<date>.json)")
     parser.add_argument("--chart", type=Path, help="PNG chart (default next to --out; needs matplotlib)")
     parser.add_argument("--no-chart", action="store_true", help="write no chart")
@@ -805,6 +913,8 @@ def main() -> int:
     out = args.out or RESULTS / f"{started:%Y-%m-%d}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     os.environ[base.MARK] = base.RUN_ID
+    # the bursty workload's tasks are functions of benchmarks/bursty.py: its schedulers and workers import it
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(Path(__file__).parent)]))
     tmp = Path(tempfile.mkdtemp(prefix="clustermgr-bench-"))
     load_before = os.getloadavg()[0]
     log(f"run {base.RUN_ID}: repeat={args.repeat}, smoke={args.smoke}, tmp={tmp}, load average {load_before:.2f}")

@@ -113,10 +113,6 @@ def run(client, bursts: list[Burst], log: Callable[[str], None] = print, adaptiv
     Held core-seconds are counted from the first submit until an ``adaptive`` side is back to 0
     workers after the last burst (at most 60 s), or until the last burst is done on a fixed one.
     """
-    import bursty
-    import cloudpickle
-
-    cloudpickle.register_pickle_by_value(bursty)  # the workers cannot import this module
     sampler = Sampler(client)
     windows: list[tuple[float, float, str | None]] = []
     next_id = 0
