@@ -97,7 +97,7 @@ def start_clustermgr(tmp: Path, max_clusters: int) -> tuple[Server, Stream]:
                 "workdir": str(tmp / "clustermgr"),
                 "max_clusters": max_clusters + 5,
                 "max_workers": MANY_WORKERS,
-                "gpus": 1,  # the two-group workload's GPU group (declared; nothing uses a GPU)
+                "gpus": 2,  # the two-group workload's GPU group, up to 2 workers (declared; nothing uses a GPU)
                 "on_shutdown": "stop",
             },
             "WarmLauncher": {"idle_timeout": 1.0},  # gone soon after the server: the leftover check waits 10 s
@@ -472,6 +472,10 @@ def bursty_rows(args: argparse.Namespace, tmp: Path, server: Server, stream: Str
         rows.append(row(f"bursty: wall time, {name}", r["wall"], "s", note=note(r)))
         rows.append(row(f"bursty: core-seconds held, {name}", r["held"], "core-s", note=note(r)))
         rows.append(row(f"bursty: worker starts, {name}", r["starts"], "workers"))
+        rows.append(row(f"bursty: core-s held idle with nothing waiting, {name}", r["idle_nothing_waiting"], "core-s"))
+        rows.append(
+            row(f"bursty: core-s held idle while tasks waited for a thread, {name}", r["idle_tasks_waiting"], "core-s")
+        )
     wall_vs_fixed = ours["wall"] / fixed["wall"]
     held_vs_tasks = ours["held"] / tasks
     rows.append(row("bursty: clustermgr wall / fixed", wall_vs_fixed, "x", 1.05, note=note(ours)))

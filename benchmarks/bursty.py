@@ -61,9 +61,15 @@ def nap(task_id: int, seconds: float) -> float:
     return seconds
 
 
-def workers_now(dask_scheduler=None) -> dict[str, tuple[int, bool]]:
-    """Run on the scheduler: address -> (threads, advertises GPU) of every worker it has."""
-    return {a: (ws.nthreads, "GPU" in (ws.resources or {})) for a, ws in dask_scheduler.workers.items()}
+def workers_now(dask_scheduler=None) -> dict[str, Any]:
+    """Run on the scheduler: address -> (threads, advertises GPU, tasks processing) of every worker, and tasks waiting."""
+    return {
+        "workers": {
+            a: (ws.nthreads, "GPU" in (ws.resources or {}), len(ws.processing))
+            for a, ws in dask_scheduler.workers.items()
+        },
+        "waiting": len(dask_scheduler.queued) + len(dask_scheduler.unrunnable),
+    }
 
 
 @dataclass
@@ -71,7 +77,7 @@ class Sampler:
     """Samples the scheduler's workers every :data:`SAMPLE_INTERVAL` s in a thread, until stopped."""
 
     client: Any
-    samples: list[tuple[float, dict[str, tuple[int, bool]]]] = field(default_factory=list)
+    samples: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
@@ -89,20 +95,29 @@ class Sampler:
         self.stop.set()
         self.thread.join(30)
 
-    def core_seconds(
-        self, start: float, end: float, where: Callable[[float, str, bool], bool] = lambda t, a, g: True
-    ) -> float:
-        """Threads x time of the workers sampled between ``start`` and ``end`` that ``where(t, address, gpu)`` keeps."""
+    def core_seconds(self, start: float, end: float, where: Callable[..., bool] = lambda t, a, g: True) -> float:
+        """Threads x time of the workers sampled between ``start`` and ``end`` that ``where(t, address, gpu)`` keeps.
+
+        ``where`` may also take ``processing`` (the worker's tasks) and ``waiting`` (the scheduler's
+        tasks without a worker yet) as keywords.
+        """
         total = 0.0
-        inside = [(t, w) for t, w in self.samples if start <= t <= end]
-        for (t, workers), (t_next, _) in zip(inside, inside[1:]):
-            total += (t_next - t) * sum(n for a, (n, gpu) in workers.items() if where(t, a, gpu))
+        inside = [(t, s) for t, s in self.samples if start <= t <= end]
+        for (t, sample), (t_next, _) in zip(inside, inside[1:]):
+            kept = 0
+            for a, (n, gpu, processing) in sample["workers"].items():
+                try:
+                    keep = where(t, a, gpu, processing=processing, waiting=sample["waiting"])
+                except TypeError:
+                    keep = where(t, a, gpu)
+                kept += n if keep else 0
+            total += (t_next - t) * kept
         return total
 
     def first_seen(self) -> dict[str, float]:
         seen: dict[str, float] = {}
-        for t, workers in self.samples:
-            for address in workers:
+        for t, sample in self.samples:
+            for address in sample["workers"]:
                 seen.setdefault(address, t)
         return seen
 
@@ -139,7 +154,7 @@ def run(client, bursts: list[Burst], log: Callable[[str], None] = print, adaptiv
         deadline = t_end + 60
         while adaptive and time.monotonic() < deadline:  # the last shrink is held time too
             time.sleep(SAMPLE_INTERVAL)
-            if sampler.samples and sampler.samples[-1][0] > t_end and not sampler.samples[-1][1]:
+            if sampler.samples and sampler.samples[-1][0] > t_end and not sampler.samples[-1][1]["workers"]:
                 t_end = sampler.samples[-1][0]
                 break
     finally:
@@ -167,4 +182,12 @@ def run(client, bursts: list[Burst], log: Callable[[str], None] = print, adaptiv
         "unneeded": sampler.core_seconds(t0, t_end, unneeded),
         "gpu_held": sampler.core_seconds(t0, t_end, lambda t, a, gpu: gpu),
         "cpu_held": sampler.core_seconds(t0, t_end, lambda t, a, gpu: not gpu),
+        # a held thread without a task: with nothing waiting (a worker adaptive mode could retire), or
+        # while tasks wait for it (the time a task takes to reach a free thread: the scheduler's, not the policy's)
+        "idle_nothing_waiting": sampler.core_seconds(
+            t0, t_end, lambda t, a, gpu, processing, waiting: not processing and not waiting
+        ),
+        "idle_tasks_waiting": sampler.core_seconds(
+            t0, t_end, lambda t, a, gpu, processing, waiting: not processing and waiting
+        ),
     }
