@@ -590,7 +590,18 @@ def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict
     try:
         m, cpu0, t0 = stream.mark(), process_cpu(pid), now()
         server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"scale": {"workers": workers}}, expect=200)
-        t1, _, end = stream.wait(base.settled(cid, workers), m, timeout=900, what=f"{workers} workers", cluster_id=cid)
+        try:
+            t1, _, end = stream.wait(
+                base.settled(cid, workers), m, timeout=600, what=f"{workers} workers", cluster_id=cid
+            )
+        except BenchError:
+            last = [msg for msg in stream.between(m, stream.mark() - 1, cid) if msg.get("cluster")]
+            running = last[-1]["cluster"]["workers"]["running"] if last else 0
+            note = f"{running} running after {now() - t0:.0f} s; load average {os.getloadavg()[0]:.1f}"
+            rows.append(
+                row(f"{workers} workers: not running 600 s after the scale", workers - running, "workers", 0, note)
+            )
+            return rows
         cpu1 = process_cpu(pid)
         messages = end - m + 1
         note = f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}"
@@ -621,8 +632,8 @@ def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict
 # -- the run ----------------------------------------------------------------------------------------
 
 
-def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
-    rows: list[dict] = []
+def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]:
+    """Append every row to ``rows`` as it is measured (a failure later keeps the rows measured before it)."""
     many = 10 if args.smoke else 100
     subscribers = 5 if args.smoke else 20
     counts = (5,) if args.smoke else (1, 5, 20)
@@ -926,7 +937,7 @@ def main() -> int:
     rows: list[dict] = []
     failed = False
     try:
-        rows = measure(args, tmp)
+        measure(args, tmp, rows)
     except BaseException:
         failed = True
         traceback.print_exc(file=sys.stdout)
