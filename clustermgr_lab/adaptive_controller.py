@@ -102,17 +102,24 @@ class AdaptiveController:
             self._woken.set()
 
     async def _loop(self) -> None:
-        self._woken = asyncio.Event()
+        # This loop's own event: a cancelled loop's clean-up runs after its successor has started.
+        woken = self._woken = asyncio.Event()
         try:
             while self.settings is not None and self.policy is not None:
-                self._woken.clear()
+                woken.clear()
                 if self._is_running():
-                    await self.step()
+                    try:
+                        await self.step()
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:  # one bad step must not end adaptive mode silently
+                        log.exception("cluster %s: adaptive step failed", self.cluster_id)
                 await asyncio.sleep(MIN_STEP_GAP)
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._woken.wait(), max(0.0, self.settings.interval - MIN_STEP_GAP))
+                    await asyncio.wait_for(woken.wait(), max(0.0, self.settings.interval - MIN_STEP_GAP))
         finally:
-            self._woken = None
+            if self._woken is woken:
+                self._woken = None
 
     async def step(self) -> None:
         """One tick: read the load, ask the policy, set the plans it proposes, note what it holds back."""

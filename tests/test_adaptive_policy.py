@@ -106,3 +106,30 @@ async def test_a_wake_up_takes_the_next_step_at_once(tmp_path):
     finally:
         adaptive.stop()
         await asyncio.sleep(0)
+
+
+async def test_new_settings_twice_in_a_row_leave_one_loop_that_still_wakes(tmp_path):
+    # Given adaptive mode configured twice at once (two PATCHes, one per group), with a one-minute interval
+    adaptive, reconciler, _ = controller(tmp_path, load={"cores_wanted": 0, "ready": 0})
+    settings = adaptive.settings.__class__(ranges=adaptive.settings.ranges, interval=60.0)
+    adaptive.configure(settings, run=True)
+    try:
+        await until(lambda: adaptive._woken is not None, timeout=5, what="the first loop")
+        await asyncio.sleep(0.3)  # the first loop waits for a wake-up now
+        adaptive.configure(settings, run=True)
+        await asyncio.sleep(0.3)  # the first loop's clean-up has run by now
+        # When work arrives, Then the running loop still has its wake-up and takes a step
+        assert adaptive._woken is not None
+        adaptive._read_load = _load_of({"cores_wanted": 6, "ready": 6})
+        adaptive.wake("tasks")
+        await until(lambda: reconciler.spec.group("default").count == 6, timeout=5, what="the plan grown")
+    finally:
+        adaptive.stop()
+        await asyncio.sleep(0)
+
+
+def _load_of(load: dict):
+    async def read_load(target_duration: float) -> dict:
+        return load
+
+    return read_load
