@@ -458,7 +458,7 @@ def bursty_rows(args: argparse.Namespace, tmp: Path, server: Server, stream: Str
         bursts = bursty.script(BURSTY_SEED, bursts=2, tasks=(8, 12), sleep=(0.1, 0.3), gaps=(1.0, 2.0))
     else:
         bursts = bursty.script(BURSTY_SEED)
-    names = args.bursty_sides.split(",")
+    names = ["clustermgr"] if args.smoke else args.bursty_sides.split(",")  # smoke: no LocalCluster to spawn
     results = {name: bursty_side(name, tmp, server, stream, bursts) for name in names}
     nothing = {"wall": float("nan"), "held": float("nan"), "recomputed": 0, "missing": 0, "load": 0.0}
     fixed, theirs, ours = (results.get(n, nothing) for n in ("fixed", "distributed Adaptive", "clustermgr"))
