@@ -23,6 +23,7 @@ import datetime as _dt
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -39,6 +40,7 @@ import psutil
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bursty  # noqa: E402  (the bursty workload)
 import harness as base  # noqa: E402  (the server, stream and raw-cluster helpers)
 import multihost  # noqa: E402  (the rows measured on the two-node test bed)
 from harness import BenchError, Server, Stream, log, now, percentile  # noqa: E402
@@ -101,6 +103,8 @@ def start_clustermgr(tmp: Path, max_clusters: int) -> tuple[Server, Stream]:
             "ClusterManager": {
                 "workdir": str(tmp / "clustermgr"),
                 "max_clusters": max_clusters + 5,
+                "max_workers": MANY_WORKERS,
+                "gpus": 2,  # the two-group workload's GPU group, up to 2 workers (declared; nothing uses a GPU)
                 "on_shutdown": "stop",
                 "templates": [PLAIN_TEMPLATE],  # TLS off: the baseline of the TLS rows
             },
@@ -470,11 +474,244 @@ def adaptive_first_decision(server: Server, stream: Stream, interval: float) -> 
     return (t1 - t0) / interval
 
 
+# -- the bursty workload: fixed, distributed's Adaptive, clustermgr's adaptive mode -------------------
+
+BURSTY_SEED = 22
+BURSTY_MAX = 4
+MANY_WORKERS = 200
+
+
+def cm_adaptive_cluster(server: Server, stream: Stream, groups: list[dict], adapt: list[dict]) -> tuple[str, str]:
+    """POST a cluster of 0 workers with adaptive ranges (default settings); its id and scheduler address."""
+    m = stream.mark()
+    _, cluster = server.call("POST", "clustermgr/api/clusters", {"spec": {"groups": groups}}, expect=202)
+    cid = cluster["id"]
+    _, message, _ = stream.wait(
+        lambda msg: (msg.get("cluster") or {}).get("id") == cid and msg["cluster"]["status"] == "running",
+        m, what="running", cluster_id=cid,
+    )  # fmt: skip
+    for body in adapt:
+        server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"adapt": body}, expect=200)
+    return cid, message["cluster"]["scheduler_address"]
+
+
+def bursty_side(name: str, tmp: Path, server: Server, stream: Stream, bursts: list[bursty.Burst]) -> dict[str, Any]:
+    from distributed import Client, LocalCluster
+
+    load = os.getloadavg()[0]
+    log(f"bursty: {name} (load average {load:.1f})")
+    shape = {"threads_per_worker": 1, "memory_limit": "512MiB", "processes": True,
+             "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}  # fmt: skip
+    if name == "clustermgr":
+        cid, address = cm_adaptive_cluster(
+            server, stream, [{"name": "default", "count": 0, "threads": 1, "memory": base.MEMORY}],
+            [{"minimum": 0, "maximum": BURSTY_MAX}],
+        )  # fmt: skip
+        try:
+            with Client(address, set_as_default=False, timeout=30) as client:
+                result = bursty.run(client, bursts, log)
+        finally:
+            cm_delete(server, stream, cid)
+    else:
+        with base.quiet_stderr(tmp / "raw.log"):
+            cluster = LocalCluster(n_workers=BURSTY_MAX if name == "fixed" else 0, **shape)
+            try:
+                if name != "fixed":
+                    cluster.adapt(minimum=0, maximum=BURSTY_MAX)
+                with Client(cluster, set_as_default=False) as client:
+                    if name == "fixed":
+                        client.wait_for_workers(BURSTY_MAX, timeout=60)
+                    result = bursty.run(client, bursts, log, adaptive=name != "fixed")
+            finally:
+                cluster.close()
+    result["load"] = (load + os.getloadavg()[0]) / 2
+    log(f"bursty: {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in result.items()))
+    return result
+
+
+def bursty_rows(args: argparse.Namespace, tmp: Path, server: Server, stream: Stream) -> list[dict]:
+    """The bursty workload on each side (in rotated order), then the two-group workload on clustermgr."""
+    rows: list[dict] = []
+    if args.smoke:
+        bursts = bursty.script(BURSTY_SEED, bursts=2, tasks=(8, 12), sleep=(0.1, 0.3), gaps=(1.0, 2.0))
+    else:
+        bursts = bursty.script(BURSTY_SEED)
+    names = ["clustermgr"] if args.smoke else args.bursty_sides.split(",")  # smoke: no LocalCluster to spawn
+    results = {name: bursty_side(name, tmp, server, stream, bursts) for name in names}
+    nothing = {"wall": float("nan"), "held": float("nan"), "recomputed": 0, "missing": 0, "load": 0.0}
+    fixed, theirs, ours = (results.get(n, nothing) for n in ("fixed", "distributed Adaptive", "clustermgr"))
+    tasks = ours["tasks"]
+
+    def note(r: dict) -> str:
+        return f"load average {r['load']:.1f}"
+
+    rows.append(row("bursty: tasks' own core-seconds", tasks, "core-s"))
+    for name, r in results.items():
+        rows.append(row(f"bursty: wall time, {name}", r["wall"], "s", note=note(r)))
+        rows.append(row(f"bursty: core-seconds held, {name}", r["held"], "core-s", note=note(r)))
+        rows.append(row(f"bursty: worker starts, {name}", r["starts"], "workers"))
+        rows.append(row(f"bursty: core-s held idle with nothing waiting, {name}", r["idle_nothing_waiting"], "core-s"))
+        rows.append(
+            row(f"bursty: core-s held idle while tasks waited for a thread, {name}", r["idle_tasks_waiting"], "core-s")
+        )
+    compared = [
+        ("bursty: clustermgr wall / fixed", ours["wall"] / fixed["wall"], 1.05, note(ours)),
+        ("bursty: clustermgr core-s held / tasks' own", ours["held"] / tasks, 1.10, note(ours)),
+        ("bursty: distributed Adaptive wall / fixed", theirs["wall"] / fixed["wall"], None, note(theirs)),
+        ("bursty: distributed Adaptive core-s held / tasks' own", theirs["held"] / tasks, None, note(theirs)),
+        ("bursty: wall, clustermgr / distributed Adaptive", ours["wall"] / theirs["wall"], 1.0, ""),
+        ("bursty: core-s held, clustermgr / distributed Adaptive", ours["held"] / theirs["held"], 1.0, ""),
+    ]
+    for name, value, target, why in compared:
+        if value == value:  # a side left out (--smoke, --bursty-sides) gives NaN: no row
+            rows.append(row(name, value, "x", target, note=why))
+    rows.append(row("bursty: recomputed tasks, clustermgr", ours["recomputed"] + ours["missing"], "tasks", 0))
+    if "distributed Adaptive" in results:
+        rows.append(
+            row("bursty: recomputed tasks, distributed Adaptive", theirs["recomputed"] + theirs["missing"], "tasks")
+        )
+
+    # two groups: CPU workers and workers with a GPU resource; bursts alternate between the two kinds
+    if args.smoke:
+        two = bursty.script(
+            BURSTY_SEED, bursts=2, tasks=(6, 10), sleep=(0.1, 0.3), gaps=(1.0, 2.0), kinds=(None, "GPU")
+        )
+    else:
+        two = bursty.script(
+            BURSTY_SEED + 1, bursts=4, tasks=(30, 60), sleep=(0.2, 0.8), gaps=(6.0, 8.0), kinds=(None, "GPU")
+        )
+    load = os.getloadavg()[0]
+    cid, address = cm_adaptive_cluster(
+        server, stream,
+        [{"name": "cpu", "count": 0, "threads": 1, "memory": base.MEMORY},
+         {"name": "gpu", "count": 0, "threads": 1, "memory": base.MEMORY, "gpus": 1}],
+        [{"group": "cpu", "minimum": 0, "maximum": 2}, {"group": "gpu", "minimum": 0, "maximum": 2}],
+    )  # fmt: skip
+    from distributed import Client
+
+    try:
+        with Client(address, set_as_default=False, timeout=30) as client:
+            r = bursty.run(client, two, log)
+    finally:
+        cm_delete(server, stream, cid)
+    r["load"] = (load + os.getloadavg()[0]) / 2
+    log("bursty two groups: " + ", ".join(f"{k} {v:.3g}" for k, v in r.items()))
+    rows.append(
+        row("bursty, two groups: core-s on the group the burst does not need", r["unneeded"], "core-s", 0, note=note(r))
+    )
+    rows.append(row("bursty, two groups: core-s held / tasks' own", r["held"] / r["tasks"], "x", note=note(r)))
+    rows.append(row("bursty, two groups: recomputed tasks", r["recomputed"] + r["missing"], "tasks", 0))
+    return rows
+
+
+# -- where a create's time goes ----------------------------------------------------------------------
+
+LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) - (.*)$")
+
+
+def log_times(path: Path, *needles: str) -> list[float | None]:
+    """Wall-clock time of the first line of a distributed log, then of the first line containing each needle."""
+    found: list[float | None] = [None] * (len(needles) + 1)
+    for line in path.read_text(errors="replace").splitlines():
+        match = LOG_TIME.match(line)
+        if not match:
+            continue
+        t = _dt.datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        if found[0] is None:
+            found[0] = t
+        for i, needle in enumerate(needles, 1):
+            if found[i] is None and needle in match[2]:
+                found[i] = t
+    return found
+
+
+def create_profile(server: Server, stream: Stream, workdir: Path, repeat: int) -> list[dict]:
+    """Create -> 2 workers, split into phases from the stream and the scheduler's own log (medians of ``repeat``)."""
+    phases: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        wall0, t0 = time.time(), now()
+        c = base.create_clusters(server, stream, 1, 2)[0]
+        offset = wall0 - t0  # monotonic -> wall clock
+        started, listening, registered = log_times(
+            workdir / c["id"] / "scheduler.log", "Scheduler at:", "Starting worker compute stream"
+        )
+        second = [
+            t for t in (log_times(p, "Registered to:")[1] for p in (workdir / c["id"]).glob("default-*.log")) if t
+        ]
+        marks = {
+            "scheduler's first log line (fork, set-up)": started,
+            "scheduler listening (Scheduler and dashboard started)": listening,
+            "address known to the server (scheduler file, link)": c["t_sched"] + offset,
+            "both workers registered": max(second) if len(second) == 2 else registered,
+            "the stream shows 2 running (push)": c["t1"] + offset,
+        }
+        for name, t in marks.items():
+            if t is not None:
+                phases.setdefault(name, []).append(t - wall0)
+        cm_delete(server, stream, c["id"])
+    return [row(f"create profile: POST -> {name}", median(v) * 1000, "ms") for name, v in phases.items()]
+
+
+# -- one cluster of many workers ----------------------------------------------------------------------
+
+
+def process_cpu(pid: int) -> float:
+    return sum(psutil.Process(pid).cpu_times()[:2])
+
+
+def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict]:
+    """One cluster scaled from 0 to ``workers`` (1 thread, 512 MiB): time, the server's CPU, the stream's message rate."""
+    rows: list[dict] = []
+    load = os.getloadavg()[0]
+    cid = cm_create(server, stream, 0)[0]
+    pid = server.process.pid
+    try:
+        m, cpu0, t0 = stream.mark(), process_cpu(pid), now()
+        server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"scale": {"workers": workers}}, expect=200)
+        try:
+            t1, _, end = stream.wait(
+                base.settled(cid, workers), m, timeout=600, what=f"{workers} workers", cluster_id=cid
+            )
+        except BenchError:
+            last = [msg for msg in stream.between(m, stream.mark() - 1, cid) if msg.get("cluster")]
+            running = last[-1]["cluster"]["workers"]["running"] if last else 0
+            note = f"{running} running after {now() - t0:.0f} s; load average {os.getloadavg()[0]:.1f}"
+            rows.append(
+                row(f"{workers} workers: not running 600 s after the scale", workers - running, "workers", 0, note)
+            )
+            return rows
+        cpu1 = process_cpu(pid)
+        messages = end - m + 1
+        note = f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}"
+        rows.append(row(f"{workers} workers (1 thread each): scale 0 -> {workers}", t1 - t0, "s", note=note))
+        rows.append(
+            row(f"{workers} workers: server CPU during the scale-up", (cpu1 - cpu0) / (t1 - t0) * 100, "% of a core")
+        )
+        rows.append(
+            row(
+                f"{workers} workers: stream messages during the scale-up",
+                messages / (t1 - t0),
+                "messages/s",
+                note=f"{messages} messages",
+            )
+        )
+        m, cpu0, t0 = stream.mark(), process_cpu(pid), now()
+        time.sleep(10)
+        steady = stream.mark() - m
+        rows.append(
+            row(f"{workers} workers running: server CPU", (process_cpu(pid) - cpu0) / (now() - t0) * 100, "% of a core")
+        )
+        rows.append(row(f"{workers} workers running: stream messages", steady / (now() - t0), "messages/s"))
+    finally:
+        cm_delete(server, stream, cid)
+    return rows
+
+
 # -- the run ----------------------------------------------------------------------------------------
 
 
-def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
-    rows: list[dict] = []
+def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]:
+    """Append every row to ``rows`` as it is measured (a failure later keeps the rows measured before it)."""
     many = 10 if args.smoke else 100
     subscribers = 5 if args.smoke else 20
     counts = (5,) if args.smoke else (1, 5, 20)
@@ -482,6 +719,16 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
     cm_server, stream = start_clustermgr(tmp, many)
     lab = None
     try:
+        if args.only:
+            cm_delete(cm_server, stream, cm_create(cm_server, stream, 2)[0])  # warm-up: the launcher's first start
+            parts = args.only.split(",")
+            if "create-profile" in parts:
+                rows += create_profile(cm_server, stream, tmp / "clustermgr", args.repeat)
+            if "bursty" in parts:
+                rows += bursty_rows(args, tmp, cm_server, stream)
+            if "many-workers" in parts:
+                rows += many_workers_rows(cm_server, stream, MANY_WORKERS)
+            return rows
         log(f"clustermgr server on {cm_server.base}")
         if args.labext_python:
             lab = start_labextension(tmp, args.labext_python)
@@ -703,6 +950,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
                 2,
             )
         )
+        rows += bursty_rows(args, tmp, cm_server, stream)
+        rows += many_workers_rows(cm_server, stream, 10 if args.smoke else MANY_WORKERS)
     finally:
         stream.close()
         cm_server.stop()
@@ -765,6 +1014,13 @@ def main() -> int:
     parser.add_argument(
         "--labext-python", help="the Python of a venv with dask-labextension: adds the side-by-side rows"
     )
+    parser.add_argument(
+        "--only",
+        help="only these parts, comma-separated: create-profile, bursty, many-workers (writes only their rows)",
+    )
+    parser.add_argument(
+        "--bursty-sides", default="fixed,distributed Adaptive,clustermgr", help="the bursty workload's sides (tuning)"
+    )
     parser.add_argument("--out", type=Path, help="rows JSON (default benchmarks/results/<date>.json)")
     parser.add_argument("--chart", type=Path, help="PNG chart (default next to --out; needs matplotlib)")
     parser.add_argument("--no-chart", action="store_true", help="write no chart")
@@ -775,6 +1031,8 @@ def main() -> int:
     out = args.out or RESULTS / f"{started:%Y-%m-%d}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     os.environ[base.MARK] = base.RUN_ID
+    # the bursty workload's tasks are functions of benchmarks/bursty.py: its schedulers and workers import it
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(Path(__file__).parent)]))
     tmp = Path(tempfile.mkdtemp(prefix="clustermgr-bench-"))
     load_before = os.getloadavg()[0]
     log(f"run {base.RUN_ID}: repeat={args.repeat}, smoke={args.smoke}, tmp={tmp}, load average {load_before:.2f}")
@@ -782,7 +1040,7 @@ def main() -> int:
     rows: list[dict] = []
     failed = False
     try:
-        rows = measure(args, tmp)
+        measure(args, tmp, rows)
     except BaseException:
         failed = True
         traceback.print_exc(file=sys.stdout)

@@ -21,7 +21,7 @@ from .spec import WorkerGroup, WorkerSpec, parse_count, parse_size, workers_for
 
 UNITS = ("workers", "cores", "memory")
 DEFAULT_INTERVAL = 1.0
-DEFAULT_WAIT_COUNT = 3
+DEFAULT_WAIT_COUNT = 1  # idle workers cost core-seconds; bursty work comes back within a second of a wake-up
 DEFAULT_TARGET_DURATION = 5.0
 
 
@@ -238,8 +238,12 @@ class Proposal:
 class AdaptivePolicy:
     """Turns a :class:`Load` into per-group worker counts, within each group's range.
 
-    Growth is immediate. Shrinking waits until the lower target has held for ``wait_count``
-    consecutive intervals, so a cluster does not flap between two sizes.
+    Growth is immediate, to the workers the queued work wants within the target duration.
+    Shrinking retires only workers with nothing to do: never while tasks wait for a thread of the
+    group (retiring one then saves no core-seconds, it only makes the work finish later), never
+    below the workers still running tasks, and never below the workers holding data a client still
+    references. It waits until the lower target has held for ``wait_count`` consecutive intervals
+    (1 by default: an idle worker is the cost adaptive mode exists to avoid).
     """
 
     def __init__(self, settings: AdaptSettings):
@@ -279,6 +283,11 @@ class AdaptivePolicy:
                 if plan > high:
                     proposals.append(Proposal(group.name, plan, want, f"adaptive maximum is {counted(high, 'worker')}"))
                     continue
+                running = self._busy(group.name, load, members)
+                if (group.is_general and load.ready > 0) or running >= plan:
+                    self._low_streak[group.name] = 0  # every worker has work, or work waits for one
+                    continue
+                want = max(want, running)
                 if group.is_general and total_desired < load.workers_holding_data:
                     self._low_streak[group.name] = 0
                     notes.append((group.name, held_data_note(load)))
@@ -287,11 +296,21 @@ class AdaptivePolicy:
                 self._low_streak[group.name] = streak
                 if streak >= self.settings.wait_count:
                     self._low_streak[group.name] = 0
-                    why = "idle" if desired[group.name] == 0 else f"load wants {counted(desired[group.name], 'worker')}"
+                    if desired[group.name] == 0 and running == 0:
+                        why = "idle"
+                    elif want == running:
+                        why = f"{counted(plan - want, 'worker')} idle, nothing queued,"
+                    else:
+                        why = f"load wants {counted(want, 'worker')}"
                     proposals.append(Proposal(group.name, plan, want, f"{why} for {counted(streak, 'interval')}"))
             else:
                 self._low_streak[group.name] = 0
         return proposals, notes
+
+    @staticmethod
+    def _busy(group: str, load: Load, members: Mapping[str, list[str]]) -> int:
+        """How many of the group's live workers are running tasks."""
+        return sum(1 for name in members.get(group, []) if load.busy.get(name, 0) > 0)
 
     def _desired(
         self, spec: WorkerSpec, load: Load, members: Mapping[str, list[str]]
@@ -320,7 +339,7 @@ class AdaptivePolicy:
         for group in spec.groups:
             if group.is_general:
                 continue
-            busy = sum(1 for name in members.get(group.name, []) if load.busy.get(name, 0) > 0)
+            busy = self._busy(group.name, load, members)
             extra = 0
             needed = []
             for resource, amount in group.worker_resources.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -13,6 +14,8 @@ from .reconciler import Reconciler
 from .spec import WorkerSpec
 
 log = logging.getLogger(__name__)
+
+MIN_STEP_GAP = 0.1  # seconds: a flood of wake-ups (a loop of submits) costs at most ten load reads a second
 
 
 class Policy(Protocol):
@@ -27,7 +30,9 @@ class AdaptiveController:
     """Owns adaptive mode's periodic callback: every ``settings.interval`` s, load -> policy -> plan.
 
     The policy only *decides*; its proposals go to :meth:`Reconciler.set_plan`, the same path as
-    a manual scale.
+    a manual scale. :meth:`wake` takes the next step at once (at most one step every
+    :data:`MIN_STEP_GAP` s): the scheduler pushes a wake-up when work arrives or a worker runs out
+    of it, so a burst does not wait for the interval to end.
 
     Parameters
     ----------
@@ -68,6 +73,7 @@ class AdaptiveController:
         self.policy: Policy | None = None
         self._task: asyncio.Task | None = None
         self._held_notes: dict[str, str] = {}
+        self._woken: asyncio.Event | None = None
 
     def configure(self, settings: AdaptSettings | None, *, run: bool) -> None:
         """Take new settings (None: adaptive mode off) with a fresh policy; run the callback if ``run``."""
@@ -90,11 +96,30 @@ class AdaptiveController:
     def running(self) -> bool:
         return self._task is not None
 
+    def wake(self, why: str = "") -> None:
+        """Take the next step now rather than at the end of the interval (work arrived, or ran out)."""
+        if self._woken is not None:
+            self._woken.set()
+
     async def _loop(self) -> None:
-        while self.settings is not None and self.policy is not None:
-            await asyncio.sleep(self.settings.interval)
-            if self._is_running():
-                await self.step()
+        # This loop's own event: a cancelled loop's clean-up runs after its successor has started.
+        woken = self._woken = asyncio.Event()
+        try:
+            while self.settings is not None and self.policy is not None:
+                woken.clear()
+                if self._is_running():
+                    try:
+                        await self.step()
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:  # one bad step must not end adaptive mode silently
+                        log.exception("cluster %s: adaptive step failed", self.cluster_id)
+                await asyncio.sleep(MIN_STEP_GAP)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(woken.wait(), max(0.0, self.settings.interval - MIN_STEP_GAP))
+        finally:
+            if self._woken is woken:
+                self._woken = None
 
     async def step(self) -> None:
         """One tick: read the load, ask the policy, set the plans it proposes, note what it holds back."""

@@ -442,7 +442,7 @@ class ManagedCluster:
         """The link to this cluster's scheduler: its worker stream and heartbeat feed the reconciler."""
         link = getattr(self.backend, "scheduler_link", SchedulerLink)  # foreign schedulers: observed by polling
         security = self.security()
-        return link(
+        link = link(
             self.endpoint.address,
             self.reconciler.worker_added,
             self.reconciler.worker_removed,
@@ -451,6 +451,8 @@ class ManagedCluster:
             parent=self._config_parent,
             **({"security": security} if security is not None else {}),
         )
+        link.on_work = self.adaptive.wake
+        return link
 
     def dashboard_ssl_context(self) -> ssl.SSLContext | None:
         """What the dashboard proxy presents to this cluster's HTTPS dashboard (None: plain HTTP); made once."""

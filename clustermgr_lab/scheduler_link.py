@@ -18,6 +18,7 @@ from .errors import SchedulerTimeout
 
 log = logging.getLogger(__name__)
 
+WORK_OP = "clustermgr-work"  # pushed by scheduler_preload.WorkNotifier on the worker-status stream
 WorkerAdded = Callable[[str, dict], None]
 WorkerRemoved = Callable[[str], None]
 
@@ -93,6 +94,7 @@ class SchedulerLink(LoggingConfigurable):
         self._heartbeat: asyncio.Task | None = None
         self._closing = False
         self.responsive = True
+        self.on_work: Callable[[str], None] | None = None  # the scheduler's wake-ups for adaptive mode
 
     async def start(self, timeout: float = 30) -> None:
         self._comm = await connect(self.address, timeout=timeout, **self._connection_args)
@@ -137,6 +139,8 @@ class SchedulerLink(LoggingConfigurable):
                             self._on_added(address, info)
                     elif op == "remove":
                         self._on_removed(message)
+                    elif op == WORK_OP and self.on_work is not None:
+                        self.on_work(message)
         except (OSError, asyncio.CancelledError):
             pass
         except Exception:  # a malformed message must not kill the reader silently

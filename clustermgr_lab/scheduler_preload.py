@@ -9,6 +9,10 @@ handlers, so the manager (in the Jupyter server process) can ask, in one round t
   (idle first, least data first), limited to the workers of one group.
 - ``clustermgr_set_idle_timeout``: change the scheduler's idle timeout (seconds, or None).
 
+A :class:`WorkNotifier` pushes a wake-up on the manager's worker-status stream when tasks arrive
+or a worker runs out of them with nothing queued, so adaptive mode reacts at once rather than at
+its next interval.
+
 It also makes distributed's idle timeout (``dask scheduler --idle-timeout``) count a connected
 client as activity: the scheduler shuts itself down only after that long with no tasks *and*
 no client, whether or not a Jupyter server is running.
@@ -18,13 +22,15 @@ And a dashboard served over HTTPS (a cluster with TLS) asks every peer for the c
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections import defaultdict
 
 from dask.utils import parse_timedelta
+from distributed.diagnostics.plugin import SchedulerPlugin
 from toolz import take
-from tornado.ioloop import PeriodicCallback
+from tornado.ioloop import IOLoop, PeriodicCallback
 
 from .security import require_dashboard_client_certificates
 
@@ -75,6 +81,42 @@ def workers_to_close_among(scheduler, candidates: list[str], n: int) -> list[str
     return chosen
 
 
+WORK_OP = "clustermgr-work"  # the same as scheduler_link.WORK_OP (this module must not import the server's)
+DRY_CHECK_DELAY = 0.05  # seconds: one check for idle workers after a batch of finished tasks
+
+
+class WorkNotifier(SchedulerPlugin):
+    """Wakes the manager's adaptive mode: new tasks, or a worker without tasks while nothing is queued."""
+
+    name = "clustermgr-work"
+
+    def __init__(self, scheduler):
+        self.scheduler = scheduler
+        self._dry_check_pending = False
+
+    def _notify(self, why: str) -> None:
+        subscriber = self.scheduler.plugins.get("worker-status")  # the manager's SchedulerLink
+        if subscriber is not None:
+            with contextlib.suppress(Exception):  # the subscriber is gone; distributed removes its plugin itself
+                subscriber.bcomm.send([WORK_OP, why])
+
+    def update_graph(self, scheduler, **kwargs) -> None:
+        self._notify("tasks")
+
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        if start == "processing" and not self._dry_check_pending:
+            self._dry_check_pending = True
+            IOLoop.current().call_later(DRY_CHECK_DELAY, self._check_dry)
+
+    def _check_dry(self) -> None:
+        self._dry_check_pending = False
+        scheduler = self.scheduler
+        if scheduler.queued or scheduler.unrunnable:
+            return
+        if any(not ws.processing for ws in scheduler.workers.values()):
+            self._notify("idle")
+
+
 FIRE_AND_FORGET = "fire-and-forget"  # a client entry every scheduler has
 
 
@@ -105,6 +147,7 @@ def set_idle_timeout(scheduler, seconds: float | None) -> None:
 def dask_setup(scheduler):
     require_dashboard_client_certificates(scheduler)
     install_client_aware_idle_check(scheduler)
+    scheduler.add_plugin(WorkNotifier(scheduler))
     scheduler.handlers["clustermgr_set_idle_timeout"] = lambda seconds=None: set_idle_timeout(scheduler, seconds)
     scheduler.handlers["clustermgr_load"] = lambda target_duration="5s": load_report(scheduler, target_duration)
     scheduler.handlers["clustermgr_workers_to_close"] = lambda candidates, n: workers_to_close_among(
