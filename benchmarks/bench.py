@@ -39,6 +39,8 @@ from typing import Any
 import psutil
 import requests
 
+from clustermgr_lab.client import cluster_security
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bursty  # noqa: E402  (the bursty workload)
 import harness as base  # noqa: E402  (the server, stream and raw-cluster helpers)
@@ -214,8 +216,6 @@ def cm_lifecycle(server: Server, stream: Stream) -> dict[str, float]:
 def cm_tls_lifecycle(server: Server, stream: Stream, template: str | None) -> dict[str, float]:
     """Create -> 2 workers, then a 1,000-task graph from a Client of this process (with the cluster's TLS files)."""
     from distributed import Client
-
-    from clustermgr_lab.client import cluster_security
 
     out: dict[str, float] = {}
     created = base.create_clusters(server, stream, 1, 2, template=template)[0]
@@ -449,7 +449,6 @@ def adaptive_first_decision(server: Server, stream: Stream, interval: float) -> 
         what="running",
         cluster_id=cid,
     )
-    from clustermgr_lab.client import cluster_security
 
     security = cluster_security(message["cluster"])
     client = Client(message["cluster"]["scheduler_address"], set_as_default=False, timeout=30, security=security)
@@ -481,8 +480,8 @@ BURSTY_MAX = 4
 MANY_WORKERS = 200
 
 
-def cm_adaptive_cluster(server: Server, stream: Stream, groups: list[dict], adapt: list[dict]) -> tuple[str, str]:
-    """POST a cluster of 0 workers with adaptive ranges (default settings); its id and scheduler address."""
+def cm_adaptive_cluster(server: Server, stream: Stream, groups: list[dict], adapt: list[dict]) -> tuple[str, dict]:
+    """POST a cluster of 0 workers with adaptive ranges (default settings); its id and its JSON."""
     m = stream.mark()
     _, cluster = server.call("POST", "clustermgr/api/clusters", {"spec": {"groups": groups}}, expect=202)
     cid = cluster["id"]
@@ -492,7 +491,7 @@ def cm_adaptive_cluster(server: Server, stream: Stream, groups: list[dict], adap
     )  # fmt: skip
     for body in adapt:
         server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"adapt": body}, expect=200)
-    return cid, message["cluster"]["scheduler_address"]
+    return cid, message["cluster"]
 
 
 def bursty_side(name: str, tmp: Path, server: Server, stream: Stream, bursts: list[bursty.Burst]) -> dict[str, Any]:
@@ -503,12 +502,14 @@ def bursty_side(name: str, tmp: Path, server: Server, stream: Stream, bursts: li
     shape = {"threads_per_worker": 1, "memory_limit": "512MiB", "processes": True,
              "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}  # fmt: skip
     if name == "clustermgr":
-        cid, address = cm_adaptive_cluster(
+        cid, cluster = cm_adaptive_cluster(
             server, stream, [{"name": "default", "count": 0, "threads": 1, "memory": base.MEMORY}],
             [{"minimum": 0, "maximum": BURSTY_MAX}],
         )  # fmt: skip
         try:
-            with Client(address, set_as_default=False, timeout=30) as client:
+            with Client(
+                cluster["scheduler_address"], security=cluster_security(cluster), set_as_default=False, timeout=30
+            ) as client:
                 result = bursty.run(client, bursts, log)
         finally:
             cm_delete(server, stream, cid)
@@ -581,7 +582,7 @@ def bursty_rows(args: argparse.Namespace, tmp: Path, server: Server, stream: Str
             BURSTY_SEED + 1, bursts=4, tasks=(30, 60), sleep=(0.2, 0.8), gaps=(6.0, 8.0), kinds=(None, "GPU")
         )
     load = os.getloadavg()[0]
-    cid, address = cm_adaptive_cluster(
+    cid, cluster = cm_adaptive_cluster(
         server, stream,
         [{"name": "cpu", "count": 0, "threads": 1, "memory": base.MEMORY},
          {"name": "gpu", "count": 0, "threads": 1, "memory": base.MEMORY, "gpus": 1}],
@@ -590,7 +591,9 @@ def bursty_rows(args: argparse.Namespace, tmp: Path, server: Server, stream: Str
     from distributed import Client
 
     try:
-        with Client(address, set_as_default=False, timeout=30) as client:
+        with Client(
+            cluster["scheduler_address"], security=cluster_security(cluster), set_as_default=False, timeout=30
+        ) as client:
             r = bursty.run(client, two, log)
     finally:
         cm_delete(server, stream, cid)
