@@ -228,17 +228,12 @@ test('a Cluster class cluster scales by count: its spec editing is greyed out wi
     name: 'Edit the Worker Spec of Class one'
   });
   await expect(spec).toBeDisabled();
-  await expect(spec).toHaveAttribute(
-    'title',
-    `Spec: ${reasons.editable_spec}`
-  );
+  await expect(spec).toHaveAttribute('title', `Spec: ${reasons.editable_spec}`);
 
   // When a new cluster of its template is set up, only the count can change; no group can be added, with the reasons
   await sidebar.getByRole('button', { name: 'New Cluster' }).click();
   const dialog = page.locator('.cm-FormDialog');
-  await expect(
-    dialog.getByLabel('Number of workers, group 1')
-  ).toBeEnabled();
+  await expect(dialog.getByLabel('Number of workers, group 1')).toBeEnabled();
   const threads = dialog.locator('.cm-SpecEditor-threads');
   await expect(threads).toBeDisabled();
   await expect(threads).toHaveAttribute('title', reasons.editable_spec);
