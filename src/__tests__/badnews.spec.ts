@@ -56,6 +56,7 @@ describe('badNews', () => {
       cause: {
         kind: 'oom-killer',
         worker: 'default-1',
+        group: 'default',
         detail: 'killed by the OOM killer'
       }
     });
