@@ -91,7 +91,7 @@ class LocalScheduler:
         """Start the scheduler and wait (up to ``timeout`` s) until it has written its address."""
         scheduler_file = self.scheduler_file
         scheduler_file.unlink(missing_ok=True)
-        command = scheduler_command(scheduler_file, host, idle_timeout, interface, self.credentials)
+        command = scheduler_command(scheduler_file, host, idle_timeout, interface, credentials=self.credentials)
         env = self.credentials.environment() if self.credentials is not None else None
         process = await self.processes.spawn(SCHEDULER_PROCESS, command, env)
         self.spawned.set()
