@@ -126,13 +126,39 @@ class SchedulerJob:
         return SchedulerEndpoint(self.address, f"{host}:{dashboard_port}" if dashboard_port else None, info.get("id"))
 
     async def cancel(self) -> None:
-        """Cancel the job (if any) and wait until the queueing system no longer lists it."""
+        """Stop the scheduler, then cancel its job (if any) and wait until the queueing system no longer lists it.
+
+        The scheduler is asked to close first: its job then ends on its own. A cancel alone was seen to leave
+        the scheduler running where slurmd runs in a network namespace ("Kill task failed", the node drained).
+        """
         if self.job_id is None:
             return
+        if self.address is not None:
+            await self._terminate_scheduler()
         await self.backend.cancel_jobs([self.job_id])
         self.job_id = None
         self.address = None
         self.backend._notify_change()
+
+    async def _terminate_scheduler(self, timeout: float = 10.0) -> None:
+        """Ask the scheduler to close (over the cluster's credentials), then wait a little for its job to end."""
+        from distributed.core import rpc
+
+        security = self.backend.security
+        connection_args = security.security().get_connection_args("client") if security is not None else {}
+        try:
+            async with rpc(self.address, connection_args=connection_args, timeout=timeout) as scheduler:
+                await asyncio.wait_for(scheduler.terminate(), timeout)
+        except Exception as exc:  # gone already, or not answering: the cancel below still ends its job
+            log.info("cluster %s: the scheduler job did not close on request: %s", self.backend.cluster_id, exc)
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            states = await self.backend.job_states([self.job_id])
+            if states is not None and not any(state.active for state in states.values()):
+                return
+            await asyncio.sleep(0.25)
 
     def record(self) -> dict[str, dict[str, Any]]:
         """``{"scheduler": {"job_id", "job_name", ...}}`` while the job exists, else {}."""
