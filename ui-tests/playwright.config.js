@@ -12,6 +12,8 @@ const port = process.env.UI_TEST_PORT || '8888';
 module.exports = {
   ...baseConfig,
   // Clusters start real Dask processes: one test at a time, generous timeout.
+  // The two-user JupyterHub test (hub/) has a configuration of its own: playwright-hub.config.js.
+  testDir: './tests',
   workers: 1,
   timeout: 180000,
   retries: 0,
