@@ -228,7 +228,7 @@ class ClusterClassBackend(Backend):
         kwargs = dict(self.class_kwargs)
         security = getattr(self.context, "security", None)
         if security is not None and accepts_argument(cls, "security"):
-            kwargs.setdefault("security", security)
+            kwargs.setdefault("security", security.security())  # a distributed.Security
         return self.class_args, kwargs
 
     def _build(self) -> SchedulerEndpoint:
