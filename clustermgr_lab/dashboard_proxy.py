@@ -12,6 +12,7 @@ from jupyter_server_proxy.websocket import pingable_ws_connect
 from tornado import web
 from tornado.httpclient import HTTPClientError, HTTPRequest
 
+from .cluster import UNRESPONSIVE
 from .dashboard_keys import KEY_SEGMENT_PREFIX
 from .errors import NotFound
 from .web_base import JSONErrorMixin, ReadAccessMixin
@@ -106,6 +107,8 @@ class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
         address = cluster.dashboard_address
         if not address:
             raise web.HTTPError(404, f"cluster {cluster_id!r} has no dashboard (it is {cluster.status})")
+        if cluster.status == UNRESPONSIVE:  # a frozen scheduler would hold the request until it times out
+            raise web.HTTPError(503, f"the scheduler of cluster {cluster_id!r} is not answering: {cluster.error}")
         host, port = address.rsplit(":", 1)
         self._upstream = address
         self._ssl_context = cluster.dashboard_ssl_context()
