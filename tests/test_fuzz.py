@@ -38,6 +38,7 @@ async def test_generated_requests_get_no_5xx_and_conforming_answers(
         "--checks", ",".join(CHECKS),
         "--phases", "examples,coverage,fuzzing",
         "--exclude-path", "/clustermgr/api/stream",  # a WebSocket: tests/test_stream.py
+        "--exclude-path", "/clustermgr/api/clusters/{cluster_id}/logs/{name}/follow",  # a WebSocket: tests/test_logs.py
         "--max-time", str(TIME_BUDGET),
         "--max-examples", "60",
         "--request-timeout", "20",
