@@ -61,7 +61,7 @@ CAP_WORDS = {
     "max_cores": "cores in all",
     "max_memory": "of memory in all",
     "max_gpus": "GPUs in all",
-    "gpus_per_worker": "GPUs per worker",
+    "gpus_per_worker": "per worker, but",
     "memory_per_worker": "per worker;",
 }
 
