@@ -351,6 +351,7 @@ test('a stopped card has no live buttons; clusters gone while offline are explai
   // History, Restart and Remove (a cluster that shut itself down stays listed until removed): nothing that needs a scheduler
   await expect(stopped.getByRole('button')).toHaveText([
     'History',
+    'Logs',
     'Restart',
     'Remove'
   ]);

@@ -168,7 +168,9 @@ test('scale, adaptive and Worker Spec of a real cluster', async ({ page }) => {
       '2 running, 0 pending'
     );
     await expect(
-      card.getByRole('img', { name: /^Workers over the last/ })
+      card.getByRole('img', {
+        name: /^Workers (over the last|, memory and CPU in use)/
+      })
     ).toBeVisible();
 
     // The dashboard, through the server's authenticated proxy, in a tab.

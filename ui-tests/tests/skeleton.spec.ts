@@ -56,7 +56,7 @@ test.describe('clustermgr-lab skeleton', () => {
     const address = (
       await card.locator('.cm-ClusterCard-address').innerText()
     ).trim();
-    expect(address).toMatch(/^tcp:\/\/127\.0\.0\.1:\d+$/);
+    expect(address).toMatch(/^tls:\/\/127\.0\.0\.1:\d+$/); // every cluster the server starts uses TLS
     const workersInCard = Number(
       await card.locator('.cm-ClusterCard-workersRunning').innerText()
     );

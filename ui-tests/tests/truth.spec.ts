@@ -76,7 +76,7 @@ test('a killed scheduler: true numbers, the reason notified, Restart brings it b
     // And only what can work is offered: History, Restart and Remove
     await expect(
       card.locator('.cm-ClusterCard-actions').getByRole('button')
-    ).toHaveText(['History', 'Restart', 'Remove']);
+    ).toHaveText(['History', 'Logs', 'Restart', 'Remove']);
 
     // When it is restarted
     await card.getByRole('button', { name: 'Restart phoenix' }).click();
