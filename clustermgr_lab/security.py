@@ -229,11 +229,16 @@ class ClusterCredentials:
         (the scheduler preload): distributed's own setting only encrypts.
         """
         prefix = "DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__"
+        comm = "DASK_DISTRIBUTED__COMM__TLS__"
         return {
             **REQUIRE_ENCRYPTION,
             f"{prefix}CA_FILE": str(self.ca_file),
             f"{prefix}CERT": str(self.cert),
             f"{prefix}KEY": str(self.key),
+            # also through the config: `dask scheduler --interface` cannot take --tls-* (see scheduler_command)
+            f"{comm}CA_FILE": str(self.ca_file),
+            f"{comm}SCHEDULER__CERT": str(self.cert),
+            f"{comm}SCHEDULER__KEY": str(self.key),
         }
 
     def worker_environment(self) -> dict[str, str]:

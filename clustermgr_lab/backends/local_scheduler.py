@@ -47,7 +47,10 @@ def scheduler_command(
     if idle_timeout:
         command += ["--idle-timeout", f"{idle_timeout:g}s"]
     if credentials is not None:
-        command += ["--protocol", "tls", *credentials.cli_arguments()]
+        command += ["--protocol", "tls"]
+        # With --tls-* files, distributed's CLI sets the host to "tls://", which it refuses next to an
+        # --interface: the scheduler then reads the same files from the config (credentials.environment()).
+        command += [] if interface else credentials.cli_arguments()
     return command
 
 
