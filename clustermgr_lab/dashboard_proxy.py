@@ -11,6 +11,7 @@ from jupyter_server_proxy.handlers import ProxyHandler
 from tornado import web
 from tornado.httpclient import HTTPClientError
 
+from .cluster import UNRESPONSIVE
 from .dashboard_keys import KEY_SEGMENT_PREFIX
 from .errors import NotFound
 from .web_base import JSONErrorMixin, ReadAccessMixin
@@ -103,6 +104,8 @@ class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
         address = cluster.dashboard_address
         if not address:
             raise web.HTTPError(404, f"cluster {cluster_id!r} has no dashboard (it is {cluster.status})")
+        if cluster.status == UNRESPONSIVE:  # a frozen scheduler would hold the request until it times out
+            raise web.HTTPError(503, f"the scheduler of cluster {cluster_id!r} is not answering: {cluster.error}")
         host, port = address.rsplit(":", 1)
         self._upstream = address
         host = host.strip("[]")

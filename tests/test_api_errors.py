@@ -256,6 +256,7 @@ async def test_cluster_names_are_unique(jp_fetch):
     # Given a cluster called "target"
     first = await running_cluster(jp_fetch)
     _, other = await call(jp_fetch, "POST", "clusters", body={"name": "other", "spec": SMALL}, expect=202)
+    await wait_for(jp_fetch, other["id"], running_with(1), what="the other cluster running")  # then it stays as it is
     before = await snapshot(jp_fetch, other["id"])
     # When another cluster is created, or renamed, with that name
     for method, path, body in [
