@@ -339,10 +339,7 @@ def cluster_client(cluster: dict, **kwargs):
     Clusters may require TLS with credentials of their own, so tests never build ``Client(address)`` by
     hand; they call this, which passes the cluster's ``Security`` along with ``kwargs``.
 
-    Examples
-    --------
-    >>> async with cluster_client(cluster, asynchronous=True) as client:  # doctest: +SKIP
-    ...     assert await client.submit(inc, 1) == 2
+    For example, in an async test: ``async with cluster_client(cluster, asynchronous=True) as client: ...``
     """
     from distributed import Client
 
