@@ -559,14 +559,22 @@ class ClusterManagerClient:
 
     @staticmethod
     def _receive(connection: websocket.WebSocket, timeout: float | None) -> dict[str, Any]:
-        connection.settimeout(timeout)
+        # recv() answers pings by itself and keeps waiting, so a server that pings more often than ``timeout``
+        # would hold it forever: control frames are taken here and the deadline checked after each.
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            text = connection.recv()
-            if not text:  # a close frame: the server stopped, or let go of a reader that fell too far behind
-                raise websocket.WebSocketConnectionClosedException(
-                    "closed by the server; reconnect for a fresh snapshot"
-                )
-            return json.loads(text)
+            while True:
+                connection.settimeout(None if deadline is None else max(deadline - time.monotonic(), 0.001))
+                opcode, data = connection.recv_data(control_frame=True)
+                if opcode == websocket.ABNF.OPCODE_CLOSE:
+                    # the server stopped, or let go of a reader that fell too far behind
+                    raise websocket.WebSocketConnectionClosedException(
+                        "closed by the server; reconnect for a fresh snapshot"
+                    )
+                if opcode in (websocket.ABNF.OPCODE_TEXT, websocket.ABNF.OPCODE_BINARY):
+                    return json.loads(data)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise websocket.WebSocketTimeoutException("only pings")
         except websocket.WebSocketTimeoutException:
             raise WaitTimeout(f"no message on the stream within {timeout:g} s") from None
         except (OSError, websocket.WebSocketConnectionClosedException) as exc:

@@ -707,7 +707,12 @@ class ClusterManager(LoggingConfigurable):
         else:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             # What cannot outlive this server is stopped, with the reason; the rest is left to the next one.
-            ending = [c for c in clusters if self._kept_in_store(c) and not c.backend.capabilities.readoptable]
+            # An attached cluster is not ours to re-adopt or end: the next server attaches it again.
+            ending = [
+                c
+                for c in clusters
+                if self._kept_in_store(c) and not c.backend.capabilities.readoptable and c.template != ATTACHED
+            ]
             await asyncio.gather(*(c.end_with_server() for c in ending), return_exceptions=True)
             await asyncio.gather(*(c.detach() for c in clusters if c not in ending), return_exceptions=True)
             for cluster in clusters:
