@@ -169,7 +169,7 @@ test('scale, adaptive and Worker Spec of a real cluster', async ({ page }) => {
     );
     await expect(
       card.getByRole('img', {
-        name: /^Workers (over the last|, memory and CPU in use)/
+        name: /^Workers( over the last|, memory and CPU in use)/
       })
     ).toBeVisible();
 
