@@ -62,3 +62,25 @@ def pytest_collection_modifyitems(config, items):
             if belongs(item):
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
+    if getattr(config.option, "loadgroup", False):  # in an xdist worker, under --dist loadgroup
+        for item in items:
+            tag_with_groups(item)
+
+
+def tag_with_groups(item: pytest.Item) -> None:
+    """Suffix the item's node id with its groups (``test_x.py::test@slurm``): what xdist's scheduler groups by.
+
+    xdist's own hook does the same, but it runs before this one (so it misses the groups added above) and it
+    writes ``Node._nodeid``, which pytest 9 no longer reads (the id is ``Node._id``, a ``NodeId``): without
+    this, ``--dist loadgroup`` silently runs a group's tests on both workers at once.
+    """
+    groups = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+    if not groups:
+        return
+    tagged = f"{item.nodeid.split('@')[0]}@{'_'.join(sorted(groups))}"
+    if hasattr(item, "_id"):
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(tagged)
+    else:
+        item._nodeid = tagged

@@ -65,10 +65,11 @@ def drive_a_cluster(url, token):
     assert changed["resolved"] == {"group": "default", "workers": 2, "cores": 2, "memory": 2**29, "gpus": 0}
     assert running_with(2)(manager.wait(cluster_id, running_with(2)))
 
-    adaptive = manager.adapt(cluster_id, 1, 3)
-    assert adaptive["adapt"]["groups"] == [{"group": "default", "minimum": 1, "maximum": 3, "unit": "workers"}]
+    # (a minimum of 2, the workers it has: adaptive on for a moment must not shrink it before it is turned off)
+    adaptive = manager.adapt(cluster_id, 2, 3)
+    assert adaptive["adapt"]["groups"] == [{"group": "default", "minimum": 2, "maximum": 3, "unit": "workers"}]
     assert manager.adapt(cluster_id, group="default")["adapt"] is None  # one group off: here, the only one
-    manager.adapt(cluster_id, 1, 3)
+    manager.adapt(cluster_id, 2, 3)
     assert manager.adapt(cluster_id)["adapt"] is None
 
     manager.rename(cluster_id, "renamed")
