@@ -29,6 +29,7 @@ from .events import Event, EventLog, utcnow
 from .reconciler import Reconciler, WorkerRecord, shape_of
 from .scheduler_link import SchedulerLink, scheduler_identity
 from .spec import Resolution, WorkerSpec
+from .tasks import cancel_and_wait
 from .timeline import Timeline
 from .usage import UsageMeter
 
@@ -550,8 +551,7 @@ class ManagedCluster:
         """Stop the adaptive loop, the reconcile loop, sampling and the scheduler link (not the processes)."""
         self.adaptive.stop()
         if self._sampler is not None:
-            self._sampler.cancel()
-            await asyncio.gather(self._sampler, return_exceptions=True)
+            await cancel_and_wait(self._sampler)
             self._sampler = None
         await self.reconciler.stop()
         if self._link is not None:

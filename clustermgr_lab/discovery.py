@@ -35,6 +35,7 @@ from .backends.external import parse_scheduler_address
 from .cluster import FAILED, STOPPED, STOPPING
 from .errors import ClusterManagerError, NotFound
 from .manager import ClusterManager
+from .tasks import cancel_and_wait
 
 PRELOAD_ENV = "DASK_DISTRIBUTED__SCHEDULER__PRELOAD"
 DISCOVERED = "discovered"
@@ -139,8 +140,7 @@ class ClusterDiscovery(LoggingConfigurable):
                 os.environ[name] = value
         self._saved_env.clear()
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
         await asyncio.to_thread(shutil.rmtree, self.folder, True)
 

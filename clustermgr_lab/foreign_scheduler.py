@@ -28,6 +28,7 @@ from distributed.comm.addressing import parse_address, parse_host_port
 
 from .errors import Conflict
 from .foreign_identity import MAX_WORKERS, ForeignIdentity, InvalidIdentity, parse_identity
+from .tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from distributed.security import Security
@@ -266,6 +267,5 @@ class ForeignSchedulerLink:
     async def close(self) -> None:
         self._closing = True
         if self._poller is not None:
-            self._poller.cancel()
-            await asyncio.gather(self._poller, return_exceptions=True)
+            await cancel_and_wait(self._poller)
         await self._comm.close()

@@ -23,6 +23,7 @@ from .events import EventLog
 from .logs import read_tail
 from .metrics import EXTERNAL_GROUP, ScaleTimer
 from .spec import GPU_RESOURCE, WorkerGroup, WorkerSpec
+from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -362,10 +363,7 @@ class Reconciler:
         return from_nanny_log(text, address, memory_limit)
 
     async def stop_explaining(self) -> None:
-        tasks = [task for task, _, _ in self._explaining.values()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(*(task for task, _, _ in self._explaining.values()))
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -385,8 +383,7 @@ class Reconciler:
     async def stop(self) -> None:
         await self.stop_explaining()
         if self._loop is not None:
-            self._loop.cancel()
-            await asyncio.gather(self._loop, return_exceptions=True)
+            await cancel_and_wait(self._loop)
             self._loop = None
 
     async def _run(self) -> None:

@@ -15,6 +15,7 @@ from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
 from .errors import SchedulerTimeout
+from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -186,12 +187,9 @@ class SchedulerLink(LoggingConfigurable):
 
     async def close(self) -> None:
         self._closing = True
-        for task in (self._heartbeat, self._reader):
-            if task is not None:
-                task.cancel()
         if self._comm is not None:
             self._comm.abort()  # not close(): a stopped scheduler would never acknowledge it
-        await asyncio.gather(*(t for t in (self._heartbeat, self._reader) if t is not None), return_exceptions=True)
+        await cancel_and_wait(self._heartbeat, self._reader)
         try:
             await asyncio.wait_for(self._rpc.close_rpc(), self.call_timeout)
         except asyncio.TimeoutError:

@@ -315,7 +315,7 @@ def test_the_scheduler_as_a_job_near_workers_on_both_nodes_outlives_the_server(t
     finally:
         for running in servers:
             if running.process is not None and running.process.poll() is None:
-                running.stop(signal.SIGTERM)
+                running.stop(signal.SIGKILL)  # what it started is cancelled below
         # never leave a job on the bed, whatever failed above
         subprocess.run(
             ["scancel", "--name", f"clustermgr-{cluster['id']}-scheduler"], capture_output=True, env=bed_env()

@@ -30,6 +30,7 @@ from ..departures import from_job_state
 from ..errors import BackendError
 from ..security import REQUIRE_ENCRYPTION
 from ..spec import WorkerGroup
+from ..tasks import cancel_and_wait
 from .base import SCHEDULER_PROCESS as SCHEDULER
 from .base import Backend, Capabilities, SchedulerEndpoint, Waiting
 from .local_scheduler import LocalScheduler
@@ -475,8 +476,7 @@ class BatchBackend(Backend):
 
     async def _stop_polling(self) -> None:
         if self._poller is not None:
-            self._poller.cancel()
-            await asyncio.gather(self._poller, return_exceptions=True)
+            await cancel_and_wait(self._poller)
             self._poller = None
 
     async def detach(self) -> None:

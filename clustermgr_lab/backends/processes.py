@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from ..tasks import cancel_and_wait
+
 if TYPE_CHECKING:
     from .launcher import WarmLauncher
 
@@ -268,6 +270,5 @@ class LocalProcesses:
     async def detach(self) -> None:
         """Stop watching; the processes keep running."""
         if self._watcher is not None:
-            self._watcher.cancel()
-            await asyncio.gather(self._watcher, return_exceptions=True)
+            await cancel_and_wait(self._watcher)
             self._watcher = None
