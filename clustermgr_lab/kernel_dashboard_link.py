@@ -17,14 +17,14 @@ from __future__ import annotations
 import contextlib
 import os
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urlparse
 
 from distributed.comm.addressing import get_address_host
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
-from traitlets import Bool
+from traitlets import Bool, TraitError, Unicode, validate
 from traitlets.config import LoggingConfigurable
 
 from .errors import NotFound
@@ -39,19 +39,19 @@ ROUTE = "clustermgr/dashboard-at"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
-def kernel_link_template(base_url: str) -> str:
+def kernel_link_template(base_url: str, origin: str = "") -> str:
     """The ``distributed.dashboard.link`` template of this server's kernels.
 
     Dask formats it with ``host``, ``port``, ``scheme`` and the environment's variables, so any
-    brace of the base URL itself is doubled.
+    brace of the origin or base URL itself is doubled.
 
     >>> kernel_link_template("/user/ann/")
     '/user/ann/clustermgr/dashboard-at/{host}/{port}/status'
-    >>> kernel_link_template("/")
-    '/clustermgr/dashboard-at/{host}/{port}/status'
+    >>> kernel_link_template("/", "https://jupyter.example.org/")
+    'https://jupyter.example.org/clustermgr/dashboard-at/{host}/{port}/status'
     """
-    base = url_path_join("/", base_url).replace("{", "{{").replace("}", "}}")
-    return url_path_join(base, ROUTE, "{host}", "{port}", "status")
+    prefix = origin.rstrip("/") + url_path_join("/", base_url, ROUTE)
+    return prefix.replace("{", "{{").replace("}", "}}") + "/{host}/{port}/status"
 
 
 def same_host(a: str, b: str) -> bool:
@@ -134,6 +134,23 @@ class KernelDashboardLink(LoggingConfigurable):
         "kernels started after this server (it replaces a value the server's environment had).",
     )
 
+    public_origin = Unicode(
+        "",
+        config=True,
+        help="The origin (scheme, host and port) at which users' browsers reach this server, e.g. "
+        "'https://jupyter.example.org'. When set, the kernels' dashboard link is an absolute URL (clickable "
+        "where it is printed as text); when empty, it is a path on the origin of the page that shows it "
+        "(the Client widget's link in JupyterLab).",
+    )
+
+    @validate("public_origin")
+    def _check_public_origin(self, proposal):
+        value = proposal["value"].strip().rstrip("/")
+        parsed = urlparse(value)
+        if value and (parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.path):
+            raise TraitError(f"KernelDashboardLink.public_origin must be like 'https://host[:port]', not {value!r}")
+        return value
+
     def __init__(self, base_url: str = "/", **kwargs):
         super().__init__(**kwargs)
         self.base_url = base_url
@@ -142,7 +159,7 @@ class KernelDashboardLink(LoggingConfigurable):
 
     def kernel_environment(self) -> dict[str, str]:
         """The environment variable that gives a kernel the proxied link."""
-        return {LINK_ENV: kernel_link_template(self.base_url)}
+        return {LINK_ENV: kernel_link_template(self.base_url, self.public_origin)}
 
     def start(self) -> None:
         if not self.enabled or self._started:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from tornado.httpclient import AsyncHTTPClient
+from traitlets import TraitError
 
-from clustermgr_lab.kernel_dashboard_link import kernel_link_template
+from clustermgr_lab.kernel_dashboard_link import LINK_ENV, KernelDashboardLink, kernel_link_template
 
 from .helpers import REPO, call, create, delete_and_wait, running_with, until, wait_for
 from .test_discovery import run_in_kernel
@@ -101,3 +103,17 @@ async def test_a_kernels_client_links_to_its_clusters_dashboard_through_the_prox
     await delete_and_wait(jp_fetch, cluster["id"])
     response = await get(f"{server}{link}", headers=jp_auth_header, follow_redirects=False)
     assert response.code == 404
+
+
+def test_a_public_origin_makes_the_kernels_link_absolute_and_a_bad_one_is_refused():
+    # Given a server at /user/ann/ whose users reach it at https://jupyter.example.org
+    link = KernelDashboardLink(base_url="/user/ann/", public_origin="https://jupyter.example.org/")
+    # Then its kernels' link is absolute, still below the base URL
+    template = link.kernel_environment()[LINK_ENV]
+    assert template.format(host="127.0.0.1", port=8787, scheme="http") == (
+        "https://jupyter.example.org/user/ann/clustermgr/dashboard-at/127.0.0.1/8787/status"
+    )
+    # And an origin with a path, or without a scheme, is refused naming the option
+    for bad in ("jupyter.example.org", "https://jupyter.example.org/user/ann", "ftp://jupyter.example.org"):
+        with pytest.raises(TraitError, match="public_origin"):
+            KernelDashboardLink(public_origin=bad)
