@@ -130,8 +130,9 @@ class KernelDashboardLink(LoggingConfigurable):
         config=True,
         help="Make ``client.dashboard_link`` in this server's kernels (and the Client widget's link) a path "
         "through this server's authenticated dashboard proxy, which opens from wherever JupyterLab is opened, "
-        "instead of the scheduler's own http://host:port/status. Sets DASK_DISTRIBUTED__DASHBOARD__LINK for "
-        "kernels started after this server (it replaces a value the server's environment had).",
+        "instead of the scheduler's own http://host:port/status. Sets DASK_DISTRIBUTED__DASHBOARD__LINK for the "
+        "kernels this server starts; it takes precedence over a link set in Dask's config files or in the "
+        "server's environment (the server puts that back when it stops).",
     )
 
     public_origin = Unicode(
