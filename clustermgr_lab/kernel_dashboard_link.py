@@ -65,7 +65,7 @@ def same_host(a: str, b: str) -> bool:
 
 
 def find_cluster(clusters: list[ManagedCluster], host: str, port: int) -> ManagedCluster:
-    """The one listed cluster whose running dashboard is at ``host:port``.
+    """The listed cluster whose running dashboard is at ``host:port`` (only one can be, while it runs).
 
     ``host`` is the scheduler's host as the kernel's Client knows it (the host of the address it connected to):
     it matches the dashboard's host or the scheduler address's, loopback names being one.
@@ -90,7 +90,7 @@ def find_cluster(clusters: list[ManagedCluster], host: str, port: int) -> Manage
             return cluster
     raise NotFound(
         f"this server lists no running cluster with a dashboard at {host}:{port}; a cluster it does not manage "
-        f"serves its dashboard itself (attach it to see it here)",
+        "serves its dashboard itself (attach it to see it here)",
         field="host",
     )
 
