@@ -9,6 +9,7 @@ from jupyter_server.extension.application import ExtensionApp
 from .backends.launcher import WarmLauncher
 from .discovery import ClusterDiscovery
 from .handlers import route_table
+from .kernel_dashboard_link import KernelDashboardLink
 from .manager import ClusterManager
 
 
@@ -17,7 +18,7 @@ class ClusterManagerApp(ExtensionApp):
 
     name = "clustermgr_lab"
     load_other_extensions = True
-    classes = [ClusterManager, ClusterDiscovery, WarmLauncher]
+    classes = [ClusterManager, ClusterDiscovery, KernelDashboardLink, WarmLauncher]
 
     def initialize_settings(self) -> None:
         try:
@@ -28,6 +29,10 @@ class ClusterManagerApp(ExtensionApp):
         self.settings["clustermgr_manager"] = self.manager
         self.discovery = ClusterDiscovery(self.manager, parent=self.serverapp, log=self.log)
         self.serverapp.io_loop.add_callback(self.discovery.start)
+        self.kernel_dashboard_link = KernelDashboardLink(
+            base_url=self.serverapp.base_url, parent=self.serverapp, log=self.log
+        )
+        self.kernel_dashboard_link.start()
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(route_table())
@@ -43,4 +48,5 @@ class ClusterManagerApp(ExtensionApp):
             return
         self.log.info("clustermgr_lab: %s the clusters", "keeping" if manager.on_shutdown == "keep" else "stopping")
         await self.discovery.stop()
+        self.kernel_dashboard_link.stop()
         await manager.close_all()

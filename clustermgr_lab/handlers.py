@@ -2,7 +2,8 @@
 
 Every verb is authenticated and authorized through jupyter_server (resource ``clustermgr``);
 domain errors become JSON ``{code, message, field?}`` with their status (see :mod:`.web_base`).
-The push feed is :mod:`.feed`, the dashboard proxy :mod:`.dashboard_proxy`.
+The push feed is :mod:`.feed`, the dashboard proxy :mod:`.dashboard_proxy` (and the kernels' way into it,
+:mod:`.kernel_dashboard_link`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from tornado import web
 
 from .dashboard_proxy import dashboard_route
 from .feed import StreamHandler
+from .kernel_dashboard_link import dashboard_at_route
 from .log_feed import LogFollowHandler
 from .logs import list_logs, parse_offset, parse_tail, read_log
 from .openapi import openapi_document
@@ -140,4 +142,5 @@ def route_table() -> list[tuple[str, type]]:
         (url_path_join(api, "stream"), StreamHandler),
         (url_path_join(api, "openapi.json"), OpenAPIHandler),
         dashboard_route(),
+        dashboard_at_route(),
     ]

@@ -33,9 +33,10 @@ MATRIX = {
     r"clustermgr/api/openapi.json": {"GET", "OPTIONS"},
     r"clustermgr/api/stream": {"WS"},
     r"clustermgr/dashboard/(?P<cluster_id>[A-Za-z0-9_-]+)(?P<proxied_path>/.*)?": {"GET", "HEAD", "WS"},
+    r"clustermgr/dashboard-at/(?P<host>[^/]+)/(?P<port>[0-9]{1,5})(?P<proxied_path>/.*)?": {"GET"},
 }
 # what each path parameter is filled with: an id no cluster has (authentication comes before the lookup)
-SAMPLES = {"cluster_id": "nope", "proxied_path": "/status", "name": "scheduler"}
+SAMPLES = {"cluster_id": "nope", "proxied_path": "/status", "name": "scheduler", "host": "127.0.0.1", "port": "1"}
 # bodies that get past authentication and are then refused (400), so that checking a route starts nothing
 BODY = {"POST": b'{"name": ""}', "PUT": b'{"name": ""}', "PATCH": b'{"name": ""}'}
 

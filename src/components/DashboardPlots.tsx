@@ -4,6 +4,7 @@ import * as React from 'react';
 
 import { IPlot } from '../dashboard';
 import { errorMessage } from '../notify';
+import { arrangePlots, clusterHasGpus } from '../plotcatalog';
 import { CommandIDs } from '../tokens';
 import { ICluster } from '../types';
 
@@ -14,8 +15,9 @@ export interface IDashboardPlotsProps {
 
 /**
  * A card's "Plots" disclosure: the individual plots of the cluster's Dask
- * dashboard (asked of its scheduler when first opened), each opening as a
- * JupyterLab tab.
+ * dashboard (asked of its scheduler when first opened), the most used first,
+ * the rest in groups, those the cluster cannot feed left out (see
+ * `plotcatalog.ts`); each opens as a JupyterLab tab.
  */
 export function DashboardPlots(
   props: IDashboardPlotsProps
@@ -81,28 +83,70 @@ export function DashboardPlots(
               {error}
             </li>
           ) : plots ? (
-            plots.map(plot => (
-              <li key={plot.path}>
-                <button
-                  type="button"
-                  className="cm-PlotList-item"
-                  onClick={() =>
-                    void commands.execute(CommandIDs.openPlot, {
-                      clusterId: cluster.id,
-                      path: plot.path,
-                      label: plot.label
-                    })
-                  }
-                >
-                  {plot.label}
-                </button>
-              </li>
-            ))
+            <PlotGroups
+              cluster={cluster}
+              commands={commands}
+              plots={plots}
+              listId={listId}
+            />
           ) : (
             <li className="cm-PlotList-loading">Loading plots…</li>
           )}
         </ul>
       )}
     </div>
+  );
+}
+
+/**
+ * The arranged plots: one list item per group, with its name and its plots.
+ */
+function PlotGroups(props: {
+  cluster: ICluster;
+  commands: CommandRegistry;
+  plots: IPlot[];
+  listId: string;
+}): React.ReactElement {
+  const { cluster, commands, plots, listId } = props;
+  const arranged = arrangePlots(plots, { gpus: clusterHasGpus(cluster) });
+  return (
+    <>
+      {arranged.groups.map(group => {
+        const headingId = `${listId}-${group.name.replace(/\W+/g, '-')}`;
+        return (
+          <li key={group.name} className="cm-PlotList-group">
+            <span className="cm-PlotList-heading" id={headingId}>
+              {group.name}
+            </span>
+            <ul className="cm-PlotList-items" aria-labelledby={headingId}>
+              {group.plots.map(plot => (
+                <li key={plot.path}>
+                  <button
+                    type="button"
+                    className="cm-PlotList-item"
+                    onClick={() =>
+                      void commands.execute(CommandIDs.openPlot, {
+                        clusterId: cluster.id,
+                        path: plot.path,
+                        label: plot.label
+                      })
+                    }
+                  >
+                    {plot.label}
+                  </button>
+                </li>
+              ))}
+            </ul>
+          </li>
+        );
+      })}
+      {arranged.hiddenReason && (
+        <li className="cm-PlotList-note">
+          {`${arranged.hidden.length} GPU ${
+            arranged.hidden.length === 1 ? 'plot' : 'plots'
+          } not shown: ${arranged.hiddenReason}`}
+        </li>
+      )}
+    </>
   );
 }
