@@ -375,9 +375,10 @@ class Reconciler:
 
     async def _oom_killer(self, record: WorkerRecord, pids: set[int], kind: str, detail: str) -> tuple[str, str]:
         """``("oom-killer", detail)`` if the kernel's OOM killer killed one of ``pids`` (the kernel log says so,
-        by PID), else ``(kind, detail)`` unchanged. Where the kernel log cannot be read, a rise in the OOM-kill
-        count of this server's memory cgroup is taken as the sign (a whole cgroup's count: said so)."""
-        records = await asyncio.get_running_loop().run_in_executor(None, read_kernel_log)
+        by PID), else ``(kind, detail)`` unchanged. Where the kernel log cannot be read (or no PID is known), a
+        rise in the OOM-kill count of this server's memory cgroup is taken as the sign (a whole cgroup's count:
+        the detail says so)."""
+        records = await asyncio.get_running_loop().run_in_executor(None, read_kernel_log) if pids else None
         if records is not None:
             kill = oom_kill_of(records, pids, record.connected_at or self._created)
             return ("oom-killer", kill.describe()) if kill is not None else (kind, detail)
