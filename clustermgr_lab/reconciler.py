@@ -361,7 +361,8 @@ class Reconciler:
                 "connection-lost", f"the scheduler lost its connection to {address} (its process still runs, or its host is unreachable)"
             )  # fmt: skip
         kind, detail = found
-        if (kind == "signal" and "SIGKILL" in detail) or kind == "unknown":  # the OOM killer sends SIGKILL
+        sigkill = (kind == "signal" and "SIGKILL" in detail) or kind == "unknown"  # the OOM killer sends SIGKILL
+        if sigkill and self.backend.capabilities.runs_processes_here:  # this kernel's log tells of this host only
             kind, detail = await self._oom_killer(record, pids, kind, detail)
         cause = Cause(kind, record.name, record.group, detail)
         back = (
