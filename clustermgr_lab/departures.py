@@ -207,7 +207,9 @@ KILLED_LINE = re.compile(
     r"Kill(?:ed)? process (?P<pid>\d+) \((?P<name>.*)\)(?P<rest>(?: total-vm:| score ).*)$"
 )
 ANON_RSS = re.compile(r"\banon-rss:(?P<kb>\d+)kB")
-KERNEL_CLOCK_SLACK = 2.0  # seconds: the kernel log's clock and CLOCK_MONOTONIC may differ a little
+# Seconds: the kernel log's clock (local_clock) is not NTP-slewed like CLOCK_MONOTONIC, so the two drift apart by
+# some parts per million of the uptime; an earlier holder of a PID OOM-killed within this slack is far-fetched.
+KERNEL_CLOCK_SLACK = 60.0
 
 
 @dataclass(frozen=True)

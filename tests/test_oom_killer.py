@@ -79,7 +79,7 @@ def test_the_kernel_logs_oom_kills_are_read_per_process_and_never_blamed_on_a_ne
     # And neighbours' kills are not the worker's, nor is a kill before the worker connected (an earlier holder of its PID)
     assert oom_kill_of(records, {16838, 4242}, since=0) is None
     assert oom_kill_of(records, {11906}, since=22700.0) is None
-    assert oom_kill_of(records, {16837}, since=22800.0) is None
+    assert oom_kill_of(records, {16837}, since=22900.0) is None
     # When the machine itself ran out of memory, the detail says so
     assert kernel_oom_kills(records)[777].describe() == (
         'killed by the kernel\'s OOM killer (SIGKILL): the machine was out of memory (process 777 "stress", holding 7.63 GiB)'
