@@ -12,7 +12,7 @@ import asyncio
 import os
 import time
 import uuid
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -118,8 +118,8 @@ class CannotLimitMemory(Exception):
     """This machine (or this user) cannot make a memory cgroup: the reason."""
 
 
-@contextmanager
-def memory_limited(pid: int, limit: int):
+@asynccontextmanager
+async def memory_limited(pid: int, limit: int):
     """Move process ``pid`` into a fresh memory cgroup (v1 or v2, as the machine has) of ``limit`` bytes, swap
     included; yield it as a :class:`MemoryCgroup`. On the way out, what is left in it goes back and it is removed.
 
@@ -150,10 +150,10 @@ def memory_limited(pid: int, limit: int):
             raise CannotLimitMemory(f"cannot limit memory cgroup {made.path} or move {pid} into it: {exc}") from exc
         yield made
     finally:
-        remove_cgroup(made.path, home.path)
+        await remove_cgroup(made.path, home.path)
 
 
-def remove_cgroup(path: Path, home: Path, timeout: float = 30) -> None:
+async def remove_cgroup(path: Path, home: Path, timeout: float = 30) -> None:
     """Move what is still in cgroup ``path`` back to ``home`` and remove it (a killed process may take a moment to go)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -168,7 +168,7 @@ def remove_cgroup(path: Path, home: Path, timeout: float = 30) -> None:
         except OSError:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.1)
+            await asyncio.sleep(0.1)
 
 
 def cannot_run(reason: str):
@@ -199,10 +199,10 @@ async def test_a_worker_the_kernels_oom_killer_kills_is_said_to_be_so_and_is_rep
         async with cluster_client(cluster, asynchronous=True) as client:
             ((_, pid),) = (await client.run(os.getpid)).items()
             name = Path(f"/proc/{pid}/comm").read_text().strip()  # as the kernel will name it
-            with ExitStack() as stack:
+            async with AsyncExitStack() as stack:
                 # When its worker process is moved into a memory cgroup of 200 MiB, and a task allocates 600 MiB
                 try:
-                    cgroup = stack.enter_context(memory_limited(pid, CGROUP_LIMIT))
+                    cgroup = await stack.enter_async_context(memory_limited(pid, CGROUP_LIMIT))
                 except CannotLimitMemory as exc:
                     cannot_run(str(exc))
                 task = client.submit(allocate, ALLOCATION, pure=False)
