@@ -379,13 +379,14 @@ class Reconciler:
         by PID), else ``(kind, detail)`` unchanged. Where the kernel log cannot be read (or no PID is known), a
         rise in the OOM-kill count of this server's memory cgroup is taken as the sign (a whole cgroup's count:
         the detail says so)."""
-        records = await asyncio.get_running_loop().run_in_executor(None, read_kernel_log) if pids else None
+        loop = asyncio.get_running_loop()
+        records = await loop.run_in_executor(None, read_kernel_log) if pids else None
         if records is not None:
             kill = oom_kill_of(records, pids, record.connected_at or self._created)
             return ("oom-killer", kill.describe()) if kill is not None else (kind, detail)
         if kind != "signal" or self._oom_kills is None:
             return kind, detail
-        now, before = oom_kills(), self._oom_kills
+        now, before = await loop.run_in_executor(None, oom_kills), self._oom_kills
         self._oom_kills = now if now is not None else before
         if now is not None and now > before:
             return "oom-killer", (

@@ -1,9 +1,10 @@
 """Given a local cluster whose worker process the kernel's OOM killer kills (its own memory cgroup, a small limit),
 the departure's cause says "oom-killer", from the kernel log's line that names that process; a neighbour's OOM kill
-is never blamed on a worker.
+is never blamed on a worker. Around it: the kernel log's lines (real ones) parsed, and the reconciler's choice
+(the kernel log by PID; a cgroup's OOM-kill count only when the kernel log cannot be read) with a fake backend.
 
-The end-to-end test needs to make a memory cgroup (cgroup v1 or v2, root or a delegated subtree); where the machine
-cannot, it is skipped with the reason, except under CI, where it fails with it.
+The end-to-end test needs to make a memory cgroup (cgroup v1 or v2, root or a delegated subtree) and to read
+/dev/kmsg; where the machine cannot, it is skipped with the reason, except under CI, where it fails with it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from clustermgr_lab import reconciler as reconciler_module
+from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint
 from clustermgr_lab.departures import (
     MemoryCgroup,
     dead_worker_pids,
@@ -25,6 +28,9 @@ from clustermgr_lab.departures import (
     oom_kill_of,
     read_kernel_log,
 )
+from clustermgr_lab.events import EventLog
+from clustermgr_lab.reconciler import Reconciler
+from clustermgr_lab.spec import parse_spec
 
 from .helpers import call, cluster_client, create, delete_and_wait, until, wait_for
 
@@ -112,6 +118,90 @@ def test_a_memory_cgroups_oom_kill_count_is_read_from_v1_and_v2_files(tmp_path):
     assert MemoryCgroup(1, tmp_path / "v1").oom_kills() == 3
     assert MemoryCgroup(2, tmp_path / "v2").oom_kills() == 2
     assert MemoryCgroup(2, tmp_path / "none").oom_kills() is None
+
+
+class NannyBackend(Backend):
+    """A backend of one worker, ``default-1``, run here by process 4242, whose nanny logged the death of its worker
+    process 4243; starts nothing (the reconciler's side of a departure, without processes)."""
+
+    name = "nanny-fake"
+    departure_grace = 0.0
+
+    async def start_scheduler(self):
+        return SchedulerEndpoint("tcp://fake:1", None)
+
+    async def scale_up(self, group, names):
+        pass
+
+    async def scale_down(self, names):
+        pass
+
+    async def close(self):
+        pass
+
+    def pids(self):
+        return {"default-1": 4242}
+
+    def worker_log(self, name):
+        log = self.workdir / f"{name}.log"
+        log.write_text(
+            "distributed.worker - INFO - Start worker at: tcp://w/1\n"
+            "distributed.nanny - INFO - Worker process 4243 was killed by signal 9\n"
+        )
+        return log
+
+
+def kill_record(pid: int, seq: int) -> list[str]:
+    """The kernel's two lines of an OOM kill of ``pid`` in cgroup /jobs/7, stamped now (the kernel's clock)."""
+    usec = int(time.monotonic() * 1e6)
+    return [
+        f"6,{seq},{usec},-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+        f"oom_memcg=/jobs/7,task_memcg=/jobs/7,task=dask worker [tc,pid={pid},uid=1000",
+        f"3,{seq + 1},{usec + 20},-;Memory cgroup out of memory: Killed process {pid} (dask worker [tc) "
+        "total-vm:2097152kB, anon-rss:1048576kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:680kB oom_score_adj:0",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kernel_log", "count_rises", "here", "kind", "said"),
+    [
+        ("worker", False, True, "oom-killer", "its memory cgroup /jobs/7 was at its limit (process 4243 "),
+        ("neighbour", True, True, "signal", "killed by signal 9 (SIGKILL)"),
+        ("unreadable", True, True, "oom-killer", "as the OOM-kill count of this server's memory cgroup rose"),
+        ("unreadable", False, True, "signal", "killed by signal 9 (SIGKILL)"),
+        ("worker", True, False, "signal", "killed by signal 9 (SIGKILL)"),
+    ],
+    ids=["its-pid-in-kernel-log", "neighbours-kill", "no-kernel-log-count-rose", "no-kernel-log-no-rise", "remote"],
+)
+async def test_a_sigkilled_worker_is_the_oom_killers_only_on_evidence_of_its_own_process(
+    tmp_path, monkeypatch, kernel_log, count_rises, here, kind, said
+):
+    # Given a connected worker whose nanny then logs its worker process's death by SIGKILL, and a kernel log that
+    # names that process, or only a neighbour, or cannot be read; and the server's cgroup OOM-kill count
+    counts = iter([5, 6 if count_rises else 5])
+    monkeypatch.setattr(reconciler_module, "oom_kills", lambda: next(counts))
+    backend = NannyBackend("c1", tmp_path)
+    if not here:  # a worker on another host: this kernel's log and cgroup are not its
+        monkeypatch.setattr(backend, "capabilities", Capabilities(runs_processes_here=False))
+    reconciler = Reconciler(
+        "c1", parse_spec({"groups": [{"name": "default", "count": 1, "threads": 1, "memory": "4 GiB"}]}), backend,
+        EventLog(), link=lambda: None, is_running=lambda: True, on_change=lambda: None, on_error=lambda _: None,
+    )  # fmt: skip
+    await reconciler.reconcile()
+    reconciler.worker_added("tcp://w/1", {"name": "default-1", "memory_limit": 4 * 2**30})
+    records = {
+        "worker": ["6,1,1,-;an old line", *kill_record(999, 2), *kill_record(4243, 4)],
+        "neighbour": kill_record(999, 2),
+        "unreadable": None,
+    }[kernel_log]
+    monkeypatch.setattr(reconciler_module, "read_kernel_log", lambda: records)
+    # When the scheduler loses it
+    reconciler.worker_removed("tcp://w/1")
+    # Then its departure's cause is the OOM killer only on evidence of its own process
+    event = await until(lambda: reconciler.events.last_departure, 10, "a departure")
+    assert (event.cause["kind"], event.cause["worker"]) == (kind, "default-1")
+    assert said in event.cause["detail"], event.cause["detail"]
+    assert event.message == f"worker default-1 went away: {event.cause['detail']}; its nanny restarts it"
 
 
 class CannotLimitMemory(Exception):
