@@ -1,17 +1,20 @@
 """Why a worker went away: the machine-readable cause of a departure, from exit codes, logs and batch job states.
 
 A cause is ``{"kind", "worker", "group", "detail"}`` (the ``cause`` of an event, team contract 4).
-The evidence comes from three places, each read by a function here: the exit code of a process
+The evidence comes from four places, each read by a function here: the exit code of a process
 this server watched (:func:`from_returncode`), the lines the worker's nanny wrote to its log when
-it killed or lost the worker process (:func:`from_nanny_log`), and the final state the batch
-system gives a job (:func:`from_job_state`). What none of them explains is a lost connection.
+it killed or lost the worker process (:func:`from_nanny_log`), the final state the batch
+system gives a job (:func:`from_job_state`), and the kernel's log, which names each process its
+OOM killer killed (:func:`read_kernel_log`, :func:`oom_kill_of`; where it cannot be read, the OOM-kill
+count of a memory cgroup, v1 or v2, :func:`oom_kills`). What none of them explains is a lost connection.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dask.utils import format_bytes
@@ -64,15 +67,26 @@ def from_returncode(returncode: int | None) -> tuple[str, str] | None:
     return "exit", f"exited with code {returncode}"
 
 
+def lines_since_start(text: str, address: str | None) -> list[str]:
+    """The lines of a nanny's log from the first one naming ``address`` (where that worker process started) on."""
+    lines = text.splitlines()
+    if address:
+        lines = lines[next((i for i, line in enumerate(lines) if address in line), 0) :]
+    return lines
+
+
+def dead_worker_pids(text: str, address: str | None) -> set[int]:
+    """The PIDs of the worker processes whose death the nanny logged since the worker at ``address`` started."""
+    return {int(match["pid"]) for line in lines_since_start(text, address) if (match := WORKER_DEATH.search(line))}
+
+
 def from_nanny_log(text: str, address: str | None, memory_limit: int | None) -> tuple[str, str] | None:
     """``(kind, detail)`` from what a worker's nanny logged after the worker process at ``address`` started.
 
     Only the lines from the first one naming ``address`` (where that worker process started) count:
     an earlier incarnation's lines are not this departure's.
     """
-    lines = text.splitlines()
-    if address:
-        lines = lines[next((i for i, line in enumerate(lines) if address in line), 0) :]
+    lines = lines_since_start(text, address)
     limit = f" of its {format_bytes(memory_limit)} limit" if memory_limit else ""
     for line in lines:
         match = MEMORY_BUDGET.search(line)
@@ -126,18 +140,171 @@ def from_slurm_output(text: str) -> tuple[str, str] | None:
     return None
 
 
-def oom_kills(pid: int | None = None) -> int | None:
-    """How many processes the kernel's OOM killer has killed in the memory cgroup of ``pid`` (this process by default).
+@dataclass(frozen=True)
+class MemoryCgroup:
+    """The memory cgroup a process is in: ``version`` 1 or 2, its ``path`` under /sys/fs/cgroup (a folder)."""
 
-    From cgroup v2's ``memory.events``; None where that cannot be read (cgroup v1, no permission).
+    version: int
+    path: Path
+
+    def oom_kills(self) -> int | None:
+        """How many processes the OOM killer has killed in this cgroup (v2: and below it); None if unreadable.
+
+        cgroup v1 counts in ``memory.oom_control`` (its ``oom_kill`` line, this cgroup only), v2 in
+        ``memory.events``.
+        """
+        try:
+            text = (self.path / ("memory.oom_control" if self.version == 1 else "memory.events")).read_text()
+        except OSError:
+            return None
+        for entry in text.splitlines():
+            key, _, value = entry.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+        return None
+
+
+def memory_cgroup(pid: int | None = None) -> MemoryCgroup | None:
+    """The memory cgroup of ``pid`` (this process by default): cgroup v1's memory controller where it is
+    mounted, else the v2 unified hierarchy if it has the memory controller; None where neither can be read."""
+    try:
+        memberships = Path(f"/proc/{pid or 'self'}/cgroup").read_text().splitlines()
+        mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    except OSError:
+        return None
+    v1 = next((m[1] for m in mounts if len(m) > 3 and m[2] == "cgroup" and "memory" in m[3].split(",")), None)
+    v2 = next((m[1] for m in mounts if len(m) > 2 and m[2] == "cgroup2"), None)
+    for line in memberships:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if v1 and "memory" in controllers.split(","):
+            return MemoryCgroup(1, Path(v1) / path.lstrip("/"))
+        if v2 and hierarchy == "0" and controllers == "":
+            found = Path(v2) / path.lstrip("/")
+            if (found / "memory.events").exists():
+                return MemoryCgroup(2, found)
+    return None
+
+
+def oom_kills(pid: int | None = None) -> int | None:
+    """How many processes the kernel's OOM killer has killed in the memory cgroup of ``pid`` (this process by
+    default), cgroup v1 or v2; None where that cannot be read. A count of a whole cgroup: the fallback evidence
+    when the kernel log (:func:`kernel_oom_kills`), which names the killed process, cannot be read."""
+    cgroup = memory_cgroup(pid)
+    return cgroup.oom_kills() if cgroup is not None else None
+
+
+# The kernel's OOM killer (mm/oom_kill.c), as /dev/kmsg records "<prio>,<seq>,<usec since boot>,<flags>;<text>":
+#   oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/a/b,task_memcg=/a/b,task=python3,pid=11906,uid=0
+#   Memory cgroup out of memory: Killed process 11906 (python3) total-vm:221448kB, anon-rss:211200kB, file-rss:6620kB, ...
+#   Out of memory: Killed process 11906 (python3) total-vm:... (the machine's memory; kernels before 5.0 wrote
+#   "...: Kill process 11906 (python3) score 1000 or sacrifice child" and then "Killed process 11906 (python3) ...")
+KMSG_RECORD = re.compile(r"(?P<prio>\d+),(?P<seq>\d+),(?P<usec>\d+),[^;]*;(?P<text>[^\n]*)")
+# The process name (its comm, 15 bytes, e.g. "dask worker [tl") may hold spaces, commas and parentheses.
+OOM_KILL_LINE = re.compile(r"^oom-kill:(?P<fields>.*?),task=(?P<task>.*),pid=(?P<pid>\d+)(?:,|$)")
+KILLED_LINE = re.compile(
+    r"^(?:(?P<why>Memory cgroup out of memory|Out of memory(?: \(oom_kill_allocating_task\))?): )?"
+    r"Kill(?:ed)? process (?P<pid>\d+) \((?P<name>.*)\)(?P<rest>(?: total-vm:| score ).*)$"
+)
+ANON_RSS = re.compile(r"\banon-rss:(?P<kb>\d+)kB")
+# Seconds: the kernel log's clock (local_clock) is not NTP-slewed like CLOCK_MONOTONIC, so the two drift apart by
+# some parts per million of the uptime; an earlier holder of a PID OOM-killed within this slack is far-fetched.
+KERNEL_CLOCK_SLACK = 60.0
+
+
+@dataclass(frozen=True)
+class OomKill:
+    """One process the kernel's OOM killer killed, as its log tells: when (seconds since boot, the kernel's
+    clock, like :func:`time.monotonic`), which process, the cgroup whose limit was reached (None: the machine's
+    memory ran out) and how much memory the process held."""
+
+    seconds: float
+    pid: int
+    process: str = "?"
+    constraint: str | None = None
+    memcg: str | None = None
+    anon_rss: int | None = None
+
+    def describe(self) -> str:
+        """The reason in words, e.g. ``killed by the kernel's OOM killer (SIGKILL): its memory cgroup /jobs/7 was
+        at its limit (process 4242 "python3", holding 1.95 GiB)``."""
+        if self.constraint == "CONSTRAINT_MEMCG" or (self.constraint is None and self.memcg is not None):
+            where = " ".join(filter(None, ("its memory cgroup", self.memcg, "was at its limit")))
+        elif self.constraint in ("CONSTRAINT_CPUSET", "CONSTRAINT_MEMORY_POLICY"):
+            where = "the memory nodes it may use were full"
+        else:
+            where = "the machine was out of memory"
+        held = f", holding {format_bytes(self.anon_rss)}" if self.anon_rss is not None else ""
+        return f'killed by the kernel\'s OOM killer (SIGKILL): {where} (process {self.pid} "{self.process}"{held})'
+
+
+def kernel_oom_kills(records: list[str], since: float = 0.0) -> dict[int, OomKill]:
+    """The OOM kills told in kernel log ``records`` (/dev/kmsg's format) no older than ``since``, by PID (the last of each).
+
+    A kill is told in two lines (``oom-kill:...`` with the cgroup, ``...Killed process ...`` with the memory);
+    either is enough, and the two lines of one kill are merged.
+    """
+    kills: dict[int, OomKill] = {}
+    for record in records:
+        match = KMSG_RECORD.match(record)
+        if match is None or int(match["usec"]) / 1e6 < since - KERNEL_CLOCK_SLACK:
+            continue
+        seconds, text = int(match["usec"]) / 1e6, match["text"]
+        if found := OOM_KILL_LINE.match(text):
+            fields = dict(field.partition("=")[::2] for field in found["fields"].split(","))
+            pid = int(found["pid"])
+            told = {"process": found["task"], "constraint": fields.get("constraint"),
+                    "memcg": fields.get("oom_memcg") or fields.get("task_memcg")}  # fmt: skip
+        elif (found := KILLED_LINE.match(text)) and (found["why"] or "total-vm" in found["rest"]):
+            pid, rss = int(found["pid"]), ANON_RSS.search(found["rest"])
+            told = {"process": found["name"], "anon_rss": int(rss["kb"]) * 1024 if rss else None,
+                    "constraint": "CONSTRAINT_MEMCG" if found["why"] == "Memory cgroup out of memory" else None}  # fmt: skip
+        else:
+            continue
+        told = {key: value for key, value in told.items() if value}
+        earlier = kills.get(pid)
+        if earlier is not None and seconds - earlier.seconds < 1:  # the other line of the same kill
+            kills[pid] = replace(earlier, **told)
+        else:
+            kills[pid] = OomKill(seconds, pid, **told)
+    return kills
+
+
+def oom_kill_of(records: list[str], pids: set[int], since: float) -> OomKill | None:
+    """The OOM kill of one of ``pids`` since ``since`` (``time.monotonic()`` seconds) that kernel log
+    ``records`` (:func:`read_kernel_log`) tell of, or None: evidence of this process, never a neighbour's."""
+    kills = kernel_oom_kills(records, since)
+    return next((kills[pid] for pid in sorted(pids) if pid in kills), None)
+
+
+def read_kernel_log(path: str = "/dev/kmsg", max_records: int = 200_000) -> list[str] | None:
+    """The kernel log's OOM-killer records (the first line of each), oldest first; None if it cannot be read.
+
+    Reads /dev/kmsg without waiting (O_NONBLOCK: it ends where the log ends) and keeps only the records that
+    may tell of an OOM kill, so memory stays small; at most ``max_records`` are looked at (the ring buffer
+    holds far fewer). Blocking I/O: the server runs it in an executor. Reading /dev/kmsg needs root or
+    ``kernel.dmesg_restrict = 0``.
     """
     try:
-        line = Path(f"/proc/{pid or 'self'}/cgroup").read_text().splitlines()[0]
-        events = Path("/sys/fs/cgroup") / line.split("::", 1)[1].lstrip("/") / "memory.events"
-        for entry in events.read_text().splitlines():
-            key, _, value = entry.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-    except (OSError, IndexError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
         return None
-    return None
+    kept = []
+    try:
+        for _ in range(max_records):
+            try:
+                data = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except BrokenPipeError:  # overwritten while we read: reading goes on at the oldest record left
+                continue
+            except OSError:  # a record we cannot take: keep what was read
+                break
+            if not data:
+                break
+            record = data.decode(errors="replace").split("\n", 1)[0]
+            if "Kill" in record or "oom-kill:" in record:
+                kept.append(record)
+    finally:
+        os.close(fd)
+    return kept

@@ -12,12 +12,22 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .backends.base import Backend
-from .departures import BATCH_KINDS, Cause, from_nanny_log, from_returncode, oom_kills
+from .departures import (
+    BATCH_KINDS,
+    Cause,
+    dead_worker_pids,
+    from_nanny_log,
+    from_returncode,
+    oom_kill_of,
+    oom_kills,
+    read_kernel_log,
+)
 from .errors import ClusterManagerError
 from .events import EventLog
 from .logs import read_tail
@@ -35,7 +45,11 @@ def shape_of(group: WorkerGroup) -> tuple:
 
 @dataclass
 class WorkerRecord:
-    """A worker the backend was asked to start; ``address`` is set once it has connected."""
+    """A worker the backend was asked to start; ``address`` is set once it has connected.
+
+    ``pid`` is the process the backend started for it (if it runs here), ``connected_at`` the
+    ``time.monotonic()`` of its last connection: the kernel log's OOM kills before then are not its.
+    """
 
     name: str
     group: str
@@ -44,6 +58,8 @@ class WorkerRecord:
     info: dict = field(default_factory=dict)
     stopping: bool = False
     connected_once: bool = False
+    pid: int | None = None
+    connected_at: float | None = None
 
 
 class RetiringLink(Protocol):
@@ -104,9 +120,10 @@ class Reconciler:
         self._wake = asyncio.Event()
         self._loop: asyncio.Task | None = None
         self._explaining: dict[
-            str, tuple[asyncio.Task, str | None, int | None]
+            str, tuple[asyncio.Task, str | None, int | None, WorkerRecord]
         ] = {}  # worker name -> finding out why it went away
         self._oom_kills = oom_kills()  # the OOM killer's count when this cluster started
+        self._created = time.monotonic()
         self.scale_timer = ScaleTimer(getattr(backend, "name", "unknown"))
 
     # -- the plan: written here only ------------------------------------------------------------
@@ -270,6 +287,7 @@ class Reconciler:
             self.external[address] = info
         else:
             record.address, record.info, record.connected_once = address, info, True
+            record.pid, record.connected_at = self.backend.pids().get(record.name), time.monotonic()
         self._on_change()
 
     def worker_removed(self, address: str) -> None:
@@ -309,13 +327,14 @@ class Reconciler:
 
     def _explain(self, record: WorkerRecord, address: str | None, memory_limit, *, exited: bool, returncode) -> None:
         """Find out, in the background, why worker ``record`` went away, and log it as an event with its cause."""
+        record = replace(record)  # as it was when it went away (a restarted worker process reconnects meanwhile)
         previous = self._explaining.pop(record.name, None)
         if previous is not None:  # the scheduler lost it first; its exit explains more, with what we knew then
-            task, address, memory_limit = previous
+            task, address, memory_limit, record = previous
             task.cancel()
         memory_limit = memory_limit or record_memory(self._spec, record)
         task = asyncio.ensure_future(self._find_cause(record, address, memory_limit, exited, returncode))
-        self._explaining[record.name] = (task, address, memory_limit)
+        self._explaining[record.name] = (task, address, memory_limit, record)
 
         def done(_, name=record.name) -> None:
             if self._explaining.get(name, (None,))[0] is task:
@@ -328,9 +347,12 @@ class Reconciler:
         if not exited:  # the process or job may be about to end: its exit code or job state says more
             await asyncio.sleep(self.backend.departure_grace)
         deadline = loop.time() + (0 if exited else 3.0)
+        pids = {record.pid} - {None}  # the processes whose death may be the OOM killer's
         while True:
             found = self.backend.departure_evidence(record.name) if exited else None
-            found = found or await self._from_log(record.name, address, memory_limit)
+            if found is None:
+                found, logged = await self._from_log(record.name, address, memory_limit)
+                pids |= logged
             found = found or (from_returncode(returncode) if exited else None)
             if found is not None or loop.time() >= deadline:
                 break
@@ -340,30 +362,50 @@ class Reconciler:
                 "connection-lost", f"the scheduler lost its connection to {address} (its process still runs, or its host is unreachable)"
             )  # fmt: skip
         kind, detail = found
-        if kind == "signal" and "SIGKILL" in detail and self._oom_kills is not None:
-            now = oom_kills()
-            if now is not None and now > self._oom_kills:
-                kind, detail = "oom-killer", f"{detail}: the kernel's OOM killer (memory of this machine or its cgroup)"
-            self._oom_kills = now if now is not None else self._oom_kills
+        sigkill = (kind == "signal" and "SIGKILL" in detail) or kind == "unknown"  # the OOM killer sends SIGKILL
+        if sigkill and self.backend.capabilities.runs_processes_here:  # this kernel's log tells of this host only
+            kind, detail = await self._oom_killer(record, pids, kind, detail)
         cause = Cause(kind, record.name, record.group, detail)
         back = (
             "; replacing it"
             if exited
-            else ("; its nanny restarts it" if kind in ("memory-limit", "signal", "exit") else "")
+            else ("; its nanny restarts it" if kind in ("memory-limit", "oom-killer", "signal", "exit") else "")
         )
         said = f" ({kind})" if kind in BATCH_KINDS else ""  # the batch system's own word, as its users know it
         self.events.departure(f"worker {record.name} went away{said}: {detail}{back}", cause.to_dict())
         self._on_change()
 
-    async def _from_log(self, name: str, address: str | None, memory_limit) -> tuple[str, str] | None:
+    async def _oom_killer(self, record: WorkerRecord, pids: set[int], kind: str, detail: str) -> tuple[str, str]:
+        """``("oom-killer", detail)`` if the kernel's OOM killer killed one of ``pids`` (the kernel log says so,
+        by PID), else ``(kind, detail)`` unchanged. Where the kernel log cannot be read (or no PID is known), a
+        rise in the OOM-kill count of this server's memory cgroup is taken as the sign (a whole cgroup's count:
+        the detail says so)."""
+        loop = asyncio.get_running_loop()
+        records = await loop.run_in_executor(None, read_kernel_log) if pids else None
+        if records is not None:
+            kill = oom_kill_of(records, pids, record.connected_at or self._created)
+            return ("oom-killer", kill.describe()) if kill is not None else (kind, detail)
+        if kind != "signal" or self._oom_kills is None:
+            return kind, detail
+        now, before = await loop.run_in_executor(None, oom_kills), self._oom_kills
+        self._oom_kills = now if now is not None else before
+        if now is not None and now > before:
+            return "oom-killer", (
+                f"{detail}: the kernel's OOM killer, as the OOM-kill count of this server's memory cgroup rose "
+                "(the kernel log, which names the process, could not be read)"
+            )
+        return kind, detail
+
+    async def _from_log(self, name: str, address: str | None, memory_limit) -> tuple[tuple[str, str] | None, set[int]]:
+        """What the nanny's log says of the departure, and the PIDs of the worker processes it saw die."""
         path = self.backend.worker_log(name)
         if path is None:
-            return None
+            return None, set()
         text = await asyncio.get_running_loop().run_in_executor(None, read_tail, path)
-        return from_nanny_log(text, address, memory_limit)
+        return from_nanny_log(text, address, memory_limit), dead_worker_pids(text, address)
 
     async def stop_explaining(self) -> None:
-        await cancel_and_wait(*(task for task, _, _ in self._explaining.values()))
+        await cancel_and_wait(*(task for task, *_ in self._explaining.values()))
 
     # -- the loop --------------------------------------------------------------------------------
 
