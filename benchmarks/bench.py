@@ -713,6 +713,30 @@ def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict
 # -- the run ----------------------------------------------------------------------------------------
 
 
+def tls_rows(server: Server, stream: Stream, repeat: int) -> list[dict]:
+    """TLS (every cluster's default) against the same clusters with TLS off, interleaved: create, connect, a graph."""
+    rows: list[dict] = []
+    tls_sides = [("TLS", None), ("plain", "plain")]
+    tls_results: dict[str, list[dict]] = {name: [] for name, _ in tls_sides}
+    for rep in range(repeat):
+        for name, template in tls_sides[rep % 2 :] + tls_sides[: rep % 2]:
+            tls_results[name].append(cm_tls_lifecycle(server, stream, template))
+            log(f"rep {rep + 1}/{repeat} clustermgr {name}: {tls_results[name][-1]}")
+    for key, label, target in (
+        ("create", "create -> 2 workers running", 1.2),
+        ("connect", "Client connect", None),
+        ("graph", f"{GRAPH_TASKS:,}-task graph", None),
+    ):
+        with_tls = [r[key] for r in tls_results["TLS"]]
+        plain = [r[key] for r in tls_results["plain"]]
+        rows += [
+            row(f"TLS on/off: {label}: TLS", median(with_tls), "s"),
+            row(f"TLS on/off: {label}: plain TCP", median(plain), "s"),
+            row(f"TLS on/off: {label}: ratio TLS / plain", median(with_tls) / median(plain), "x", target),
+        ]
+    return rows
+
+
 def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]:
     """Append every row to ``rows`` as it is measured (a failure later keeps the rows measured before it)."""
     many = 10 if args.smoke else 100
@@ -731,6 +755,12 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
                 rows += bursty_rows(args, tmp, cm_server, stream)
             if "many-workers" in parts:
                 rows += many_workers_rows(cm_server, stream, MANY_WORKERS)
+            if "tls" in parts:
+                rows += tls_rows(cm_server, stream, args.repeat)
+            if "log-tail" in parts:
+                rows += log_tail_rows(cm_server, stream, tmp, 1024 * MiB, 100)
+            if "multihost" in parts:
+                rows += multihost.measure(tmp, args.repeat, row, median)
             return rows
         log(f"clustermgr server on {cm_server.base}")
         if args.labext_python:
@@ -814,25 +844,7 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
                 )
             )
 
-        # TLS (every cluster's default) against the same clusters with TLS off, interleaved
-        tls_sides = [("TLS", None), ("plain", "plain")]
-        tls_results: dict[str, list[dict]] = {name: [] for name, _ in tls_sides}
-        for rep in range(args.repeat):
-            for name, template in tls_sides[rep % 2 :] + tls_sides[: rep % 2]:
-                tls_results[name].append(cm_tls_lifecycle(cm_server, stream, template))
-                log(f"rep {rep + 1}/{args.repeat} clustermgr {name}: {tls_results[name][-1]}")
-        for key, label, target in (
-            ("create", "create -> 2 workers running", 1.2),
-            ("connect", "Client connect", None),
-            ("graph", f"{GRAPH_TASKS:,}-task graph", None),
-        ):
-            with_tls = [r[key] for r in tls_results["TLS"]]
-            plain = [r[key] for r in tls_results["plain"]]
-            rows += [
-                row(f"TLS on/off: {label}: TLS", median(with_tls), "s"),
-                row(f"TLS on/off: {label}: plain TCP", median(plain), "s"),
-                row(f"TLS on/off: {label}: ratio TLS / plain", median(with_tls) / median(plain), "x", target),
-            ]
+        rows += tls_rows(cm_server, stream, args.repeat)
 
         # list latency and server memory with 1/5/20 clusters of 0 workers on each side (interleaved GETs)
         rss0 = settle_rss(cm_server)
@@ -1019,7 +1031,8 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        help="only these parts, comma-separated: create-profile, bursty, many-workers (writes only their rows)",
+        help="only these parts, comma-separated: create-profile, bursty, many-workers, tls, log-tail, multihost "
+        "(writes only their rows)",
     )
     parser.add_argument(
         "--bursty-sides", default="fixed,distributed Adaptive,clustermgr", help="the bursty workload's sides (tuning)"
