@@ -30,7 +30,7 @@ DAEMONS_OF_gridengine="sge_qmaster sge_execd sge_shepherd"
 ALL_DAEMONS="$DAEMONS_OF_slurm $DAEMONS_OF_munge $DAEMONS_OF_gridengine"
 
 netns() { ip netns list 2>/dev/null | awk '{ print $1 }' | sort; }
-testbed_links() { ip -o link show 2>/dev/null | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep '^cm-' | sort; }
+testbed_links() { ip -o link show 2>/dev/null | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | { grep '^cm-' || true; } | sort; }
 TESTBED_STATE="${TESTBED_STATE:-/tmp/clustermgr-testbed}"
 
 parent() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $2 }'; }
