@@ -6,7 +6,8 @@ this server watched (:func:`from_returncode`), the lines the worker's nanny wrot
 it killed or lost the worker process (:func:`from_nanny_log`), the final state the batch
 system gives a job (:func:`from_job_state`), and the kernel's log, which names each process its
 OOM killer killed (:func:`read_kernel_log`, :func:`oom_kill_of`; where it cannot be read, the OOM-kill
-count of a memory cgroup, v1 or v2, :func:`oom_kills`). What none of them explains is a lost connection.
+count of a memory cgroup, v1 or v2, :func:`oom_kills`). A lost connection is a restart the nanny logs as the
+scheduler's for its worker-ttl (a worker it stopped hearing from), or what none of them explains.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ WORKER_DEATH = re.compile(
     r"Worker process (?P<pid>\d+) (?:was killed by signal (?P<signal>\d+)|exited with status (?P<status>\d+)"
     r"|was killed by unknown signal)"
 )
+# distributed's scheduler, having heard nothing from a worker for its worker-ttl, has the worker's nanny restart it
+# (Scheduler.check_worker_ttl): the nanny says so with the scheduler's stimulus id as the reason (WorkerProcess.kill).
+WORKER_TTL_RESTART = re.compile(r"Nanny asking worker to close\. Reason: check-worker-ttl-")
 # slurmstepd's line in the job's standard error: "*** JOB 42 ON node CANCELLED AT 2026-12-01T14:00:00 DUE TO TIME LIMIT ***"
 SLURM_STEP_LINE = re.compile(
     r"\*\*\* JOB (?P<job>\d+) ON \S+ CANCELLED AT \S+(?: DUE TO (?P<why>[A-Z ]+?))?(?: \*\*\*|$)"
@@ -92,6 +96,18 @@ def from_nanny_log(text: str, address: str | None, memory_limit: int | None) -> 
         match = MEMORY_BUDGET.search(line)
         if match and (address is None or match["address"] == address):
             return "memory-limit", f"killed by its nanny: memory above {match['percent']}%{limit}"
+    death = last_worker_death(lines)
+    if any(WORKER_TTL_RESTART.search(line) for line in lines):  # the death, if any, was the nanny's doing
+        how = f" ({death[1]})" if death else ""
+        return "connection-lost", (
+            f"the scheduler heard nothing from {address or 'it'} for longer than its worker-ttl "
+            f"(its process hung, frozen or cut off) and had its nanny restart it{how}"
+        )
+    return death
+
+
+def last_worker_death(lines: list[str]) -> tuple[str, str] | None:
+    """``(kind, detail)`` of the last worker-process death among a nanny's log ``lines``, if it logged one."""
     for line in reversed(lines):
         match = WORKER_DEATH.search(line)
         if match is None:
