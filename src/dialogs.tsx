@@ -1,5 +1,6 @@
 /**
- * The dialogs a cluster card opens: scale, adaptive mode, Worker Spec.
+ * The dialogs a cluster card opens: scale, adaptive mode, Worker Spec; and
+ * Attach.
  * Each stays open when a value is refused (by the form or by the server) and
  * shows the message once, next to the field it is about.
  */
@@ -7,8 +8,15 @@ import { Notification } from '@jupyterlab/apputils';
 import * as React from 'react';
 
 import { capabilitiesOf } from './capabilities';
+import { attachOutcome, AttachOutcome } from './attach';
 import { AdaptiveEditor } from './components/AdaptiveEditor';
-import { FormBody, FormError, showFormDialog } from './components/FormDialog';
+import {
+  FieldError,
+  FormBody,
+  FormError,
+  invalidProps,
+  showFormDialog
+} from './components/FormDialog';
 import { ScaleEditor } from './components/ScaleEditor';
 import {
   specShowsError,
@@ -146,5 +154,117 @@ export async function showSpecDialog(
     title: `Worker Spec of ${cluster.name}`,
     form,
     acceptLabel: 'Apply'
+  });
+}
+
+/**
+ * How long the Attach dialog waits for the server to reach the scheduler
+ * before it closes and leaves the card to tell (the server's own connect
+ * timeout is shorter).
+ */
+const ATTACH_WAIT_MS = 60000;
+
+/**
+ * Resolve with what became of an attach: once the listed cluster is no
+ * longer pending, or `waiting` after `ms`.
+ */
+function settledAttach(
+  model: ClustersModel,
+  id: string,
+  ms: number
+): Promise<AttachOutcome> {
+  return new Promise(resolve => {
+    const check = () => {
+      const outcome = attachOutcome(model.get(id));
+      if (outcome.state !== 'waiting' || !model.get(id)) {
+        done(outcome);
+      }
+    };
+    const done = (outcome: AttachOutcome) => {
+      clearTimeout(timer);
+      model.changed.disconnect(check);
+      resolve(outcome);
+    };
+    const timer = setTimeout(() => done({ state: 'waiting' }), ms);
+    model.changed.connect(check);
+    // The cluster may not be listed yet when the POST answers.
+    if (model.get(id)) {
+      check();
+    }
+  });
+}
+
+function AttachForm(props: {
+  model: ClustersModel;
+  form: FormBody<ICluster>;
+  address: string;
+}): React.ReactElement {
+  const { model } = props;
+  const [address, setAddress] = React.useState(props.address);
+  const [error, setError] = React.useState<string | null>(null);
+  props.form.submitHandler = async () => {
+    const target = address.trim();
+    if (!target) {
+      setError('Enter the scheduler address, e.g. tcp://127.0.0.1:8786');
+      return null;
+    }
+    setError(null);
+    let cluster: ICluster;
+    try {
+      cluster = await model.createCluster({ attach: target });
+    } catch (e) {
+      setError(asServerError(e).message);
+      return null;
+    }
+    const outcome = await settledAttach(model, cluster.id, ATTACH_WAIT_MS);
+    if (outcome.state === 'failed') {
+      // Nothing was attached: the failed entry leaves the list again.
+      if (model.get(cluster.id)) {
+        await model.shutdownCluster(cluster.id).catch(() => undefined);
+      }
+      setError(outcome.reason);
+      return null;
+    }
+    return cluster;
+  };
+  return (
+    <div className="cm-AttachForm">
+      <label className="cm-Field">
+        <span className="cm-Field-label">Scheduler address</span>
+        <input
+          className="jp-mod-styled cm-AttachForm-address"
+          value={address}
+          placeholder="tcp://127.0.0.1:8786"
+          onChange={e => {
+            setAddress(e.target.value);
+            setError(null);
+          }}
+          {...invalidProps('cm-attach-error', error)}
+        />
+      </label>
+      <FieldError id="cm-attach-error" message={error} />
+      <p className="cm-Form-note">
+        The cluster is observed, never scaled or stopped from here; the dialog
+        stays open until its scheduler answers.
+      </p>
+    </div>
+  );
+}
+
+/**
+ * Attach a cluster started elsewhere. The dialog stays open until the
+ * server has reached the scheduler, and shows why when it cannot.
+ */
+export async function showAttachDialog(
+  model: ClustersModel,
+  address = ''
+): Promise<ICluster | null> {
+  const form = new FormBody<ICluster>(f => (
+    <AttachForm model={model} form={f} address={address} />
+  ));
+  return showFormDialog({
+    title: 'Attach a cluster started elsewhere',
+    form,
+    acceptLabel: 'Attach'
   });
 }

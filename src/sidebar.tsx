@@ -141,6 +141,12 @@ interface IClusterPanelProps {
 }
 
 /**
+ * Why New Cluster and Attach wait while the server is out of reach.
+ */
+const OFFLINE_REASON =
+  'The server is out of reach: wait until it is Live again';
+
+/**
  * Header (live state, New Cluster), what happened to clusters that went
  * unannounced, a filter box when there are many clusters, then the cards
  * (compact when there are many).
@@ -180,8 +186,10 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
           type="button"
           className="jp-mod-styled jp-mod-accept cm-NewClusterButton"
           aria-label="New Cluster"
-          title={commands.caption(CommandIDs.newCluster)}
-          disabled={missing}
+          title={
+            offline ? OFFLINE_REASON : commands.caption(CommandIDs.newCluster)
+          }
+          disabled={missing || offline}
           onClick={() => void commands.execute(CommandIDs.newCluster)}
         >
           New Cluster
@@ -190,8 +198,12 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
           type="button"
           className="jp-mod-styled cm-AttachButton"
           aria-label="Attach a cluster started elsewhere"
-          title={commands.caption(CommandIDs.attachCluster)}
-          disabled={missing}
+          title={
+            offline
+              ? OFFLINE_REASON
+              : commands.caption(CommandIDs.attachCluster)
+          }
+          disabled={missing || offline}
           onClick={() => void commands.execute(CommandIDs.attachCluster)}
         >
           Attach

@@ -1,0 +1,178 @@
+/**
+ * Issue 21, points 6 and 10: a cluster whose every worker was refused says
+ * "refused" (not "running") and its error once; New Cluster and Attach wait
+ * while the server is out of reach; History tabs come back after a reload,
+ * and tabs of a cluster gone meanwhile keep its name, not its id.
+ */
+import { expect, test } from '@jupyterlab/galata';
+
+import {
+  BATCH_CAPABILITIES,
+  fakeCluster,
+  fakeServer,
+  openSidebar
+} from './fakes';
+
+test('a cluster whose every worker was refused is "refused", and says why once', async ({
+  page
+}) => {
+  // Given a SLURM cluster whose scheduler runs and whose only job sbatch refused
+  const error =
+    'sbatch refused worker default-1: sbatch: error: unable to contact slurm controller (connect failure)';
+  await fakeServer(page, [
+    fakeCluster('r', {
+      name: 'Refused one',
+      backend: 'slurm',
+      capabilities: BATCH_CAPABILITIES,
+      error,
+      workers: {
+        requested: 0,
+        running: 0,
+        pending: 0,
+        pending_reasons: {},
+        waiting: [],
+        stopping: 0,
+        groups: [
+          {
+            name: 'default',
+            requested: 0,
+            running: 0,
+            pending: 0,
+            pending_reasons: {},
+            error
+          }
+        ]
+      },
+      resources: { cores: 0, memory: 0, gpus: 0 },
+      last_decision: {
+        time: new Date().toISOString(),
+        kind: 'scale',
+        message: `not retrying: ${error}`,
+        group: 'default',
+        before: 1,
+        after: 0,
+        source: 'system'
+      }
+    })
+  ]);
+
+  // When the sidebar shows it
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="r"]');
+
+  // Then its state is "refused", not "running"
+  await expect(card.locator('.cm-StatusBadge')).toHaveText('refused');
+  await expect(card).toHaveAttribute(
+    'aria-label',
+    'Cluster Refused one, refused'
+  );
+  // And sbatch's error is said once, the decision only says what was done
+  await expect(card.getByRole('alert')).toHaveText(error);
+  await expect(card.locator('.cm-ClusterCard-decisionReason')).toHaveText(
+    'not retrying'
+  );
+  const text = await card.innerText();
+  expect(text.split('unable to contact slurm controller').length - 1).toBe(1);
+});
+
+test('New Cluster and Attach wait while the server is out of reach', async ({
+  page
+}) => {
+  // Given a live sidebar
+  const server = await fakeServer(page, [fakeCluster('a', { name: 'Alive' })]);
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  const newCluster = sidebar.getByRole('button', { name: 'New Cluster' });
+  const attach = sidebar.getByRole('button', {
+    name: 'Attach a cluster started elsewhere'
+  });
+  await expect(newCluster).toBeEnabled();
+
+  // When the server goes away
+  server.down = true;
+  await server.sockets[0].close({ code: 1011, reason: 'down' });
+  await expect(sidebar.locator('.cm-ConnectionState')).toHaveText('Offline');
+
+  // Then New Cluster and Attach are disabled, and say why
+  await expect(newCluster).toBeDisabled();
+  await expect(attach).toBeDisabled();
+  await expect(newCluster).toHaveAttribute('title', /out of reach/);
+
+  // When it is back, they work again
+  server.down = false;
+  await expect(sidebar.locator('.cm-ConnectionState')).toHaveText('Live', {
+    timeout: 15000
+  });
+  await expect(newCluster).toBeEnabled();
+  await expect(attach).toBeEnabled();
+});
+
+test('History tabs are restored after a reload; tabs of a gone cluster keep its name', async ({
+  page
+}) => {
+  // Given a cluster with its History and dashboard tabs open
+  const clusters = [
+    fakeCluster('g0ne1d', { name: 'Soon gone', dashboard_url: '/dashboard' }),
+    fakeCluster('k33p', { name: 'Kept' })
+  ];
+  await fakeServer(page, clusters);
+  let savedLayout = '';
+  page.on('request', request => {
+    if (
+      request.method() === 'PUT' &&
+      request.url().includes('/api/workspaces') &&
+      request.postData()?.includes('layout-restorer:data')
+    ) {
+      savedLayout = request.postData() ?? '';
+    }
+  });
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="g0ne1d"]');
+  await card
+    .getByRole('button', { name: 'Event history of Soon gone' })
+    .click();
+  await expect(
+    page.getByRole('tab', { name: 'History Soon gone' })
+  ).toBeVisible();
+  await card
+    .getByRole('button', { name: 'Open the dashboard of Soon gone' })
+    .click();
+  await expect(page.getByRole('tab', { name: 'Dask Soon gone' })).toBeVisible();
+  await sidebar
+    .locator('.cm-ClusterCard[data-cluster-id="k33p"]')
+    .getByRole('button', { name: 'Event history of Kept' })
+    .click();
+  await expect(page.getByRole('tab', { name: 'History Kept' })).toBeVisible();
+
+  // (once the layout with these tabs is saved)
+  await expect
+    .poll(() => savedLayout, { timeout: 30000 })
+    .toMatch(
+      /clustermgr-events:k33p[^]*clustermgr-events:g0ne1d|clustermgr-events:g0ne1d[^]*clustermgr-events:k33p/
+    );
+  expect(savedLayout).toContain('g0ne1d/status');
+
+  // When the page is reloaded after "Soon gone" went away
+  clusters.splice(0, 1);
+  await page.reload({ waitForIsReady: false }); // the restored layout has no Launcher to wait for
+  await page.locator('#jupyterlab-splash').waitFor({ state: 'detached' });
+
+  // Then both History tabs are back, and the gone cluster's tabs bear its name, never its id
+  await expect(page.getByRole('tab', { name: 'History Kept' })).toBeVisible({
+    timeout: 30000
+  });
+  await expect(
+    page.getByRole('tab', { name: 'History Soon gone' })
+  ).toBeVisible();
+  await expect(page.getByRole('tab', { name: 'Dask Soon gone' })).toBeVisible();
+  await expect(
+    page.locator('#jp-main-dock-panel .lm-TabBar-tab', { hasText: 'g0ne1d' })
+  ).toHaveCount(0);
+  // And the dashboard tab says the cluster is gone, by name
+  await page.getByRole('tab', { name: 'Dask Soon gone' }).click();
+  await expect(page.locator('.cm-DashboardView-message')).toHaveText(
+    /^Cluster Soon gone is gone \(it is no longer listed\)/
+  );
+});
