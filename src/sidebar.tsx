@@ -4,6 +4,7 @@ import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
 import { startClusterDrag } from './clientcell';
+import { meanHeight, shouldCompact } from './compact';
 import { ClusterCard } from './components/ClusterCard';
 import {
   ClusterFilter,
@@ -141,6 +142,61 @@ interface IClusterPanelProps {
 }
 
 /**
+ * Whether the cards are compact: full cards would not fit the height the
+ * sidebar has (measured again whenever the sidebar or the list resizes).
+ * Full cards' height is measured while they are shown in full.
+ */
+function useCompact(count: number): {
+  on: boolean;
+  panel: React.RefObject<HTMLDivElement>;
+  list: React.RefObject<HTMLUListElement>;
+} {
+  const panel = React.useRef<HTMLDivElement>(null);
+  const list = React.useRef<HTMLUListElement>(null);
+  const fullCardHeight = React.useRef<number | null>(null);
+  const [on, setOn] = React.useState(false);
+  React.useLayoutEffect(() => {
+    const scroller = panel.current?.parentElement;
+    if (!panel.current || !scroller) {
+      return;
+    }
+    const measure = () => {
+      const cards = list.current;
+      if (!panel.current || !cards) {
+        setOn(false);
+        return;
+      }
+      if (!cards.classList.contains('cm-mod-compact')) {
+        const heights = Array.from(cards.children).map(
+          c => (c as HTMLElement).offsetHeight
+        );
+        fullCardHeight.current = meanHeight(heights) ?? fullCardHeight.current;
+      }
+      // What the header, notices and hint around the list take.
+      const around = Array.from(panel.current.children)
+        .filter(c => c !== cards)
+        .reduce((sum, c) => sum + (c as HTMLElement).offsetHeight, 0);
+      const padding = parseFloat(getComputedStyle(cards).paddingTop) || 0;
+      setOn(
+        shouldCompact(
+          count,
+          scroller.clientHeight - around - padding,
+          fullCardHeight.current
+        )
+      );
+    };
+    measure();
+    const observer = new ResizeObserver(measure);
+    observer.observe(scroller);
+    if (list.current) {
+      observer.observe(list.current);
+    }
+    return () => observer.disconnect();
+  }, [count]);
+  return { on, panel, list };
+}
+
+/**
  * Why New Cluster and Attach wait while the server is out of reach.
  */
 const OFFLINE_REASON =
@@ -149,7 +205,7 @@ const OFFLINE_REASON =
 /**
  * Header (live state, New Cluster), what happened to clusters that went
  * unannounced, a filter box when there are many clusters, then the cards
- * (compact when there are many).
+ * (compact when full cards would not fit the sidebar's height).
  */
 function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
   const { model, commands } = props;
@@ -158,6 +214,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
   const many = all.length > MANY_CLUSTERS;
   const [filter, setFilter] = React.useState('');
   const clusters = many ? all.filter(c => matchesFilter(c, filter)) : all;
+  const compact = useCompact(clusters.length);
   const offline =
     !missing && model.serverState !== 'unknown' && !model.connected;
   const stateText = missing
@@ -167,7 +224,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
       : 'Disconnected, reconnecting…';
 
   return (
-    <div className="cm-ClusterPanel">
+    <div className="cm-ClusterPanel" ref={compact.panel}>
       <div className="cm-ClusterPanel-header">
         <h2 className="cm-ClusterPanel-title">Clusters</h2>
         <span
@@ -246,7 +303,8 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
           </p>
         ) : (
           <ul
-            className={`cm-ClusterList${many ? ' cm-mod-compact' : ''}`}
+            ref={compact.list}
+            className={`cm-ClusterList${compact.on ? ' cm-mod-compact' : ''}`}
             aria-label="Cluster list"
           >
             {clusters.map(cluster => (
@@ -257,7 +315,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
                 commands={commands}
                 canInsert={props.canInsert}
                 offline={offline}
-                compact={many}
+                compact={compact.on}
                 onDragStart={props.onDragStart}
               />
             ))}

@@ -125,8 +125,10 @@ test('attaching an address nothing answers at keeps the dialog open with the rea
 
   // Then the dialog stays open and says why, with something after the colon
   const reason = dialog.locator('.cm-FieldError');
-  await expect(reason).toContainText(
-    `Cannot reach the scheduler at ${address}`,
+  await expect(reason).toHaveText(
+    new RegExp(
+      `^Could not attach it: cannot reach the scheduler at ${address}: \\S`
+    ),
     {
       timeout: CLUSTER_TIMEOUT
     }

@@ -176,3 +176,48 @@ test('History tabs are restored after a reload; tabs of a gone cluster keep its 
     /^Cluster Soon gone is gone \(it is no longer listed\)/
   );
 });
+
+test('cards turn compact by the height the sidebar has, and names stay readable at 250 px', async ({
+  page
+}) => {
+  // Given three clusters with long names, in a tall window
+  await fakeServer(
+    page,
+    ['adaptive-analysis-one', 'adaptive-analysis-two', 'Untitled-notebook'].map(
+      (name, i) => fakeCluster(`c${i}`, { name, template: 'dask-default' })
+    )
+  );
+  await page.setViewportSize({ width: 1400, height: 1400 });
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  const list = sidebar.locator('.cm-ClusterList');
+  await expect(sidebar.locator('.cm-ClusterCard')).toHaveCount(3);
+
+  // Then three full cards fit: not compact
+  await expect(list).not.toHaveClass(/cm-mod-compact/);
+
+  // When the window is short, they no longer fit: compact, with three clusters
+  await page.setViewportSize({ width: 1400, height: 600 });
+  await expect(list).toHaveClass(/cm-mod-compact/);
+
+  // And when it is tall again, full again
+  await page.setViewportSize({ width: 1400, height: 1400 });
+  await expect(list).not.toHaveClass(/cm-mod-compact/);
+
+  // When the sidebar is at JupyterLab's narrowest
+  await page.sidebar.setWidth(250, 'left');
+  // Then every name and template is shown whole (wrapped, never cut)
+  for (const part of ['.cm-ClusterCard-name', '.cm-ClusterCard-template']) {
+    const cut = await sidebar
+      .locator(part)
+      .evaluateAll(nodes =>
+        nodes
+          .filter(n => n.scrollWidth > n.clientWidth + 1)
+          .map(n => n.textContent)
+      );
+    expect(cut).toEqual([]);
+  }
+  await expect(sidebar.locator('.cm-ClusterCard-name').first()).toHaveText(
+    'adaptive-analysis-one'
+  );
+});
