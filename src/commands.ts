@@ -32,6 +32,8 @@ const CARD_MENU = [
   CommandIDs.scale,
   CommandIDs.adapt,
   CommandIDs.editSpec,
+  CommandIDs.rename,
+  CommandIDs.idleTimeout,
   CommandIDs.showEvents,
   CommandIDs.showLogs,
   CommandIDs.restart,

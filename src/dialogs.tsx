@@ -1,6 +1,6 @@
 /**
- * The dialogs a cluster card opens: scale, adaptive mode, Worker Spec; and
- * Attach.
+ * The dialogs a cluster card opens: scale, adaptive mode, Worker Spec,
+ * rename, idle timeout; and Attach.
  * Each stays open when a value is refused (by the form or by the server) and
  * shows the message once, next to the field it is about.
  */
@@ -22,6 +22,7 @@ import {
   specShowsError,
   WorkerSpecEditor
 } from './components/WorkerSpecEditor';
+import { formatIdleTimeout, parseIdleTimeout } from './duration';
 import { ClustersModel } from './model';
 import { asServerError, ClusterManagerError } from './request';
 import {
@@ -32,6 +33,7 @@ import {
   specRequest
 } from './spec';
 import { ICluster, IResolution, PatchClusterRequest } from './types';
+import { stripField } from './validate';
 
 /**
  * PATCH a cluster; the form shows what the server refuses, so there is no
@@ -266,5 +268,104 @@ export async function showAttachDialog(
     title: 'Attach a cluster started elsewhere',
     form,
     acceptLabel: 'Attach'
+  });
+}
+
+/**
+ * One text field that PATCHes the cluster on accept; the dialog stays open
+ * with the reason when the text does not read or the server refuses it.
+ */
+function OneFieldForm(props: {
+  form: FormBody<ICluster>;
+  label: string;
+  initial: string;
+  hint: string;
+  /** The request for the text; throws with a message when it does not read. */
+  request: (text: string) => PatchClusterRequest;
+  send: (request: PatchClusterRequest) => Promise<ICluster>;
+}): React.ReactElement {
+  const [text, setText] = React.useState(props.initial);
+  const [error, setError] = React.useState<string | null>(null);
+  props.form.submitHandler = async () => {
+    let request: PatchClusterRequest;
+    try {
+      request = props.request(text);
+    } catch (e) {
+      setError((e as Error).message);
+      return null;
+    }
+    try {
+      return await props.send(request);
+    } catch (e) {
+      setError(stripField(asServerError(e).message, asServerError(e).field));
+      return null;
+    }
+  };
+  return (
+    <div className="cm-OneFieldForm">
+      <label className="cm-Field">
+        <span className="cm-Field-label">{props.label}</span>
+        <input
+          className="jp-mod-styled cm-OneFieldForm-input"
+          value={text}
+          onChange={e => {
+            setText(e.target.value);
+            setError(null);
+          }}
+          {...invalidProps('cm-onefield-error', error)}
+        />
+      </label>
+      <FieldError id="cm-onefield-error" message={error} />
+      <p className="cm-Form-note">{props.hint}</p>
+    </div>
+  );
+}
+
+export async function showRenameDialog(
+  model: ClustersModel,
+  cluster: ICluster
+): Promise<ICluster | null> {
+  const form = new FormBody<ICluster>(f => (
+    <OneFieldForm
+      form={f}
+      label="Name"
+      initial={cluster.name}
+      hint="Notebooks that connect by the cluster's id keep working."
+      request={text => {
+        if (!text.trim()) {
+          throw new Error('Enter a name');
+        }
+        return { name: text.trim() };
+      }}
+      send={request => patch(model, cluster, request)}
+    />
+  ));
+  return showFormDialog({
+    title: `Rename ${cluster.name}`,
+    form,
+    acceptLabel: 'Rename'
+  });
+}
+
+export async function showIdleTimeoutDialog(
+  model: ClustersModel,
+  cluster: ICluster
+): Promise<ICluster | null> {
+  const form = new FormBody<ICluster>(f => (
+    <OneFieldForm
+      form={f}
+      label="Shut down after being idle for"
+      initial={
+        cluster.idle_timeout ? formatIdleTimeout(cluster.idle_timeout) : 'off'
+      }
+      hint="Idle: no tasks and no client connected. Write e.g. 30 min, 2 h, or off to keep it running."
+      request={text => ({ idle_timeout: parseIdleTimeout(text) })}
+      send={request => patch(model, cluster, request)}
+    />
+  ));
+  return showFormDialog({
+    title: `Idle timeout of ${cluster.name}`,
+    form,
+    acceptLabel: 'Apply'
   });
 }

@@ -423,7 +423,8 @@ export type PatchClusterRequest =
   | { scale: Target }
   | { spec: IWorkerSpecRequest }
   | { adapt: IAdaptRequest | IAdaptOffRequest | null }
-  | { name: string };
+  | { name: string }
+  | { idle_timeout: number | null };
 
 /**
  * `GET clustermgr/api/clusters`.

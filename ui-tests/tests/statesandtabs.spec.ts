@@ -1,8 +1,10 @@
 /**
- * Issue 21, points 6 and 10: a cluster whose every worker was refused says
- * "refused" (not "running") and its error once; New Cluster and Attach wait
- * while the server is out of reach; History tabs come back after a reload,
- * and tabs of a cluster gone meanwhile keep its name, not its id.
+ * Issue 21, points 6, 7 and 10: a cluster whose every worker was refused
+ * says "refused" (not "running") and its error once; New Cluster and Attach
+ * wait while the server is out of reach; History tabs come back after a
+ * reload, and tabs of a cluster gone meanwhile keep its name, not its id;
+ * cards turn compact by height and names stay whole at 250 px; selects show
+ * an arrow; rename and idle timeout from the context menu.
  */
 import { expect, test } from '@jupyterlab/galata';
 
@@ -220,4 +222,63 @@ test('cards turn compact by the height the sidebar has, and names stay readable 
   await expect(sidebar.locator('.cm-ClusterCard-name').first()).toHaveText(
     'adaptive-analysis-one'
   );
+});
+
+test('the unit select of the Scale dialog shows an arrow', async ({ page }) => {
+  // Given a cluster's Scale dialog
+  await fakeServer(page, [fakeCluster('s', { name: 'Scalable' })]);
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  await sidebar.getByRole('button', { name: 'Scale Scalable' }).click();
+  const select = page.locator('.jp-Dialog select').first();
+  await expect(select).toBeVisible();
+  // Then the select draws its caret, and its text stays clear of it
+  const style = await select.evaluate(node => {
+    const css = getComputedStyle(node);
+    return { image: css.backgroundImage, padding: css.paddingRight };
+  });
+  expect(style.image).toContain('svg');
+  expect(parseFloat(style.padding)).toBeGreaterThanOrEqual(20);
+});
+
+test('a cluster is renamed and its idle timeout set from its context menu', async ({
+  page
+}) => {
+  // Given a running cluster
+  const server = await fakeServer(page, [
+    fakeCluster('n', { name: 'Old name' })
+  ]);
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="n"]');
+  const menu = page.locator('.lm-Menu');
+  const dialog = page.locator('.jp-Dialog');
+  const patches = () =>
+    server.calls.filter(c => c.method === 'PATCH').map(c => c.body);
+
+  // When it is renamed from its context menu
+  await card.click({ button: 'right', position: { x: 20, y: 10 } });
+  await menu.getByText('Rename…').click();
+  await dialog.getByRole('textbox').fill('New name');
+  await dialog.getByRole('button', { name: 'Rename' }).click();
+  // Then the server is asked for exactly that
+  await expect(dialog).toHaveCount(0);
+  expect(patches()).toEqual([{ name: 'New name' }]);
+
+  // When an idle timeout that does not read is given
+  await card.click({ button: 'right', position: { x: 20, y: 10 } });
+  await menu.getByText('Idle Timeout…').click();
+  await expect(dialog.getByRole('textbox')).toHaveValue('off');
+  await dialog.getByRole('textbox').fill('soon');
+  await dialog.getByRole('button', { name: 'Apply' }).click();
+  // Then the dialog stays open and says why, and nothing is sent
+  await expect(dialog.locator('.cm-FieldError')).toHaveText(
+    '"soon" is not a duration: write e.g. 30 min, 2 h or off'
+  );
+  expect(patches()).toHaveLength(1);
+  // When it reads, it is sent in seconds
+  await dialog.getByRole('textbox').fill('30 min');
+  await dialog.getByRole('button', { name: 'Apply' }).click();
+  await expect(dialog).toHaveCount(0);
+  expect(patches()).toEqual([{ name: 'New name' }, { idle_timeout: 1800 }]);
 });
