@@ -282,3 +282,58 @@ test('a cluster is renamed and its idle timeout set from its context menu', asyn
   await expect(dialog).toHaveCount(0);
   expect(patches()).toEqual([{ name: 'New name' }, { idle_timeout: 1800 }]);
 });
+
+test('a busy cluster is not told to release data; the hint for held data fits a 250 px card', async ({
+  page
+}) => {
+  const note = (message: string) => ({
+    time: new Date().toISOString(),
+    kind: 'note',
+    message,
+    group: 'default',
+    before: null,
+    after: null,
+    source: 'adaptive'
+  });
+  // Given one cluster busy computing and one whose workers hold a client's data
+  await fakeServer(page, [
+    fakeCluster('b', {
+      name: 'Busy',
+      last_decision: note(
+        'cannot shrink yet: the cluster is busy (5 tasks running or queued)'
+      )
+    }),
+    fakeCluster('h', {
+      name: 'Held',
+      last_decision: note(
+        'cannot shrink: workers hold data a client still references'
+      )
+    })
+  ]);
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  await page.sidebar.setWidth(250, 'left');
+  const busy = sidebar.locator('.cm-ClusterCard[data-cluster-id="b"]');
+  const held = sidebar.locator('.cm-ClusterCard[data-cluster-id="h"]');
+
+  // Then the busy one says so, with no hint about releasing data
+  await expect(busy.locator('.cm-ClusterCard-decisionReason')).toHaveText(
+    'cannot shrink yet: the cluster is busy (5 tasks running or queued)'
+  );
+  await expect(busy.locator('.cm-ShrinkHint')).toHaveCount(0);
+  // And the held one's hint is whole inside its card
+  const hint = held.locator('.cm-ShrinkHint');
+  await expect(hint).toContainText('client.unpublish_dataset(name)');
+  const inside = await held.evaluate(card => {
+    const edge = card.getBoundingClientRect().right + 0.5;
+    const hintNode = card.querySelector('.cm-ShrinkHint')!;
+    const parts = [hintNode, ...Array.from(hintNode.querySelectorAll('code'))];
+    return (
+      hintNode.scrollWidth <= hintNode.clientWidth + 1 &&
+      parts.every(n =>
+        Array.from(n.getClientRects()).every(r => r.right <= edge)
+      )
+    );
+  });
+  expect(inside).toBe(true);
+});
