@@ -144,7 +144,9 @@ interface IClusterPanelProps {
 /**
  * Whether the cards are compact: full cards would not fit the height the
  * sidebar has (measured again whenever the sidebar or the list resizes).
- * Full cards' height is measured while they are shown in full.
+ * Full cards' height is measured while they are shown in full, at the
+ * list's width: once the width changes, cards are shown in full again to be
+ * measured anew (they are taller in a narrower sidebar).
  */
 function useCompact(count: number): {
   on: boolean;
@@ -153,7 +155,10 @@ function useCompact(count: number): {
 } {
   const panel = React.useRef<HTMLDivElement>(null);
   const list = React.useRef<HTMLUListElement>(null);
-  const fullCardHeight = React.useRef<number | null>(null);
+  const full = React.useRef<{ height: number | null; width: number }>({
+    height: null,
+    width: 0
+  });
   const [on, setOn] = React.useState(false);
   React.useLayoutEffect(() => {
     const scroller = panel.current?.parentElement;
@@ -166,11 +171,18 @@ function useCompact(count: number): {
         setOn(false);
         return;
       }
+      const width = cards.clientWidth;
       if (!cards.classList.contains('cm-mod-compact')) {
         const heights = Array.from(cards.children).map(
           c => (c as HTMLElement).offsetHeight
         );
-        fullCardHeight.current = meanHeight(heights) ?? fullCardHeight.current;
+        full.current = {
+          height: meanHeight(heights) ?? full.current.height,
+          width
+        };
+      } else if (width !== full.current.width) {
+        setOn(false); // measured at another width: show them in full first
+        return;
       }
       // What the header, notices and hint around the list take.
       const around = Array.from(panel.current.children)
@@ -181,7 +193,7 @@ function useCompact(count: number): {
         shouldCompact(
           count,
           scroller.clientHeight - around - padding,
-          fullCardHeight.current
+          full.current.height
         )
       );
     };

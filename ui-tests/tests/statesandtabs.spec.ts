@@ -337,3 +337,19 @@ test('a busy cluster is not told to release data; the hint for held data fits a 
   });
   expect(inside).toBe(true);
 });
+
+test('the Adaptive checkbox is named by its group', async ({ page }) => {
+  // Given a cluster's Adaptive mode dialog
+  await fakeServer(page, [fakeCluster('a', { name: 'Adaptable' })]);
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  await sidebar
+    .getByRole('button', { name: 'Adaptive mode of Adaptable' })
+    .click();
+  // Then a screen reader hears which group's adaptive mode the checkbox turns on
+  await expect(
+    page
+      .locator('.jp-Dialog')
+      .getByRole('checkbox', { name: 'Adaptive default' })
+  ).toBeVisible();
+});
