@@ -54,7 +54,7 @@ export async function showScaleDialog(
   const form = new FormBody<IResolution>(f => (
     <ScaleEditor
       cluster={cluster}
-      limits={model.limits}
+      limits={model.limitsFor(cluster.id)}
       scale={async target =>
         (await patch(model, cluster, { scale: target })).resolved
       }
@@ -82,7 +82,7 @@ export async function showAdaptiveDialog(
   const form = new FormBody<boolean>(f => (
     <AdaptiveEditor
       cluster={cluster}
-      limits={model.limits}
+      limits={model.limitsFor(cluster.id)}
       patch={request => patch(model, cluster, request)}
       register={submit => (f.submitHandler = submit)}
     />
@@ -133,7 +133,7 @@ function SpecForm(props: {
         error={error}
         field="spec"
         idPrefix="cm-spec"
-        limits={model.limits}
+        limits={model.limitsFor(cluster.id)}
         runsProcessesHere={capabilities.runs_processes_here}
         multipleGroups={capabilities.multiple_groups}
       />

@@ -353,3 +353,30 @@ test('the Adaptive checkbox is named by its group', async ({ page }) => {
       .getByRole('checkbox', { name: 'Adaptive default' })
   ).toBeVisible();
 });
+
+test('New Cluster warns about this machine counting the clusters already running on it', async ({
+  page
+}) => {
+  // Given a local cluster that already uses 15 of this machine’s 16 cores and 62 of its 64 GiB
+  await fakeServer(page, [
+    fakeCluster('big', {
+      name: 'Big one',
+      resources: { cores: 15, memory: 62 * 2 ** 30, gpus: 0 }
+    })
+  ]);
+  await page.goto();
+  const sidebar = await openSidebar(page);
+
+  // When a new local cluster of a few cores is planned
+  await sidebar.getByRole('button', { name: 'New Cluster' }).click();
+  const dialog = page.locator('.cm-FormDialog');
+  await dialog.locator('[data-template="local"] input[type="radio"]').check();
+
+  // Then the warnings count what the running cluster uses
+  const warnings = dialog.locator('.cm-SpecEditor-total .cm-Preview-warning');
+  await expect(warnings).toHaveText([
+    'With the 15 cores another cluster uses here, more than this machine’s 16 cores: workers will compete for them',
+    'With the 62 GiB another cluster uses here, more than this machine’s 64 GiB of memory: workers may be killed'
+  ]);
+  await dialog.locator('.jp-Dialog-button.jp-mod-reject').click();
+});
