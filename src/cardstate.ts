@@ -83,3 +83,37 @@ export function removalLabel(
   }
   return capabilitiesOf(cluster).can_stop ? 'Shut down' : 'Detach';
 }
+
+/**
+ * The state a card shows. The server's status, except that a cluster whose
+ * scheduler runs but whose every worker was refused (none running or
+ * pending, a group saying why) is "refused": it cannot compute, so it is not
+ * "running".
+ */
+export function shownStatus(
+  cluster: Pick<ICluster, 'status' | 'workers'>
+): string {
+  const { status, workers } = cluster;
+  const refused =
+    (status === 'running' || status === 'scaling') &&
+    workers.running === 0 &&
+    workers.pending === 0 &&
+    (workers.groups ?? []).some(g => !!g.error);
+  return refused ? 'refused' : status;
+}
+
+/**
+ * A decision's reason without an error the card already shows above it
+ * ("not retrying: sbatch: error …" becomes "not retrying"): said once.
+ */
+export function withoutShownError(
+  message: string,
+  shownErrors: ReadonlyArray<string | null | undefined>
+): string {
+  for (const error of shownErrors) {
+    if (error && message !== error && message.endsWith(`: ${error}`)) {
+      return message.slice(0, -(error.length + 2));
+    }
+  }
+  return message;
+}

@@ -4,11 +4,18 @@
  * server cannot stop; remove, for one that has ended).
  */
 import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { capabilitiesOf, offReason } from './capabilities';
 import { canRestart, hasEnded, removalLabel, restartLabel } from './cardstate';
 import { ICommandContext } from './commandcontext';
-import { showAdaptiveDialog, showScaleDialog, showSpecDialog } from './dialogs';
+import {
+  showAdaptiveDialog,
+  showIdleTimeoutDialog,
+  showRenameDialog,
+  showScaleDialog,
+  showSpecDialog
+} from './dialogs';
 import { plural } from './format';
 import { tryRequest } from './notify';
 import { CommandIDs } from './tokens';
@@ -47,6 +54,34 @@ export function addClusterCommands(context: ICommandContext): void {
     execute: args => {
       const cluster = target(args);
       return cluster ? showSpecDialog(model, cluster) : null;
+    }
+  });
+
+  // Renaming and the idle timeout need a live cluster (the server refuses
+  // them otherwise); the dialog shows what it refuses.
+  const live = (args: ReadonlyPartialJSONObject) => {
+    const cluster = target(args);
+    return !!cluster && !hasEnded(cluster) && cluster.status !== 'stopping';
+  };
+
+  commands.addCommand(CommandIDs.rename, {
+    label: 'Rename…',
+    caption: 'Give the cluster another name',
+    isEnabled: live,
+    execute: args => {
+      const cluster = target(args);
+      return cluster ? showRenameDialog(model, cluster) : null;
+    }
+  });
+
+  commands.addCommand(CommandIDs.idleTimeout, {
+    label: 'Idle Timeout…',
+    caption:
+      'Shut the cluster down after this long with no tasks and no client',
+    isEnabled: live,
+    execute: args => {
+      const cluster = target(args);
+      return cluster ? showIdleTimeoutDialog(model, cluster) : null;
     }
   });
 

@@ -3,7 +3,7 @@
  * here, the commands that use or change a cluster in their own modules, and
  * the card's context menu that holds them.
  */
-import { JupyterFrontEnd } from '@jupyterlab/application';
+import { ILayoutRestorer, JupyterFrontEnd } from '@jupyterlab/application';
 
 import { addClusterCommands } from './clustercommands';
 import { commandContext, FROM_CONTEXT_MENU } from './commandcontext';
@@ -32,6 +32,8 @@ const CARD_MENU = [
   CommandIDs.scale,
   CommandIDs.adapt,
   CommandIDs.editSpec,
+  CommandIDs.rename,
+  CommandIDs.idleTimeout,
   CommandIDs.showEvents,
   CommandIDs.showLogs,
   CommandIDs.restart,
@@ -47,11 +49,13 @@ export function addCommands(options: {
   sidebarId: string;
   targets: IInsertTargets;
   preferences: IPreferences;
+  /** Puts History tabs back after a reload. */
+  restorer?: ILayoutRestorer | null;
 }): void {
   const { app, model } = options;
   addStartCommands(options);
   const context = commandContext(app, model);
-  addUseCommands(context, options.targets);
+  addUseCommands(context, options.targets, options.restorer ?? null);
   addClusterCommands(context);
 
   CARD_MENU.forEach((command, rank) => {

@@ -114,9 +114,15 @@ export class DashboardView extends Widget {
     this.clusterId = options.clusterId;
     this.path = options.path;
     this.label = options.label;
+    this._clusterName = options.clusterName ?? null;
     this._model = options.model;
     this.addClass('cm-DashboardView');
-    this.title.label = tabLabel(this.path, this.label, this.clusterId);
+    // A tab restored after its cluster went keeps the name it was saved with.
+    this.title.label = tabLabel(
+      this.path,
+      this.label,
+      this._clusterName ?? 'cluster'
+    );
     this._message = document.createElement('div');
     this._message.className = 'cm-DashboardView-message';
     this._message.setAttribute('role', 'status');
@@ -128,6 +134,14 @@ export class DashboardView extends Widget {
   readonly clusterId: string;
   readonly path: string;
   readonly label: string;
+
+  /**
+   * The cluster's name as last seen (kept for the layout restorer), or null
+   * when it was never seen.
+   */
+  get clusterName(): string | null {
+    return this._clusterName;
+  }
 
   /**
    * Whether the cluster is gone (the frame is dropped for good).
@@ -150,11 +164,12 @@ export class DashboardView extends Widget {
     }
     const cluster = this._model.get(this.clusterId);
     if (cluster) {
+      this._clusterName = cluster.name;
       this.title.label = tabLabel(this.path, this.label, cluster.name);
     }
     const reason = goneReason(cluster, this._model.loaded);
     if (reason) {
-      this._setGone(cluster?.name ?? this.clusterId, reason);
+      this._setGone(this._clusterName, reason);
       return;
     }
     if (!this._frame && cluster?.dashboard_url) {
@@ -183,7 +198,7 @@ export class DashboardView extends Widget {
    * Say once why the page stopped, and drop the frame: Bokeh's reconnection
    * attempts stop with it.
    */
-  private _setGone(name: string, reason: string): void {
+  private _setGone(name: string | null, reason: string): void {
     this._gone = true;
     this._model.changed.disconnect(this._update, this);
     if (this._frame) {
@@ -192,13 +207,19 @@ export class DashboardView extends Widget {
       this._frame = null;
     }
     this.addClass('cm-mod-gone');
-    const cluster = /^cluster\b/i.test(name) ? name : `Cluster ${name}`;
+    const cluster =
+      name === null
+        ? 'The cluster'
+        : /^cluster\b/i.test(name)
+          ? name
+          : `Cluster ${name}`;
     this._message.textContent = `${cluster} is gone (${reason}); this ${
       this.path === STATUS_PATH ? 'dashboard' : 'plot'
     } no longer updates.`;
   }
 
   private _model: ClustersModel;
+  private _clusterName: string | null;
   private _message: HTMLDivElement;
   private _frame: HTMLIFrameElement | null = null;
   private _gone = false;
@@ -212,5 +233,7 @@ export namespace DashboardView {
     path: string;
     /** e.g. "Task Stream". */
     label: string;
+    /** The cluster's name when last seen (a restored tab's title). */
+    clusterName?: string;
   }
 }

@@ -4,11 +4,7 @@
  * cluster started elsewhere.
  */
 import { ILayoutRestorer, JupyterFrontEnd } from '@jupyterlab/application';
-import {
-  InputDialog,
-  MainAreaWidget,
-  WidgetTracker
-} from '@jupyterlab/apputils';
+import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
 
 import {
   DashboardView,
@@ -16,6 +12,7 @@ import {
   fetchPlots,
   STATUS_PATH
 } from './dashboard';
+import { showAttachDialog } from './dialogs';
 import { clusterIcon } from './icons';
 import { ClustersModel } from './model';
 import { tryRequest } from './notify';
@@ -52,13 +49,23 @@ export function addDashboardCommands(options: {
         typeof args['path'] === 'string' ? args['path'] : STATUS_PATH;
       const label =
         typeof args['label'] === 'string' ? args['label'] : 'Dashboard';
+      const clusterName =
+        typeof args['clusterName'] === 'string'
+          ? args['clusterName']
+          : undefined;
       const id = dashboardTabId(clusterId, path);
       const open = tracker.find(widget => widget.id === id);
       if (open) {
         shell.activateById(id);
         return open;
       }
-      const content = new DashboardView({ model, clusterId, path, label });
+      const content = new DashboardView({
+        model,
+        clusterId,
+        path,
+        label,
+        clusterName
+      });
       const widget = new MainAreaWidget({ content });
       widget.id = id; // the label follows the cluster's name (DashboardView)
       widget.title.icon = clusterIcon;
@@ -81,22 +88,15 @@ export function addDashboardCommands(options: {
     caption:
       'List a running cluster started elsewhere, by its scheduler address; it is observed, never scaled or stopped',
     execute: async args => {
-      let address = typeof args['address'] === 'string' ? args['address'] : '';
-      if (!address) {
-        const result = await InputDialog.getText({
-          title: 'Attach a cluster started elsewhere',
-          label: 'Scheduler address',
-          placeholder: 'tcp://127.0.0.1:8786',
-          okLabel: 'Attach'
-        });
-        if (!result.button.accept || !result.value?.trim()) {
-          return null;
-        }
-        address = result.value.trim();
+      const address =
+        typeof args['address'] === 'string' ? args['address'] : '';
+      if (address) {
+        // Given by a caller (not typed by a person): no dialog.
+        return tryRequest('Could not attach a cluster', () =>
+          model.createCluster({ attach: address })
+        );
       }
-      return tryRequest('Could not attach a cluster', () =>
-        model.createCluster({ attach: address })
-      );
+      return showAttachDialog(model);
     }
   });
 
@@ -106,7 +106,8 @@ export function addDashboardCommands(options: {
       args: widget => ({
         clusterId: widget.content.clusterId,
         path: widget.content.path,
-        label: widget.content.label
+        label: widget.content.label,
+        clusterName: widget.content.clusterName
       }),
       name: widget => `${widget.content.clusterId}${widget.content.path}`
     });

@@ -68,7 +68,14 @@ const plugin: JupyterFrontEndPlugin<IClustersModel> = {
       restorer.add(sidebar, sidebar.id);
     }
 
-    addCommands({ app, model, sidebarId: sidebar.id, targets, preferences });
+    addCommands({
+      app,
+      model,
+      sidebarId: sidebar.id,
+      targets,
+      preferences,
+      restorer
+    });
     acceptClusterDrops({
       model,
       targets,

@@ -5,7 +5,9 @@
  */
 import { formatSize, plural } from './format';
 import { ITotals } from './spec';
-import { ILimits, IWorkerGroupSpec } from './types';
+import { capabilitiesOf } from './capabilities';
+import { hasEnded } from './cardstate';
+import { ICluster, IInUseHere, ILimits, IWorkerGroupSpec } from './types';
 
 /**
  * The caps the server checks a cluster's plan against (its `Limits`, one
@@ -148,14 +150,25 @@ export function limitWarnings(
   // Batch jobs and remote hosts do not share this machine.
   if (runsProcessesHere) {
     const { cores, memory } = limits.machine;
-    if (planned.cores > cores) {
+    const used = limits.in_use_here;
+    const usedCores = used?.cores ?? 0;
+    const usedMemory = used?.memory ?? 0;
+    const others =
+      used && used.clusters === 1
+        ? 'another cluster uses'
+        : `${used?.clusters} other clusters use`;
+    if (planned.cores + usedCores > cores) {
       warnings.push(
-        `More than this machine’s ${plural(cores, 'core')}: workers will compete for them`
+        usedCores
+          ? `With the ${plural(usedCores, 'core')} ${others} here, more than this machine’s ${plural(cores, 'core')}: workers will compete for them`
+          : `More than this machine’s ${plural(cores, 'core')}: workers will compete for them`
       );
     }
-    if (planned.memory > memory) {
+    if (planned.memory + usedMemory > memory) {
       warnings.push(
-        `More than this machine’s ${formatSize(memory)} of memory: workers may be killed`
+        usedMemory
+          ? `With the ${formatSize(usedMemory)} ${others} here, more than this machine’s ${formatSize(memory)} of memory: workers may be killed`
+          : `More than this machine’s ${formatSize(memory)} of memory: workers may be killed`
       );
     }
   }
@@ -191,4 +204,30 @@ export function addTotals(a: ITotals, b: ITotals): ITotals {
     memory: a.memory + b.memory,
     gpus: a.gpus + b.gpus
   };
+}
+
+/**
+ * What the live clusters other than `except` use on this machine: those
+ * whose workers run here (`runs_processes_here`), by their running workers.
+ */
+export function inUseHere(
+  clusters: ReadonlyArray<ICluster>,
+  except?: string
+): IInUseHere {
+  const used: IInUseHere = { clusters: 0, cores: 0, memory: 0 };
+  for (const c of clusters) {
+    if (
+      c.id === except ||
+      hasEnded(c) ||
+      c.status === 'stopping' ||
+      !capabilitiesOf(c).runs_processes_here ||
+      (!c.resources.cores && !c.resources.memory)
+    ) {
+      continue;
+    }
+    used.clusters += 1;
+    used.cores += c.resources.cores;
+    used.memory += c.resources.memory;
+  }
+  return used;
 }

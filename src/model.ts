@@ -10,6 +10,7 @@ import {
   jsonBody,
   requestAPI
 } from './request';
+import { inUseHere } from './limits';
 import { IClustersModel } from './tokens';
 import {
   ICluster,
@@ -179,6 +180,20 @@ export class ClustersModel implements IClustersModel {
    */
   get limits(): ILimits | null {
     return this._limits;
+  }
+
+  /**
+   * The server's limits with what the live clusters other than `except`
+   * use on this machine (for the machine's warnings).
+   */
+  limitsFor(except?: string): ILimits | null {
+    if (!this._limits) {
+      return null;
+    }
+    return {
+      ...this._limits,
+      in_use_here: inUseHere(this.clusters, except)
+    };
   }
 
   /**

@@ -4,6 +4,7 @@ import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
 import { startClusterDrag } from './clientcell';
+import { meanHeight, shouldCompact } from './compact';
 import { ClusterCard } from './components/ClusterCard';
 import {
   ClusterFilter,
@@ -141,9 +142,82 @@ interface IClusterPanelProps {
 }
 
 /**
+ * Whether the cards are compact: full cards would not fit the height the
+ * sidebar has (measured again whenever the sidebar or the list resizes).
+ * Full cards' height is measured while they are shown in full, at the
+ * list's width: once the width changes, cards are shown in full again to be
+ * measured anew (they are taller in a narrower sidebar).
+ */
+function useCompact(count: number): {
+  on: boolean;
+  panel: React.RefObject<HTMLDivElement>;
+  list: React.RefObject<HTMLUListElement>;
+} {
+  const panel = React.useRef<HTMLDivElement>(null);
+  const list = React.useRef<HTMLUListElement>(null);
+  const full = React.useRef<{ height: number | null; width: number }>({
+    height: null,
+    width: 0
+  });
+  const [on, setOn] = React.useState(false);
+  React.useLayoutEffect(() => {
+    const scroller = panel.current?.parentElement;
+    if (!panel.current || !scroller) {
+      return;
+    }
+    const measure = () => {
+      const cards = list.current;
+      if (!panel.current || !cards) {
+        setOn(false);
+        return;
+      }
+      const width = cards.clientWidth;
+      if (!cards.classList.contains('cm-mod-compact')) {
+        const heights = Array.from(cards.children).map(
+          c => (c as HTMLElement).offsetHeight
+        );
+        full.current = {
+          height: meanHeight(heights) ?? full.current.height,
+          width
+        };
+      } else if (width !== full.current.width) {
+        setOn(false); // measured at another width: show them in full first
+        return;
+      }
+      // What the header, notices and hint around the list take.
+      const around = Array.from(panel.current.children)
+        .filter(c => c !== cards)
+        .reduce((sum, c) => sum + (c as HTMLElement).offsetHeight, 0);
+      const padding = parseFloat(getComputedStyle(cards).paddingTop) || 0;
+      setOn(
+        shouldCompact(
+          count,
+          scroller.clientHeight - around - padding,
+          full.current.height
+        )
+      );
+    };
+    measure();
+    const observer = new ResizeObserver(measure);
+    observer.observe(scroller);
+    if (list.current) {
+      observer.observe(list.current);
+    }
+    return () => observer.disconnect();
+  }, [count]);
+  return { on, panel, list };
+}
+
+/**
+ * Why New Cluster and Attach wait while the server is out of reach.
+ */
+const OFFLINE_REASON =
+  'The server is out of reach: wait until it is Live again';
+
+/**
  * Header (live state, New Cluster), what happened to clusters that went
  * unannounced, a filter box when there are many clusters, then the cards
- * (compact when there are many).
+ * (compact when full cards would not fit the sidebar's height).
  */
 function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
   const { model, commands } = props;
@@ -152,6 +226,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
   const many = all.length > MANY_CLUSTERS;
   const [filter, setFilter] = React.useState('');
   const clusters = many ? all.filter(c => matchesFilter(c, filter)) : all;
+  const compact = useCompact(clusters.length);
   const offline =
     !missing && model.serverState !== 'unknown' && !model.connected;
   const stateText = missing
@@ -161,7 +236,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
       : 'Disconnected, reconnecting…';
 
   return (
-    <div className="cm-ClusterPanel">
+    <div className="cm-ClusterPanel" ref={compact.panel}>
       <div className="cm-ClusterPanel-header">
         <h2 className="cm-ClusterPanel-title">Clusters</h2>
         <span
@@ -180,8 +255,10 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
           type="button"
           className="jp-mod-styled jp-mod-accept cm-NewClusterButton"
           aria-label="New Cluster"
-          title={commands.caption(CommandIDs.newCluster)}
-          disabled={missing}
+          title={
+            offline ? OFFLINE_REASON : commands.caption(CommandIDs.newCluster)
+          }
+          disabled={missing || offline}
           onClick={() => void commands.execute(CommandIDs.newCluster)}
         >
           New Cluster
@@ -190,8 +267,12 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
           type="button"
           className="jp-mod-styled cm-AttachButton"
           aria-label="Attach a cluster started elsewhere"
-          title={commands.caption(CommandIDs.attachCluster)}
-          disabled={missing}
+          title={
+            offline
+              ? OFFLINE_REASON
+              : commands.caption(CommandIDs.attachCluster)
+          }
+          disabled={missing || offline}
           onClick={() => void commands.execute(CommandIDs.attachCluster)}
         >
           Attach
@@ -234,7 +315,8 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
           </p>
         ) : (
           <ul
-            className={`cm-ClusterList${many ? ' cm-mod-compact' : ''}`}
+            ref={compact.list}
+            className={`cm-ClusterList${compact.on ? ' cm-mod-compact' : ''}`}
             aria-label="Cluster list"
           >
             {clusters.map(cluster => (
@@ -245,7 +327,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
                 commands={commands}
                 canInsert={props.canInsert}
                 offline={offline}
-                compact={many}
+                compact={compact.on}
                 onDragStart={props.onDragStart}
               />
             ))}

@@ -157,6 +157,8 @@ export namespace CommandIDs {
   export const scale = 'clustermgr:scale';
   export const adapt = 'clustermgr:adapt';
   export const editSpec = 'clustermgr:edit-spec';
+  export const rename = 'clustermgr:rename';
+  export const idleTimeout = 'clustermgr:idle-timeout';
   export const shutdown = 'clustermgr:shutdown';
   export const restart = 'clustermgr:restart';
   export const showEvents = 'clustermgr:show-events';

@@ -423,7 +423,8 @@ export type PatchClusterRequest =
   | { scale: Target }
   | { spec: IWorkerSpecRequest }
   | { adapt: IAdaptRequest | IAdaptOffRequest | null }
-  | { name: string };
+  | { name: string }
+  | { idle_timeout: number | null };
 
 /**
  * `GET clustermgr/api/clusters`.
@@ -440,6 +441,11 @@ export interface ILimits {
   max_workers: number;
   max_clusters: number;
   machine: { cores: number; memory: number };
+  /**
+   * What the other live clusters whose workers run on this machine use now
+   * (added by the sidebar, not the server): the machine's warnings count it.
+   */
+  in_use_here?: IInUseHere;
 }
 
 /**
@@ -486,3 +492,13 @@ export type StreamMessage =
       events?: IEvent[];
     }
   | { type: 'removed'; seq: number; id: string };
+
+/**
+ * Cores and memory (bytes) the workers of `clusters` other live clusters use
+ * on this machine.
+ */
+export interface IInUseHere {
+  clusters: number;
+  cores: number;
+  memory: number;
+}

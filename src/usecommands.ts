@@ -2,12 +2,13 @@
  * Commands that use a cluster without changing it: insert a Client cell,
  * copy the scheduler address, open the dashboard, show the event history.
  */
-import { JupyterFrontEnd } from '@jupyterlab/application';
+import { ILayoutRestorer, JupyterFrontEnd } from '@jupyterlab/application';
 import {
   Clipboard,
   InputDialog,
   MainAreaWidget,
-  Notification
+  Notification,
+  WidgetTracker
 } from '@jupyterlab/apputils';
 
 import { ICommandContext } from './commandcontext';
@@ -21,12 +22,21 @@ import { CommandIDs } from './tokens';
 import { ICluster } from './types';
 import { whyNoClient } from './cardstate';
 
+/**
+ * The namespace of History tabs in the layout restorer.
+ */
+const HISTORY_NAMESPACE = 'clustermgr-events';
+
 export function addUseCommands(
   context: ICommandContext,
-  targets: IInsertTargets
+  targets: IInsertTargets,
+  restorer: ILayoutRestorer | null = null
 ): void {
   const { app, model, target, reachable } = context;
   const { commands, shell } = app;
+  const histories = new WidgetTracker<MainAreaWidget<EventHistory>>({
+    namespace: HISTORY_NAMESPACE
+  });
 
   commands.addCommand(CommandIDs.insertClientCell, {
     label: args => {
@@ -68,12 +78,26 @@ export function addUseCommands(
     caption: 'Every lifecycle change and scaling decision, with its reason',
     isEnabled: args => !!target(args),
     execute: args => {
+      // A restored tab names its cluster by id and name: the cluster may be
+      // gone, or not loaded yet.
       const cluster = target(args);
-      if (cluster) {
-        openEventHistory(app, model, cluster);
+      const clusterId = cluster?.id ?? args['clusterId'];
+      const name = cluster?.name ?? args['clusterName'];
+      if (typeof clusterId === 'string' && typeof name === 'string') {
+        openEventHistory(app, model, histories, clusterId, name);
       }
     }
   });
+  if (restorer) {
+    void restorer.restore(histories, {
+      command: CommandIDs.showEvents,
+      args: widget => ({
+        clusterId: widget.content.clusterId,
+        clusterName: widget.content.clusterName
+      }),
+      name: widget => widget.content.clusterId
+    });
+  }
 
   commands.addCommand(CommandIDs.showLogs, {
     label: 'Logs',
@@ -143,20 +167,23 @@ async function chooseCluster(
 function openEventHistory(
   app: JupyterFrontEnd,
   model: ClustersModel,
-  cluster: ICluster
+  tracker: WidgetTracker<MainAreaWidget<EventHistory>>,
+  clusterId: string,
+  clusterName: string
 ): void {
-  const id = `clustermgr-events-${cluster.id}`;
+  const id = `clustermgr-events-${clusterId}`;
   const open = Array.from(app.shell.widgets('main')).find(w => w.id === id);
   if (open) {
     app.shell.activateById(id);
     return;
   }
-  const content = new EventHistory({ model, clusterId: cluster.id });
+  const content = new EventHistory({ model, clusterId, clusterName });
   const widget = new MainAreaWidget({ content });
   widget.id = id;
-  widget.title.label = `History ${cluster.name}`;
+  widget.title.label = `History ${clusterName}`;
   widget.title.icon = clusterIcon;
   widget.title.closable = true;
+  void tracker.add(widget);
   app.shell.add(widget, 'main');
 }
 

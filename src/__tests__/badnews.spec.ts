@@ -1,5 +1,11 @@
 import { badNews, goneNews } from '../badnews';
-import { canRestart, removalLabel, whyNotScalable } from '../cardstate';
+import {
+  canRestart,
+  removalLabel,
+  shownStatus,
+  whyNotScalable,
+  withoutShownError
+} from '../cardstate';
 import { ICluster, IEvent } from '../types';
 
 function cluster(extra: Partial<ICluster> = {}): ICluster {
@@ -148,5 +154,58 @@ describe('card state', () => {
     });
     expect(removalLabel(external)).toBe('Detach');
     expect(whyNotScalable(external)).toMatch(/Started elsewhere/);
+  });
+
+  it('says "refused", not "running", when every worker was refused', () => {
+    // Given a SLURM cluster whose scheduler runs and whose jobs sbatch refused
+    const error =
+      'sbatch refused worker default-1: sbatch: error: unable to contact slurm controller';
+    const refused = cluster({
+      error,
+      workers: {
+        requested: 0,
+        running: 0,
+        pending: 0,
+        pending_reasons: {},
+        waiting: [],
+        stopping: 0,
+        groups: [
+          {
+            name: 'default',
+            requested: 0,
+            running: 0,
+            pending: 0,
+            pending_reasons: {},
+            error
+          }
+        ]
+      }
+    });
+    // Then its state is "refused"
+    expect(shownStatus(refused)).toBe('refused');
+    // And a cluster with a worker running, one pending, or one stopping is what the server says
+    expect(shownStatus(cluster())).toBe('running');
+    const pending = cluster({
+      workers: { ...refused.workers, pending: 1 }
+    });
+    expect(shownStatus(pending)).toBe('running');
+    expect(shownStatus({ ...refused, status: 'failed' })).toBe('failed');
+    // And one scaled to 0 on purpose (no group error) is running
+    const idle = cluster({
+      workers: {
+        ...refused.workers,
+        groups: [{ ...refused.workers.groups[0], error: null }]
+      }
+    });
+    expect(shownStatus(idle)).toBe('running');
+  });
+
+  it('says an error once: a decision drops the error shown above it', () => {
+    const error = 'sbatch refused worker default-1: sbatch: error: down';
+    expect(withoutShownError(`not retrying: ${error}`, [null, error])).toBe(
+      'not retrying'
+    );
+    expect(withoutShownError('manual scale', [error])).toBe('manual scale');
+    expect(withoutShownError(error, [error])).toBe(error);
   });
 });

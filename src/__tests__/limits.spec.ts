@@ -5,11 +5,12 @@ import {
   addTotals,
   capRefusal,
   ICaps,
+  inUseHere,
   limitWarnings,
   otherGroupsTotals
 } from '../limits';
 import { ITotals } from '../spec';
-import { ILimits, IWorkerGroupSpec } from '../types';
+import { ICluster, ILimits, IWorkerGroupSpec } from '../types';
 
 const GiB = 2 ** 30;
 
@@ -131,5 +132,66 @@ describe('otherGroupsTotals and addTotals', () => {
     expect(addTotals(plan(1, 2, GiB), plan(3, 4, 2 * GiB))).toEqual(
       plan(4, 6, 3 * GiB)
     );
+  });
+});
+
+describe('the machine warnings count the clusters already running here', () => {
+  const running = (
+    id: string,
+    cores: number,
+    memory: number,
+    extra: Partial<ICluster> = {}
+  ): ICluster =>
+    ({
+      id,
+      status: 'running',
+      resources: { cores, memory, gpus: 0 },
+      capabilities: {
+        can_scale: true,
+        can_stop: true,
+        multiple_groups: true,
+        readoptable: true,
+        runs_processes_here: true
+      },
+      ...extra
+    }) as ICluster;
+
+  it('adds up the live clusters whose workers run here, except the one edited', () => {
+    const clusters = [
+      running('a', 1, 2 * GiB),
+      running('b', 1, 3 * GiB),
+      running('edited', 8, 8 * GiB),
+      running('ended', 4, GiB, { status: 'failed' }),
+      running('batch', 4, GiB, {
+        capabilities: {
+          can_scale: true,
+          can_stop: true,
+          multiple_groups: true,
+          readoptable: true,
+          runs_processes_here: false
+        }
+      })
+    ];
+    expect(inUseHere(clusters, 'edited')).toEqual({
+      clusters: 2,
+      cores: 2,
+      memory: 5 * GiB
+    });
+  });
+
+  it('warns when a plan that fits alone does not fit beside them', () => {
+    // Given a 2-core, 8 GiB machine where another cluster uses 1 core and 6 GiB
+    const busy: ILimits = {
+      ...limits,
+      in_use_here: { clusters: 1, cores: 1, memory: 6 * GiB }
+    };
+    // When a plan of 2 cores and 4 GiB is checked
+    // Then both warnings name what the other cluster uses
+    expect(limitWarnings(plan(2, 2, 4 * GiB), busy, true)).toEqual([
+      'With the 1 core another cluster uses here, more than this machine’s 2 cores: workers will compete for them',
+      'With the 6 GiB another cluster uses here, more than this machine’s 8 GiB of memory: workers may be killed'
+    ]);
+    // And the same plan alone on the machine fits
+    expect(limitWarnings(plan(2, 2, 4 * GiB), limits, true)).toEqual([]);
   });
 });

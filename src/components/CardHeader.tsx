@@ -5,6 +5,7 @@
 import { copyIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
+import { shownStatus } from '../cardstate';
 import { ICluster } from '../types';
 import { SchedulerAddress } from './CardParts';
 import { ExternalBadge } from './ExternalBadge';
@@ -14,6 +15,7 @@ import { ExternalBadge } from './ExternalBadge';
  */
 export function CardHeader(props: { cluster: ICluster }): React.ReactElement {
   const { cluster } = props;
+  const status = shownStatus(cluster);
   return (
     <div className="cm-ClusterCard-header">
       <span className="cm-ClusterCard-name" title={cluster.name}>
@@ -24,10 +26,15 @@ export function CardHeader(props: { cluster: ICluster }): React.ReactElement {
       </span>
       <ExternalBadge cluster={cluster} />
       <span
-        className={`cm-StatusBadge cm-StatusBadge-${cluster.status}`}
-        aria-label={`Status: ${cluster.status}`}
+        className={`cm-StatusBadge cm-StatusBadge-${status}`}
+        aria-label={`Status: ${status}`}
+        title={
+          status === 'refused'
+            ? 'The scheduler runs, but every worker was refused: no work can run'
+            : undefined
+        }
       >
-        {cluster.status}
+        {status}
       </span>
     </div>
   );

@@ -4,6 +4,7 @@
  */
 import * as React from 'react';
 
+import { withoutShownError } from '../cardstate';
 import { formatSize, formatTime, plural } from '../format';
 import { IAdaptRange, ICluster, IEvent } from '../types';
 import { blockedByClientData, GroupCounts, ShrinkHint } from './CardParts';
@@ -157,20 +158,21 @@ export function CardDeparture(props: {
 
 export function CardDecision(props: {
   decision: IEvent | null;
+  /** Errors the card shows already: the reason does not repeat them. */
+  shownErrors?: ReadonlyArray<string | null>;
 }): React.ReactElement | null {
   const { decision } = props;
   if (!decision) {
     return null;
   }
+  const reason = withoutShownError(decision.message, props.shownErrors ?? []);
   return (
     <>
       <div className="cm-ClusterCard-decision" aria-label="Last decision">
         <span className="cm-ClusterCard-decisionChange">
           {decisionChange(decision)}
         </span>{' '}
-        <span className="cm-ClusterCard-decisionReason">
-          {decision.message}
-        </span>{' '}
+        <span className="cm-ClusterCard-decisionReason">{reason}</span>{' '}
         <span className="cm-ClusterCard-decisionMeta">
           {[
             // "manual scale · manual" says it twice

@@ -5,6 +5,7 @@
 import { CommandRegistry } from '@lumino/commands';
 import * as React from 'react';
 
+import { shownStatus } from '../cardstate';
 import { DRAG_THRESHOLD } from '../clientcell';
 import { ClustersModel } from '../model';
 import { CommandIDs } from '../tokens';
@@ -106,7 +107,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
       data-cluster-id={cluster.id}
       data-status={cluster.status}
       tabIndex={0}
-      aria-label={`Cluster ${cluster.name}, ${cluster.status}`}
+      aria-label={`Cluster ${cluster.name}, ${shownStatus(cluster)}`}
       title={
         reachable
           ? 'Drag into a notebook to insert a Client cell; right-click for more'
@@ -125,7 +126,13 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
         }
       />
       <CardDetails cluster={cluster} />
-      <CardDecision decision={cluster.last_decision} />
+      <CardDecision
+        decision={cluster.last_decision}
+        shownErrors={[
+          cluster.error,
+          ...(cluster.workers.groups ?? []).map(g => g.error)
+        ]}
+      />
       <CardDeparture
         departure={cluster.last_departure}
         onOpenLog={worker =>

@@ -3,7 +3,7 @@ import * as React from 'react';
 import { ICluster } from '../types';
 
 /**
- * Above this many clusters the sidebar offers a filter box and compact cards.
+ * Above this many clusters the sidebar offers a filter box (cards turn compact by height: compact.ts).
  */
 export const MANY_CLUSTERS = 4;
 

@@ -21,14 +21,32 @@ function change(event: IEvent): string {
  * It reloads when the cluster changes.
  */
 export class EventHistory extends ReactWidget {
-  constructor(options: { model: ClustersModel; clusterId: string }) {
+  constructor(options: {
+    model: ClustersModel;
+    clusterId: string;
+    /** The cluster's name (kept for the layout restorer). */
+    clusterName: string;
+  }) {
     super();
     this._model = options.model;
     this._clusterId = options.clusterId;
+    this.clusterName = options.clusterName;
     this.addClass('cm-EventHistory');
     this._model.changed.connect(this._onChange, this);
     void this.load();
   }
+
+  /**
+   * The cluster whose history this is.
+   */
+  get clusterId(): string {
+    return this._clusterId;
+  }
+
+  /**
+   * The cluster's name when the tab was opened (it titles a restored tab).
+   */
+  readonly clusterName: string;
 
   /**
    * Fetch the events again.
@@ -74,7 +92,7 @@ export class EventHistory extends ReactWidget {
     return (
       <div className="cm-EventHistory-body">
         <div className="cm-EventHistory-header">
-          <h2>Event history of {cluster?.name ?? this._clusterId}</h2>
+          <h2>Event history of {cluster?.name ?? this.clusterName}</h2>
           <button
             type="button"
             className="jp-mod-styled cm-EventHistory-refresh"

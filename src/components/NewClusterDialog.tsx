@@ -228,7 +228,7 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
         error={error}
         field="spec"
         idPrefix="cm-new"
-        limits={props.model.limits}
+        limits={props.model.limitsFor()}
         runsProcessesHere={capabilities.runs_processes_here}
         multipleGroups={capabilities.multiple_groups}
         shapeLocked={offReason(
@@ -266,7 +266,7 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
         error={adaptInline ? error : null}
         field="adapt"
         idPrefix="cm-new-adapt"
-        limits={props.model.limits}
+        limits={props.model.limitsFor()}
         others={otherDraftTotals(groups, adaptDraftGroup)}
         runsProcessesHere={capabilities.runs_processes_here}
       />

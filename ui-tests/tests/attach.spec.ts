@@ -2,8 +2,10 @@
  * Clusters started elsewhere: a notebook's LocalCluster attached from the
  * sidebar, its client inserted and working; one started with the server's
  * discovery on appears by itself, marked external, and leaves when closed.
+ * An address nothing answers at keeps the dialog open with the reason.
  */
 import { expect, test } from '@jupyterlab/galata';
+import { createServer } from 'net';
 
 import { openSidebar } from './fakes';
 import { CLUSTER_TIMEOUT, runInNewCell } from './helpers';
@@ -93,4 +95,54 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
     await runInNewCell(page, "print(len(client.scheduler_info()['workers']))")
   ).toBe('1');
   await runInNewCell(page, 'client.close(); outside.close()');
+});
+
+/**
+ * A local port nothing listens on (it was free a moment ago).
+ */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise(resolve => server.close(resolve));
+  return port;
+}
+
+test('attaching an address nothing answers at keeps the dialog open with the reason', async ({
+  page
+}) => {
+  // Given an address where no scheduler listens
+  const address = `tcp://127.0.0.1:${await closedPort()}`;
+  const sidebar = await openSidebar(page);
+
+  // When it is attached from the sidebar
+  await sidebar
+    .getByRole('button', { name: 'Attach a cluster started elsewhere' })
+    .click();
+  const dialog = page.locator('.jp-Dialog');
+  await dialog.getByRole('textbox').fill(address);
+  await dialog.getByRole('button', { name: 'Attach' }).click();
+
+  // Then the dialog stays open and says why, with something after the colon
+  const reason = dialog.locator('.cm-FieldError');
+  await expect(reason).toHaveText(
+    new RegExp(
+      `^Could not attach it: cannot reach the scheduler at ${address}: \\S`
+    ),
+    {
+      timeout: CLUSTER_TIMEOUT
+    }
+  );
+  expect((await reason.innerText()).trim()).not.toMatch(/:$/);
+  await expect(dialog.getByRole('textbox')).toHaveValue(address);
+  await expect(dialog.getByRole('textbox')).toHaveAttribute(
+    'aria-invalid',
+    'true'
+  );
+  // And nothing is left listed
+  await expect(sidebar.locator('.cm-ClusterCard')).toHaveCount(0, {
+    timeout: CLUSTER_TIMEOUT
+  });
+  await dialog.locator('.jp-Dialog-button.jp-mod-reject').click();
+  await expect(dialog).toHaveCount(0);
 });
