@@ -123,7 +123,7 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
 
   if (hasEnded(cluster)) {
     return (
-      <div className="cm-ClusterCard-actions">
+      <div className="cm-ClusterCard-actions cm-mod-ended">
         {history(false)}
         {logs}
         {canRestart(cluster) &&

@@ -343,6 +343,8 @@ test('a stopped card has no live buttons; clusters gone while offline are explai
       scheduler_address: null
     })
   ];
+  // Tall enough for three full cards (shorter, the cards go compact)
+  await page.setViewportSize({ width: 1280, height: 1400 });
   const server = await fakeServer(page, clusters);
   await page.goto();
   const sidebar = await openSidebar(page);
