@@ -104,7 +104,9 @@ class WorkNotifier(SchedulerPlugin):
         self._notify("tasks")
 
     def transition(self, key, start, finish, *args, **kwargs) -> None:
-        if start == "processing" and not self._dry_check_pending:
+        # A task finished, or data held in memory was let go (a client released it): a worker may now be
+        # free to retire, and with no new tasks nothing else would wake adaptive mode to see it.
+        if start in ("processing", "memory") and not self._dry_check_pending:
             self._dry_check_pending = True
             IOLoop.current().call_later(DRY_CHECK_DELAY, self._check_dry)
 

@@ -99,9 +99,16 @@ async def test_usage_is_counted_per_group_and_day_and_the_timeline_shows_memory_
     await until(lambda: stored() == now["usage"], 10, "the stored usage to be the cluster's")
 
     # And its timeline has the workers, their memory in use and limit, and CPU, sampled from the scheduler
-    _, timeline = await call(jp_fetch, "GET", "clusters", cluster_id, "timeline", expect=200)
-    points = timeline["points"]
-    assert max(p["workers"] for p in points) == 2 and points[-1]["workers"] == 1
+    # (sampled periodically: the sample after the scale-down may come a moment after the API shows it)
+    sampled: dict = {}
+
+    async def sampled_after_the_scale_down() -> bool:
+        _, sampled["timeline"] = await call(jp_fetch, "GET", "clusters", cluster_id, "timeline", expect=200)
+        return sampled["timeline"]["points"][-1]["workers"] == 1
+
+    await until(sampled_after_the_scale_down, 30, "a timeline sample with the one worker left")
+    points = sampled["timeline"]["points"]
+    assert max(p["workers"] for p in points) == 2
     assert all(p["memory"] > 0 for p in points if p["workers"] >= 1)
     assert max(p["memory_limit"] for p in points) == 512 * MiB
     assert all(p["cpu"] >= 0 for p in points)
