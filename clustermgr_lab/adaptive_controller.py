@@ -115,8 +115,11 @@ class AdaptiveController:
                     except Exception:  # one bad step must not end adaptive mode silently
                         log.exception("cluster %s: adaptive step failed", self.cluster_id)
                 await asyncio.sleep(MIN_STEP_GAP)
+                settings = self.settings
+                if settings is None:  # adaptive mode was turned off during the step
+                    break
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(woken.wait(), max(0.0, self.settings.interval - MIN_STEP_GAP))
+                    await asyncio.wait_for(woken.wait(), max(0.0, settings.interval - MIN_STEP_GAP))
         finally:
             if self._woken is woken:
                 self._woken = None

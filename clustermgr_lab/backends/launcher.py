@@ -578,8 +578,9 @@ class WarmLauncher(LoggingConfigurable):
     async def _connect(self) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.start_timeout
-        if self._process is not None and self._process.poll() is not None:
-            self._process = None  # an earlier launcher of ours, gone since
+        # Only a launcher started by this attempt can fail it: an earlier one may still be dying (a killed
+        # launcher's socket closes before its exit code can be read), and its code says nothing of the next.
+        self._process = None
         starts = 0
         try:
             self.socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
