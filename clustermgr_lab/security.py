@@ -39,6 +39,13 @@ class UnsafePath(PermissionError):
     """A file or folder that others can read or write, or that belongs to someone else."""
 
 
+def _refuse_unless_ours(path: Path, info: os.stat_result) -> None:
+    if info.st_uid != os.getuid():
+        raise UnsafePath(
+            f"{path} belongs to uid {info.st_uid}, not to this user (uid {os.getuid()}): refusing to use it"
+        )
+
+
 def private_folder(path: Path, narrow: bool = True) -> Path:
     """Make ``path`` (and missing parents) a folder only this user may enter; refuse one others own or can write.
 
@@ -56,10 +63,7 @@ def private_folder(path: Path, narrow: bool = True) -> Path:
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         raise UnsafePath(f"{path} is not a folder (a symlink or a file is in its place): refusing to use it")
-    if info.st_uid != os.getuid():
-        raise UnsafePath(
-            f"{path} belongs to uid {info.st_uid}, not to this user (uid {os.getuid()}): refusing to use it"
-        )
+    _refuse_unless_ours(path, info)
     mode = stat.S_IMODE(info.st_mode)
     if mode & 0o022:
         raise UnsafePath(f"{path} can be written by other users (mode {mode:o}): refusing to use it")
@@ -82,10 +86,7 @@ def private_file(path: Path) -> None:
     info = os.lstat(path)
     if not stat.S_ISREG(info.st_mode):
         raise UnsafePath(f"{path} is not a regular file: refusing to use it")
-    if info.st_uid != os.getuid():
-        raise UnsafePath(
-            f"{path} belongs to uid {info.st_uid}, not to this user (uid {os.getuid()}): refusing to use it"
-        )
+    _refuse_unless_ours(path, info)
     mode = stat.S_IMODE(info.st_mode)
     if mode & 0o077:
         log.warning("%s was open to other users (mode %o): narrowed to %o", path, mode, mode & 0o700)
