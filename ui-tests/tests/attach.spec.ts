@@ -8,7 +8,7 @@ import { expect, test } from '@jupyterlab/galata';
 import { createServer } from 'net';
 
 import { openSidebar } from './fakes';
-import { CLUSTER_TIMEOUT, runInNewCell } from './helpers';
+import { clientCellText, CLUSTER_TIMEOUT, runInNewCell } from './helpers';
 
 test('attach a notebook’s LocalCluster and insert its client; a discovered one comes and goes', async ({
   page
@@ -59,7 +59,7 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
   await card.getByRole('button', { name: /^Insert client code for / }).click();
   const index = (await page.notebook.getCellCount()) - 1;
   expect(await page.notebook.getCellTextInput(index)).toBe(
-    `from distributed import Client\nclient = Client(${JSON.stringify(address)})`
+    clientCellText({ address })
   );
   expect(await page.notebook.runCell(index)).toBe(true);
   expect(
