@@ -106,6 +106,7 @@ class ManagedCluster:
         self.max_workers = max_workers
         self.lifecycle = PENDING
         self.error: str | None = None
+        self.ended: str | None = None  # how a cluster that ended by itself ended normally, in words
         self.created = utcnow()
         self._created_clock = time.monotonic()
         self.usage = UsageMeter()
@@ -233,6 +234,7 @@ class ManagedCluster:
             "capabilities": self.backend.capabilities.to_dict(),
             "status": self.status,
             "error": self.error,
+            "ended": self.ended,
             "scheduler_address": self.endpoint.address if self.endpoint else None,
             # the cluster's TLS files (null: plain TCP): their owner's Client builds a distributed.Security from them
             "tls": self.backend.security.to_dict() if self.backend.security is not None else None,
@@ -670,18 +672,38 @@ class ManagedCluster:
             if self._shut_down_for_idleness():
                 asyncio.ensure_future(self._idle_stopped())
             else:
-                reason = getattr(self._link, "lost_reason", None)
-                asyncio.ensure_future(self._fail(reason or "lost the connection to the scheduler"))
+                asyncio.ensure_future(self._scheduler_gone(getattr(self._link, "lost_reason", None)))
 
     def _shut_down_for_idleness(self) -> bool:
         return bool(self.idle_timeout) and self.backend.stopped_for_idleness()
 
     async def _idle_stopped(self) -> None:
-        """The scheduler shut itself down after its idle timeout: stop what is left, end ``stopped``."""
-        self.lifecycle = STOPPING
-        self.events.lifecycle(
+        """The scheduler shut itself down after its idle timeout."""
+        await self.ended_by_itself(
             f"shut down: idle (no tasks and no client) for {self.idle_timeout:g} s, the cluster's idle timeout"
         )
+
+    async def _scheduler_gone(self, reason: str | None) -> None:
+        """The scheduler went: closed normally by whoever started it (the backend knows), else lost: ``failed``."""
+        closed_by_owner = getattr(self.backend, "closed_by_owner", None)  # external clusters whose owner tells
+        how = await closed_by_owner() if closed_by_owner is not None else None
+        if self.lifecycle != RUNNING:  # ended meanwhile (deleted, or told of the close another way)
+            return
+        if how:
+            await self.ended_by_itself(how)
+        else:
+            await self._fail(reason or "lost the connection to the scheduler")
+
+    async def ended_by_itself(self, how: str) -> None:
+        """The scheduler shut down normally, unasked: stop what is left, end ``stopped`` saying ``how``, with no error.
+
+        E.g. its idle timeout, or a discovered cluster closed in its notebook.
+        """
+        if self.lifecycle not in (PENDING, RUNNING):
+            return
+        self.lifecycle = STOPPING
+        self.ended = how
+        self.events.lifecycle(how)
         self._changed()
         await self._teardown()
         self.lifecycle = STOPPED

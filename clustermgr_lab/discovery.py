@@ -5,7 +5,14 @@ that make every scheduler started in a kernel load :mod:`clustermgr_lab.discover
 one small JSON file per scheduler into the discovery folder and removes it when the scheduler closes.
 Here, one cheap ``stat`` of that folder per interval (in a thread, off the event loop) notices the
 change; only then is the folder read. Each announced scheduler is attached (backend ``external``,
-template ``discovered``) and detached again when its file goes or its scheduler is lost.
+template ``discovered``).
+
+How it ended is known, not guessed: the preload removes the file when its scheduler closes, before
+the scheduler drops its connections (distributed tears preloads down first); a kernel that dies
+leaves its file behind (this server removes it, seeing the kernel gone). So a scheduler whose file
+its kernel removed was closed normally: the cluster ends ``stopped``, saying so; one whose
+connection was lost with its file still there (or removed by this server) ends ``failed``, with the
+reason. Either stays listed until removed, or until its notebook starts another cluster.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import ast
 import asyncio
 import os
 import shutil
+from functools import partial
 from pathlib import Path
 
 import dask.config
@@ -32,7 +40,7 @@ from .announcements import (
     read_file,
 )
 from .backends.external import parse_scheduler_address
-from .cluster import FAILED, STOPPED, STOPPING
+from .cluster import FAILED, PENDING, RUNNING, STOPPED
 from .errors import ClusterManagerError, NotFound
 from .manager import ClusterManager
 from .tasks import cancel_and_wait
@@ -59,6 +67,11 @@ def _existing_preloads(value: str | None) -> list[str]:
     except (ValueError, SyntaxError):
         parsed = value
     return [parsed] if isinstance(parsed, str) else [str(p) for p in parsed]
+
+
+def closed_normally(origin: str) -> str:
+    """What a discovered cluster closed where it was started says (``origin``: e.g. ``its notebook x.ipynb``)."""
+    return f"closed in {origin}: its scheduler shut down normally"
 
 
 def remove_stale_folders(parent: Path, log) -> None:
@@ -103,6 +116,10 @@ class ClusterDiscovery(LoggingConfigurable):
         # One folder per server: kernels of another server on the same workdir announce elsewhere.
         self.folder = Path(manager.workdir) / "discovery" / f"server-{os.getpid()}"
         self._known: dict[str, str | None] = {}  # announcement file -> cluster id (None: not listed)
+        self._origins: dict[
+            str, tuple[str, str]
+        ] = {}  # cluster id -> (its file, the notebook or kernel that started it)
+        self._dead: set[str] = set()  # announcement files this server removed: their kernel died, nothing closed
         self._mtime: int | None = None
         self._task: asyncio.Task | None = None
         self._saved_env: dict[str, str | None] = {}
@@ -154,7 +171,6 @@ class ClusterDiscovery(LoggingConfigurable):
                 announcements = await asyncio.to_thread(self._read_if_changed)
                 if announcements is not None:
                     self._apply(announcements)
-                self._forget_lost()
             except asyncio.CancelledError:
                 raise
             except Exception:  # one bad turn must not end discovery
@@ -193,6 +209,7 @@ class ClusterDiscovery(LoggingConfigurable):
                 announcements[name] = parse_announcement(read_file(path, os.getuid()), os.getpid(), allowed)
             except BadAnnouncement as exc:
                 if "is gone" in str(exc):
+                    self._dead.add(name)
                     path.unlink(missing_ok=True)  # left by a kernel that died without closing its cluster
                 elif name not in self._reported:
                     self.log.warning("clustermgr: ignoring announcement file %r: %s", name, exc)
@@ -202,39 +219,61 @@ class ClusterDiscovery(LoggingConfigurable):
 
     def _apply(self, announcements: dict[str, Announcement]) -> None:
         for name in set(self._known) - set(announcements):
-            self._detach(self._known.pop(name))
+            self._gone(name, self._known.pop(name))
         for name, announcement in announcements.items():
             if name not in self._known:
-                self._known[name] = self._attach(announcement)
+                self._known[name] = self._attach(name, announcement)
+        self._origins = {i: o for i, o in self._origins.items() if self._listed(i)}
+        self._dead &= {file for file, _ in self._origins.values()}  # asked about until their cluster leaves
 
-    def _attach(self, announcement: Announcement) -> str | None:
+    def _listed(self, cluster_id: str) -> bool:
+        try:
+            self.manager.get(cluster_id)
+        except NotFound:
+            return False
+        return True
+
+    def _attach(self, file: str, announcement: Announcement) -> str | None:
+        notebook = announcement.notebook
+        label = Path(notebook).name if notebook else f"kernel {announcement.pid}"
+        origin = f"its notebook {label}" if notebook else label
+        self._remove_ended(origin)
         try:
             address = parse_scheduler_address(announcement.address)
-            notebook = announcement.notebook
-            label = Path(notebook).name if notebook else f"kernel {announcement.pid}"
             name = self.manager.unique_name(f"{label} {address.removeprefix('tcp://')}")
-            return self.manager.attach(address, name, origin=DISCOVERED).id
+            cluster = self.manager.attach(address, name, origin=DISCOVERED)
         except ClusterManagerError as exc:  # e.g. attached by hand already
             self.log.info("clustermgr: not listing an announced scheduler: %s", exc.message)
             return None
+        cluster.backend.closed_by_owner = partial(self._closed_by_owner, file, origin)
+        self._origins[cluster.id] = (file, origin)
+        return cluster.id
 
-    def _detach(self, cluster_id: str | None) -> None:
-        if cluster_id is None:
-            return
-        try:
-            if self.manager.get(cluster_id).lifecycle not in (STOPPING, STOPPED):
-                self.manager.delete(cluster_id)
-        except NotFound:
-            pass  # detached by hand already
-
-    def _forget_lost(self) -> None:
-        """A discovered cluster whose scheduler was lost (its kernel died) leaves the list."""
-        for cluster_id in self._known.values():
-            if cluster_id is None:
-                continue
+    def _remove_ended(self, origin: str) -> None:
+        """A notebook that starts a cluster again takes the cluster it ended (closed or lost) off the list."""
+        for cluster_id, (_, started_by) in list(self._origins.items()):
             try:
-                lost = self.manager.get(cluster_id).lifecycle == FAILED
+                if started_by == origin and self.manager.get(cluster_id).lifecycle in (STOPPED, FAILED):
+                    self.manager.delete(cluster_id)
             except NotFound:
-                continue
-            if lost:
-                self.manager.delete(cluster_id)
+                pass
+
+    async def _closed_by_owner(self, file: str, origin: str) -> str | None:
+        """How the scheduler announced in ``file`` was closed, if its kernel removed the file (a normal close)."""
+        if file in self._dead or await asyncio.to_thread((self.folder / file).exists):
+            return None
+        return closed_normally(origin)
+
+    def _gone(self, file: str, cluster_id: str | None) -> None:
+        """An announcement file went: closed normally by its kernel, or removed here because its kernel died."""
+        if cluster_id is None or file in self._dead:
+            return  # a lost scheduler: its cluster's link reports it, with the reason
+        try:
+            cluster = self.manager.get(cluster_id)
+        except NotFound:
+            return  # detached by hand already
+        if cluster.lifecycle == PENDING:  # never reached: nothing to say about it
+            self.manager.delete(cluster_id)
+        elif cluster.lifecycle == RUNNING:
+            _, origin = self._origins[cluster_id]
+            asyncio.ensure_future(cluster.ended_by_itself(closed_normally(origin)))

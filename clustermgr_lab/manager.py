@@ -502,6 +502,8 @@ class ClusterManager(LoggingConfigurable):
         files that reach a ``tls://`` scheduler.
         """
         for other in self._clusters.values():
+            if other.template == DISCOVERED and other.lifecycle in (STOPPED, FAILED):
+                continue  # a notebook's cluster that ended: its scheduler is gone, its port may be another's now
             if address in (getattr(other.backend, "address", None), other.endpoint and other.endpoint.address):
                 raise Conflict(f"the scheduler at {address} is listed already, as {other.name!r}", "attach")
         if name is not None:

@@ -27,7 +27,18 @@ export const DRAG_THRESHOLD = 5;
 export type Connectable = Pick<ICluster, 'id' | 'scheduler_address' | 'tls'>;
 
 /**
- * The code that connects a client to a cluster's scheduler.
+ * The lines that close the notebook's previous client (the one an earlier
+ * Client cell bound to `client`), so that inserting again replaces it rather
+ * than leaving one more client connected.
+ */
+const CLOSE_PREVIOUS = [
+  'if isinstance(globals().get("client"), Client):',
+  '    client.close()  # the client of a cell inserted before'
+];
+
+/**
+ * The code that connects a client to a cluster's scheduler, closing the
+ * client a previously inserted cell made.
  *
  * A cluster with TLS is reached through `clustermgr_lab.connect(id)`, which
  * asks this server for the cluster and builds its `distributed.Security`
@@ -38,11 +49,14 @@ export function clientCode(cluster: Connectable): string {
   if (cluster.tls) {
     return [
       'import clustermgr_lab',
+      'from distributed import Client',
+      ...CLOSE_PREVIOUS,
       `client = clustermgr_lab.connect(${JSON.stringify(cluster.id)})`
     ].join('\n');
   }
   return [
     'from distributed import Client',
+    ...CLOSE_PREVIOUS,
     `client = Client(${JSON.stringify(cluster.scheduler_address)})`
   ].join('\n');
 }

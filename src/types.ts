@@ -236,6 +236,11 @@ export interface ICluster {
   backend: string;
   status: ClusterStatus;
   error: string | null;
+  /**
+   * How a stopped cluster ended by itself, normally (its idle timeout, closed
+   * in its notebook); null otherwise. Older servers do not send it.
+   */
+  ended?: string | null;
   scheduler_address: string | null;
   /**
    * Where its TLS files are (readable by the server's user only); null: plain TCP.

@@ -1,10 +1,12 @@
-"""Given a kernel of this server, then a LocalCluster started in it is listed as external within 2 s, and leaves when
-closed or when its kernel dies."""
+"""Given a kernel of this server, then a LocalCluster started in it is listed as external within 2 s; closed in its
+notebook it ends stopped, saying so; killed with its kernel it ends failed, with the reason."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import time
 
 from .helpers import call, until
@@ -42,13 +44,14 @@ async def listed(jp_fetch, address: str) -> dict | None:
     return next((c for c in data["clusters"] if c["scheduler_address"] == address), None)
 
 
-async def test_a_notebooks_local_cluster_is_discovered_and_leaves_when_closed(jp_fetch, jp_serverapp):
+async def test_a_notebooks_local_cluster_is_discovered_and_says_how_it_ended(jp_fetch, jp_serverapp):
     # Given a kernel started by this server
     kernel_id = await jp_serverapp.kernel_manager.start_kernel(kernel_name="python3")
     client = jp_serverapp.kernel_manager.get_kernel(kernel_id).client()
     client.start_channels()
     try:
         await client.wait_for_ready(timeout=120)
+        kernel_pid = int(await run_in_kernel(client, "import os\nprint(os.getpid())"))
         # When it starts a LocalCluster, as a notebook would
         address = scheduler_address(
             await run_in_kernel(
@@ -73,22 +76,55 @@ async def test_a_notebooks_local_cluster_is_discovered_and_leaves_when_closed(jp
         assert f"clustermgr/dashboard/{cluster['id']}/key-" in cluster["dashboard_url"] and cluster[
             "dashboard_url"
         ].endswith("/status")
-        # When the notebook closes it, it leaves the list
+
+        # When the notebook closes it
         await run_in_kernel(client, "cluster.close()")
-        closed = time.monotonic()
-        while await listed(jp_fetch, address) is not None:
-            assert time.monotonic() - closed < 30, "still listed after the cluster closed"
-            await asyncio.sleep(0.1)
-        # And one whose kernel dies without closing it leaves too
+        # Then it ends stopped, saying it was closed where it was started: nothing failed, no error
+        closed = await until(lambda: ended(jp_fetch, address), 30, "the closed cluster to end")
+        messages = await event_messages(jp_fetch, closed["id"])
+        assert closed["status"] == "stopped", (closed, messages)
+        assert closed["error"] is None, closed
+        assert closed.get("ended") == f"closed in kernel {kernel_pid}: its scheduler shut down normally", closed
+        assert closed["ended"] in messages, messages
+        assert not any("lost" in m or "gone" in m for m in messages), messages
+        assert closed["dashboard_url"] is None and closed["workers"]["running"] == 0
+
+        # When the same kernel starts another cluster: it is listed, and the one it closed leaves the list
         address = scheduler_address(
             await run_in_kernel(client, f"cluster = {CLUSTER}\nprint(cluster.scheduler_address)")
         )
-        await until(lambda: listed(jp_fetch, address), 30, "the cluster to be listed")
+        await until(lambda: running(jp_fetch, address), 30, "the second cluster to run")
+        await until(lambda: gone(jp_fetch, closed["id"]), 30, "the closed cluster to leave the list")
+
+        # When its kernel is killed (kill -9): the scheduler vanishes without closing
+        os.kill(kernel_pid, signal.SIGKILL)
+        # Then the cluster ends failed, saying why, and does not claim a normal end
+        lost = await until(lambda: ended(jp_fetch, address), 30, "the killed cluster to end")
+        assert lost["status"] == "failed", lost
+        assert lost["error"] and "closed" not in lost["error"], lost
+        assert lost.get("ended") is None, lost
+        assert lost["error"] in await event_messages(jp_fetch, lost["id"])
     finally:
         client.stop_channels()
         await jp_serverapp.kernel_manager.shutdown_kernel(kernel_id, now=True)
-    await until(lambda: absent(jp_fetch, address), 30, "the cluster to go with its kernel")
 
 
-async def absent(jp_fetch, address: str) -> bool:
-    return await listed(jp_fetch, address) is None
+async def running(jp_fetch, address: str) -> dict | None:
+    cluster = await listed(jp_fetch, address)
+    return cluster if cluster and cluster["status"] == "running" else None
+
+
+async def ended(jp_fetch, address: str) -> dict | None:
+    """The cluster at ``address`` once it has ended (stopped or failed)."""
+    cluster = await listed(jp_fetch, address)
+    return cluster if cluster and cluster["status"] in ("stopped", "failed") else None
+
+
+async def gone(jp_fetch, cluster_id: str) -> bool:
+    status, _ = await call(jp_fetch, "GET", "clusters", cluster_id)
+    return status == 404
+
+
+async def event_messages(jp_fetch, cluster_id: str) -> list[str]:
+    _, data = await call(jp_fetch, "GET", "clusters", cluster_id, "events", expect=200)
+    return [event["message"] for event in data["events"]]

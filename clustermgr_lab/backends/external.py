@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from distributed.comm import parse_address, parse_host_port, unparse_host_port
@@ -85,6 +85,9 @@ class ExternalBackend(Backend):
         self.address = address
         #: Given a scheduler id, the name of another listed cluster with that scheduler (or None): set by the manager.
         self.listed_as: Callable[[str], str | None] = lambda scheduler_id: None
+        #: How whoever started the scheduler closed it normally, in words, or None when it did not (it was lost):
+        #: asked once the scheduler is gone. Set by discovery, which its notebook's scheduler tells; None: unknown.
+        self.closed_by_owner: Callable[[], Awaitable[str | None]] | None = None
 
     async def start_scheduler(self) -> SchedulerEndpoint:
         """Reach the scheduler and read where its dashboard is (on the scheduler's host, and nowhere else).

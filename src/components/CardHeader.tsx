@@ -64,6 +64,19 @@ export function CardErrors(props: { cluster: ICluster }): React.ReactElement {
 }
 
 /**
+ * How a stopped cluster ended by itself: news, not an error.
+ */
+export function CardEnded(props: {
+  cluster: ICluster;
+}): React.ReactElement | null {
+  const { cluster } = props;
+  if (cluster.status !== 'stopped' || !cluster.ended) {
+    return null;
+  }
+  return <div className="cm-ClusterCard-ended">{cluster.ended}</div>;
+}
+
+/**
  * The scheduler address, and a button that copies it once there is one.
  */
 export function CardScheduler(props: {

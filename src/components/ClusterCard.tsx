@@ -11,7 +11,7 @@ import { ClustersModel } from '../model';
 import { CommandIDs } from '../tokens';
 import { ICluster } from '../types';
 import { CardActions } from './CardActions';
-import { CardErrors, CardHeader, CardScheduler } from './CardHeader';
+import { CardEnded, CardErrors, CardHeader, CardScheduler } from './CardHeader';
 import { CardDecision, CardDeparture, CardDetails } from './CardNumbers';
 import { ClusterChart } from './ClusterChart';
 import { DashboardPlots } from './DashboardPlots';
@@ -117,6 +117,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
     >
       <CardHeader cluster={cluster} />
       <CardErrors cluster={cluster} />
+      <CardEnded cluster={cluster} />
       <CardScheduler
         cluster={cluster}
         onCopy={() =>

@@ -1,16 +1,15 @@
 /**
  * Clusters started elsewhere: a notebook's LocalCluster attached from the
- * sidebar, its client inserted and working; one started with the server's
- * discovery on appears by itself, marked external, and leaves when closed.
- * An address nothing answers at keeps the dialog open with the reason.
+ * sidebar, its client inserted and working (one started with the server's
+ * discovery on, listed by itself: discovered.spec.ts). An address nothing answers at keeps the dialog open with the reason.
  */
 import { expect, test } from '@jupyterlab/galata';
 import { createServer } from 'net';
 
 import { openSidebar } from './fakes';
-import { CLUSTER_TIMEOUT, runInNewCell } from './helpers';
+import { clientCellText, CLUSTER_TIMEOUT, runInNewCell } from './helpers';
 
-test('attach a notebook’s LocalCluster and insert its client; a discovered one comes and goes', async ({
+test('attach a notebook’s LocalCluster and insert its client', async ({
   page
 }) => {
   test.setTimeout(300000);
@@ -59,29 +58,12 @@ test('attach a notebook’s LocalCluster and insert its client; a discovered one
   await card.getByRole('button', { name: /^Insert client code for / }).click();
   const index = (await page.notebook.getCellCount()) - 1;
   expect(await page.notebook.getCellTextInput(index)).toBe(
-    `from distributed import Client\nclient = Client(${JSON.stringify(address)})`
+    clientCellText({ address })
   );
   expect(await page.notebook.runCell(index)).toBe(true);
   expect(
     await runInNewCell(page, "print(len(client.scheduler_info()['workers']))")
   ).toBe('1');
-
-  // A LocalCluster started with discovery on appears by itself, marked external.
-  const discovered = await runInNewCell(
-    page,
-    "found = LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address='127.0.0.1:0')\nprint(found.scheduler_address)"
-  );
-  const foundCard = sidebar.locator('.cm-ClusterCard', {
-    has: page.locator('.cm-ClusterCard-address', { hasText: discovered })
-  });
-  await expect(foundCard.locator('.cm-ClusterCard-template')).toHaveText(
-    'discovered',
-    { timeout: 2000 }
-  );
-  await expect(foundCard.locator('.cm-ExternalBadge')).toHaveText('external');
-  // ...and leaves when the notebook closes it.
-  await runInNewCell(page, 'found.close()');
-  await expect(foundCard).toHaveCount(0, { timeout: 10000 });
 
   // Detaching leaves the cluster running.
   await card.getByRole('button', { name: /^Detach / }).click();

@@ -16,6 +16,7 @@ import {
   openSidebar,
   TEMPLATES
 } from './fakes';
+import { clientCellText } from './helpers';
 
 test.describe.configure({ timeout: 90000 });
 test.use({ autoGoto: false });
@@ -279,9 +280,7 @@ test('Insert Client cell for cluster… from the palette', async ({ page }) => {
         );
       })
     )
-    .toContain(
-      'from distributed import Client\nclient = Client("tcp://127.0.0.1:2")'
-    );
+    .toContain(clientCellText({ address: 'tcp://127.0.0.1:2' }));
 });
 
 test('shows when live updates are disconnected', async ({ page }) => {

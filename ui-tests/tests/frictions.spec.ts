@@ -16,6 +16,7 @@ import {
   GiB,
   openSidebar
 } from './fakes';
+import { clientCellText } from './helpers';
 
 test.describe.configure({ timeout: 90000 });
 test.use({ autoGoto: false });
@@ -436,7 +437,7 @@ test('dragging a card selects no text; Client code goes into notebooks, files an
   page
 }) => {
   const address = 'tcp://127.0.0.1:1';
-  const code = `from distributed import Client\nclient = Client("${address}")`;
+  const code = clientCellText({ address });
   await fakeServer(page, [fakeCluster('a', { name: 'Alive' })]);
   await page.goto();
   const sidebar = await openSidebar(page);

@@ -113,3 +113,24 @@ export async function runInNewCell(
   expect(await page.notebook.runCell(index)).toBe(true);
   return ((await page.notebook.getCellTextOutput(index)) ?? []).join('').trim();
 }
+
+/**
+ * The code of an inserted Client cell: it closes the client an earlier
+ * inserted cell made, then connects through `clustermgr_lab.connect(id)`
+ * (a cluster with TLS) or by the scheduler's address (a plain one).
+ */
+export function clientCellText(
+  target: { id: string } | { address: string }
+): string {
+  const connect =
+    'id' in target
+      ? `client = clustermgr_lab.connect(${JSON.stringify(target.id)})`
+      : `client = Client(${JSON.stringify(target.address)})`;
+  return [
+    ...('id' in target ? ['import clustermgr_lab'] : []),
+    'from distributed import Client',
+    'if isinstance(globals().get("client"), Client):',
+    '    client.close()  # the client of a cell inserted before',
+    connect
+  ].join('\n');
+}

@@ -4,7 +4,12 @@
  */
 import { expect, test } from '@jupyterlab/galata';
 
-import { CLUSTER_TIMEOUT, getSources, waitForCluster } from './helpers';
+import {
+  clientCellText,
+  CLUSTER_TIMEOUT,
+  getSources,
+  waitForCluster
+} from './helpers';
 
 test.describe('clustermgr-lab skeleton', () => {
   test('new cluster, drag into notebook, run client, shut down', async ({
@@ -93,7 +98,7 @@ test.describe('clustermgr-lab skeleton', () => {
 
     // A cluster with TLS: the cell gets its Security from the server (no manual step).
     expect(address).toMatch(/^tls:\/\//);
-    const expected = `import clustermgr_lab\nclient = clustermgr_lab.connect("${id}")`;
+    const expected = clientCellText({ id });
     await expect
       .poll(async () => (await getSources(page)).length)
       .toBe(cellsBefore.length + 1);
