@@ -713,6 +713,75 @@ def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict
 # -- the run ----------------------------------------------------------------------------------------
 
 
+def lifecycle_rows(
+    args: argparse.Namespace, tmp: Path, cm_server: Server, stream: Stream, lab: Server | None
+) -> list[dict]:
+    """Create -> 2, scale 2 -> 4, delete against ``LocalCluster`` (and dask-labextension), sides rotated each repetition."""
+    rows: list[dict] = []
+    sides: list[tuple[str, Callable[[], dict]]] = [
+        ("clustermgr", lambda: cm_lifecycle(cm_server, stream)),
+        ("LocalCluster", lambda: _quiet(tmp, local_lifecycle)),
+    ]
+    if lab:
+        sides.append(("dask-labextension", lambda: lab_lifecycle(lab)))
+    results: dict[str, list[dict]] = {name: [] for name, _ in sides}
+    for rep in range(args.repeat):
+        order = sides[rep % len(sides) :] + sides[: rep % len(sides)]
+        for name, flow in order:
+            results[name].append(flow())
+            log(
+                f"rep {rep + 1}/{args.repeat} {name}: {', '.join(f'{k} {base.fmt_time(v)}' for k, v in results[name][-1].items())}"
+            )
+
+    def col(side: str, key: str) -> list[float]:
+        return [r[key] for r in results.get(side, []) if key in r]
+
+    rows += ratio_rows(
+        "create -> 2 workers running",
+        col("clustermgr", "create"),
+        col("LocalCluster", "create"),
+        "LocalCluster",
+        0.5,
+    )
+    rows += ratio_rows(
+        "scale 2 -> 4 workers",
+        col("clustermgr", "scale_2_4"),
+        col("LocalCluster", "scale_2_4"),
+        "LocalCluster",
+        0.5,
+    )
+    rows += ratio_rows("delete", col("clustermgr", "delete"), col("LocalCluster", "delete"), "LocalCluster", 1.0)
+    if lab:
+        other = "dask-labextension"
+        rows += ratio_rows(
+            "side by side: create -> 2 workers running",
+            col("clustermgr", "create"),
+            col(other, "create"),
+            other,
+            1.0,
+        )
+        rows += ratio_rows(
+            "side by side: scale 0 -> 4 workers",
+            col("clustermgr", "scale_0_4"),
+            col(other, "scale_0_4"),
+            other,
+            1.0,
+        )
+        rows += ratio_rows(
+            "side by side: GET api/status p99 during create",
+            col("clustermgr", "status_p99_during_create"), col(other, "status_p99_during_create"), other, 1.0, unit="ms",
+        )  # fmt: skip
+    else:
+        rows.append(
+            row(
+                "GET api/status p99 during create: clustermgr",
+                median(col("clustermgr", "status_p99_during_create")) * 1000,
+                "ms",
+            )
+        )
+    return rows
+
+
 def tls_rows(server: Server, stream: Stream, repeat: int) -> list[dict]:
     """TLS (every cluster's default) against the same clusters with TLS off, interleaved: create, connect, a graph."""
     rows: list[dict] = []
@@ -749,6 +818,10 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
         if args.only:
             cm_delete(cm_server, stream, cm_create(cm_server, stream, 2)[0])  # warm-up: the launcher's first start
             parts = args.only.split(",")
+            if "lifecycle" in parts:
+                with base.quiet_stderr(tmp / "raw.log"):
+                    base.make_local_cluster(2).close()  # warm-up of the other side
+                rows += lifecycle_rows(args, tmp, cm_server, stream, None)
             if "create-profile" in parts:
                 rows += create_profile(cm_server, stream, tmp / "clustermgr", args.repeat)
             if "bursty" in parts:
@@ -782,67 +855,7 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
         rows.append(row("warm launcher idle memory (RSS)", info.rss / MiB, "MiB"))
         rows.append(row("warm launcher idle memory (USS, not shared with its forks)", info.uss / MiB, "MiB"))
 
-        sides: list[tuple[str, Callable[[], dict]]] = [
-            ("clustermgr", lambda: cm_lifecycle(cm_server, stream)),
-            ("LocalCluster", lambda: _quiet(tmp, local_lifecycle)),
-        ]
-        if lab:
-            sides.append(("dask-labextension", lambda: lab_lifecycle(lab)))
-        results: dict[str, list[dict]] = {name: [] for name, _ in sides}
-        for rep in range(args.repeat):
-            order = sides[rep % len(sides) :] + sides[: rep % len(sides)]
-            for name, flow in order:
-                results[name].append(flow())
-                log(
-                    f"rep {rep + 1}/{args.repeat} {name}: {', '.join(f'{k} {base.fmt_time(v)}' for k, v in results[name][-1].items())}"
-                )
-
-        def col(side: str, key: str) -> list[float]:
-            return [r[key] for r in results.get(side, []) if key in r]
-
-        rows += ratio_rows(
-            "create -> 2 workers running",
-            col("clustermgr", "create"),
-            col("LocalCluster", "create"),
-            "LocalCluster",
-            0.5,
-        )
-        rows += ratio_rows(
-            "scale 2 -> 4 workers",
-            col("clustermgr", "scale_2_4"),
-            col("LocalCluster", "scale_2_4"),
-            "LocalCluster",
-            0.5,
-        )
-        rows += ratio_rows("delete", col("clustermgr", "delete"), col("LocalCluster", "delete"), "LocalCluster", 1.0)
-        if lab:
-            other = "dask-labextension"
-            rows += ratio_rows(
-                "side by side: create -> 2 workers running",
-                col("clustermgr", "create"),
-                col(other, "create"),
-                other,
-                1.0,
-            )
-            rows += ratio_rows(
-                "side by side: scale 0 -> 4 workers",
-                col("clustermgr", "scale_0_4"),
-                col(other, "scale_0_4"),
-                other,
-                1.0,
-            )
-            rows += ratio_rows(
-                "side by side: GET api/status p99 during create",
-                col("clustermgr", "status_p99_during_create"), col(other, "status_p99_during_create"), other, 1.0, unit="ms",
-            )  # fmt: skip
-        else:
-            rows.append(
-                row(
-                    "GET api/status p99 during create: clustermgr",
-                    median(col("clustermgr", "status_p99_during_create")) * 1000,
-                    "ms",
-                )
-            )
+        rows += lifecycle_rows(args, tmp, cm_server, stream, lab)
 
         rows += tls_rows(cm_server, stream, args.repeat)
 
@@ -1031,7 +1044,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        help="only these parts, comma-separated: create-profile, bursty, many-workers, tls, log-tail, multihost "
+        help="only these parts, comma-separated: lifecycle, create-profile, bursty, many-workers, tls, log-tail, multihost "
         "(writes only their rows)",
     )
     parser.add_argument(
