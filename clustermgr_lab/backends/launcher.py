@@ -127,6 +127,7 @@ class Launcher:
         self.listener = listener
         self.idle_timeout = idle_timeout
         self.lock_fd = lock_fd
+        self.yaml_config = YamlConfig()
         self.selector = selectors.DefaultSelector()
         self.clients: dict[socket.socket, Client] = {}
         self.children: dict[int, str] = {}
@@ -298,6 +299,7 @@ class Launcher:
         inherited += [c.fileno() for c in self.clients]
         if self.lock_fd is not None:
             inherited.append(self.lock_fd)
+        yaml_config = self.yaml_config.current()
         sys.stdout.flush()
         sys.stderr.flush()
         # The reply waits until the child is in its own session: a killpg(pid) right after it must work.
@@ -305,7 +307,7 @@ class Launcher:
         pid = os.fork()
         if pid == 0:
             os.close(in_session)
-            run_child(argv, env, request["log"], request.get("cwd") or "/", inherited, tell_parent)
+            run_child(argv, env, request["log"], request.get("cwd") or "/", inherited, tell_parent, yaml_config)
         os.close(tell_parent)
         try:
             os.read(in_session, 1)  # b"" if the child died first: its exit is reported as usual
@@ -331,9 +333,19 @@ def set_process_title(argv: list[str]) -> None:
 
 
 def run_child(
-    argv: list[str], env: dict[str, str], log_path: str, cwd: str, inherited: list[int], tell_parent: int
+    argv: list[str],
+    env: dict[str, str],
+    log_path: str,
+    cwd: str,
+    inherited: list[int],
+    tell_parent: int,
+    yaml_config: dict | None = None,
 ) -> None:
-    """In the forked child: a session of its own, output to ``log_path``, then the dask CLI. Never returns."""
+    """In the forked child: a session of its own, output to ``log_path``, then the dask CLI. Never returns.
+
+    ``yaml_config`` is dask's YAML configuration as the launcher parsed it (see :class:`YamlConfig`);
+    None: the child reads the files itself.
+    """
     code = 1
     try:
         os.setsid()
@@ -357,7 +369,12 @@ def run_child(
         os.environ.update(env)
         import dask
 
-        dask.config.refresh()  # the requesting server's DASK_* variables
+        if yaml_config is None:
+            dask.config.refresh()  # the requesting server's DASK_* variables
+        else:  # the same steps without parsing the files again: defaults, then the files, then DASK_*
+            dask.config.refresh(paths=[], env={})
+            dask.config.update(dask.config.config, yaml_config)
+            dask.config.update(dask.config.config, dask.config.collect(paths=[]))
         # The nanny forks its worker too: this process has distributed imported already.
         dask.config.set({"distributed.worker.multiprocessing-method": "fork"})
         command = importlib.import_module(argv[2]).main
@@ -373,6 +390,55 @@ def run_child(
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+class YamlConfig:
+    """dask's YAML configuration files, parsed by the launcher once and again only after one has changed.
+
+    Every forked child refreshes dask's configuration for the requesting server's ``DASK_*``
+    variables; parsing the files again in each (e.g. dask-jobqueue's ``jobqueue.yaml``, mostly
+    comments) took 40-70 ms of each scheduler's and nanny's start-up under load.
+    """
+
+    def __init__(self) -> None:
+        self._signature: tuple | None = None
+        self._merged: dict | None = None
+
+    @staticmethod
+    def signature(paths: list[str]) -> tuple:
+        """What ``dask.config.collect_yaml`` would read from ``paths``: each file's path, size and change time."""
+        found = []
+        for path in paths:
+            try:
+                if os.path.isdir(path):
+                    files = sorted(
+                        os.path.join(path, p)
+                        for p in os.listdir(path)
+                        if os.path.splitext(p)[1].lower() in (".json", ".yaml", ".yml")
+                    )
+                else:
+                    files = [path] if os.path.exists(path) else []
+                for file in files:
+                    info = os.stat(file)
+                    found.append((file, info.st_size, info.st_mtime_ns, info.st_ino))
+            except OSError as exc:
+                found.append((path, repr(exc)))
+        return tuple(found)
+
+    def current(self) -> dict | None:
+        """The files' configuration merged (later files win, deprecated keys renamed); None if they cannot be read."""
+        import dask.config
+
+        signature = self.signature(list(dask.config.paths))
+        if signature != self._signature:
+            try:
+                merged = dask.config.merge(*dask.config.collect_yaml(dask.config.paths))
+                dask.config.rename(config=merged)
+            except Exception as exc:  # the child reads them itself and reports the error in its log
+                print(f"launcher {os.getpid()}: cannot read dask's configuration files: {exc!r}", flush=True)
+                merged = None
+            self._signature, self._merged = signature, merged
+        return self._merged
 
 
 def import_http_routes() -> list[str]:
@@ -399,6 +465,27 @@ def import_http_routes() -> list[str]:
     return imported
 
 
+def warm_dashboard_routes() -> bool:
+    """Build the scheduler dashboard's Bokeh application once and drop it, so forked schedulers find its routes compiled.
+
+    Tornado compiles one regular expression per route (about 260 for the dashboard) when a scheduler
+    builds its dashboard; ``re`` caches compiled patterns per process, so compiling them here once
+    leaves every fork a warm cache. False (after a line in the launcher's log) when it cannot.
+    """
+    import types
+
+    try:
+        from distributed.dashboard.core import BokehApplication
+        from distributed.dashboard.scheduler import applications
+
+        server = types.SimpleNamespace(http_server=types.SimpleNamespace(port=0))
+        BokehApplication(applications, server, prefix=None, template_variables={})
+    except Exception as exc:
+        print(f"launcher {os.getpid()}: cannot warm the dashboard's routes: {exc!r}", flush=True)
+        return False
+    return True
+
+
 def serve(socket_path: Path, idle_timeout: float, preload: list[str]) -> int:
     """Run the launcher on ``socket_path`` until it has been idle for ``idle_timeout`` seconds."""
     import fcntl
@@ -421,8 +508,13 @@ def serve(socket_path: Path, idle_timeout: float, preload: list[str]) -> int:
     for module in preload:
         importlib.import_module(module)
     routes = import_http_routes()
+    warmed = (
+        " and the dashboard's routes"
+        if "distributed.dashboard.scheduler" in preload and warm_dashboard_routes()
+        else ""
+    )
     print(
-        f"launcher {os.getpid()}: preloaded {', '.join(preload)} and the HTTP routes {', '.join(routes)} "
+        f"launcher {os.getpid()}: preloaded {', '.join(preload)}, the HTTP routes {', '.join(routes)}{warmed} "
         f"in {time.perf_counter() - started:.2f} s",
         flush=True,
     )
