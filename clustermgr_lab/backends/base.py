@@ -17,6 +17,7 @@ from ..spec import WorkerGroup
 if TYPE_CHECKING:
     from ..security import ClusterCredentials
     from .launcher import WarmLauncher
+    from .standby import Standby
 
 WorkerExited = Callable[[str, "int | None"], None]
 #: The name under which a backend tracks and records its scheduler process (next to the worker names).
@@ -87,6 +88,9 @@ class BackendContext:
         started with them (``security.cli_arguments()`` on their command lines,
         ``security.environment()`` in their environment; ``security.security()`` is the
         ``distributed.Security``). None: TLS is off for this cluster (plain ``tcp://``).
+    standby : Standby, optional
+        A scheduler already running in ``workdir`` with ``security`` (see :mod:`.standby`), for the
+        backend to take over instead of starting one (only the local backend is given one).
     """
 
     workdir: Path
@@ -95,6 +99,7 @@ class BackendContext:
     launcher: WarmLauncher | None = None
     idle_timeout: float | None = None
     security: ClusterCredentials | None = None
+    standby: Standby | None = None
 
 
 class _BackendMeta(abc.ABCMeta, MetaHasTraits):

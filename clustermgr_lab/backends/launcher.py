@@ -131,6 +131,8 @@ class Launcher:
         self.selector = selectors.DefaultSelector()
         self.clients: dict[socket.socket, Client] = {}
         self.children: dict[int, str] = {}
+        #: Children that end with the connection that asked for them (standby schedulers): PID -> that connection.
+        self.tied: dict[int, socket.socket] = {}
         self.stopping = False
         self.accept_paused_until: float | None = None
         self.wakeup_read, wakeup_write = os.pipe()
@@ -217,14 +219,14 @@ class Launcher:
                 request = json.loads(line)
             except ValueError:
                 request = None
-            self._send(connection, self._answer(request))
+            self._send(connection, self._answer(request, connection))
             if connection not in self.clients:
                 return
         if len(client.incoming) > MAX_LINE_BYTES:
             print(f"launcher {os.getpid()}: dropped a client that sent a line over {MAX_LINE_BYTES} bytes", flush=True)
             self._drop(connection)
 
-    def _answer(self, request: Any) -> dict:
+    def _answer(self, request: Any, connection: socket.socket | None = None) -> dict:
         if not isinstance(request, dict):
             return {"id": None, "error": "a request must be one JSON object per line"}
         reply: dict[str, Any] = {"id": request.get("id") if isinstance(request.get("id"), (int, str)) else None}
@@ -234,9 +236,14 @@ class Launcher:
             except Exception as exc:
                 return {**reply, "error": f"{type(exc).__name__}: {exc}"}
             self.children[pid] = str(request.get("name", ""))
+            if request.get("tied") is True and connection is not None:
+                self.tied[pid] = connection
             with contextlib.suppress(psutil.Error):
                 reply["create_time"] = psutil.Process(pid).create_time()
             return {**reply, "pid": pid}
+        if request.get("op") == "untie":  # a standby scheduler became a cluster's: it outlives its server
+            self.tied.pop(request.get("pid"), None)
+            return {**reply, "pid": request.get("pid")}
         if request.get("op") == "info":
             return {**reply, "pid": os.getpid(), "children": {str(p): n for p, n in self.children.items()}}
         return {**reply, "error": f"unknown op {str(request.get('op'))[:40]!r}"}
@@ -270,6 +277,12 @@ class Launcher:
         if self.clients.pop(connection, None) is not None:
             self.selector.unregister(connection)
             connection.close()
+        for pid in [pid for pid, owner in self.tied.items() if owner is connection]:
+            # Its server is gone (stopped, crashed or killed): a standby scheduler must not outlive it.
+            del self.tied[pid]
+            print(f"launcher {os.getpid()}: stopping {self.children.get(pid, pid)}: its server went away", flush=True)
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGTERM)
 
     def _reap(self) -> None:
         while self.children:
@@ -281,6 +294,7 @@ class Launcher:
             if pid == 0:
                 return
             self.children.pop(pid, None)
+            self.tied.pop(pid, None)
             event = {"event": "exited", "pid": pid, "returncode": os.waitstatus_to_exitcode(status)}
             for connection in list(self.clients):
                 self._send(connection, event)
@@ -630,8 +644,14 @@ class WarmLauncher(LoggingConfigurable):
     def connected(self) -> bool:
         return self._writer is not None and not self._writer.is_closing()
 
-    async def spawn(self, command: list[str], env: dict[str, str], log_path: Path) -> LaunchedProcess | None:
-        """Fork ``command`` from the launcher; ``None`` when it cannot (the caller starts a plain process)."""
+    async def spawn(
+        self, command: list[str], env: dict[str, str], log_path: Path, *, tied: bool = False
+    ) -> LaunchedProcess | None:
+        """Fork ``command`` from the launcher; ``None`` when it cannot (the caller starts a plain process).
+
+        ``tied``: the launcher stops the process (SIGTERM to its group) when this server's connection
+        ends, unless :meth:`untie` was called for it first (a standby scheduler, see :mod:`.standby`).
+        """
         if not self.enabled or not forkable(command):
             return None
         from ..metrics import count_fork  # server side only: the launcher process itself exports no metrics
@@ -646,6 +666,7 @@ class WarmLauncher(LoggingConfigurable):
                     "env": env,
                     "log": str(log_path),
                     "cwd": str(log_path.parent),
+                    **({"tied": True} if tied else {}),
                 }
             )
         except LauncherUnavailable as exc:
@@ -658,6 +679,14 @@ class WarmLauncher(LoggingConfigurable):
             return None
         count_fork(command, forked=True)
         return self.watch(reply["pid"], reply.get("create_time"), poll=False)
+
+    async def untie(self, pid: int) -> bool:
+        """Let a process spawned ``tied`` outlive this server's connection; False if the launcher could not be told."""
+        try:
+            reply = await self._request({"op": "untie", "pid": pid})
+        except LauncherUnavailable:
+            return False
+        return "error" not in reply
 
     def watch(self, pid: int, create_time: float | None = None, *, poll: bool = True) -> LaunchedProcess:
         """A :class:`LaunchedProcess` for ``pid``, e.g. one that an earlier server (or launcher) started.
