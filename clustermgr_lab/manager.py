@@ -23,10 +23,17 @@ from traitlets.config import LoggingConfigurable
 from . import metrics, requests
 from .adaptive import AdaptivePolicy
 from .availability import submit_command, unavailable_reason
-from .backends import BACKENDS, Backend, BackendContext, Capabilities, ExternalBackend, WarmLauncher
+from .backends import (
+    BACKENDS,
+    Backend,
+    BackendContext,
+    Capabilities,
+    ExternalBackend,
+    LocalBackend,
+    StandbySchedulers,
+    WarmLauncher,
+)
 from .backends.base import SCHEDULER_PROCESS, SchedulerEndpoint
-from .backends.local import LocalBackend
-from .backends.standby import StandbySchedulers
 from .cluster import FAILED, PENDING, RUNNING, STOPPED, STOPPING, ManagedCluster
 from .dashboard_keys import DashboardKeys
 from .errors import Conflict, InvalidRequest, NotFound, StoreUnavailable
