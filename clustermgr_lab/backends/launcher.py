@@ -521,7 +521,7 @@ def serve(socket_path: Path, idle_timeout: float, preload: list[str]) -> int:
     started = time.perf_counter()
     for module in preload:
         importlib.import_module(module)
-    routes = import_http_routes()
+    routes = import_http_routes() if set(FORKABLE) & set(preload) else []  # a launcher that preloads no dask CLI: none
     warmed = (
         " and the dashboard's routes"
         if "distributed.dashboard.scheduler" in preload and warm_dashboard_routes()
