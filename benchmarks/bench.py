@@ -667,6 +667,31 @@ def create_profile(server: Server, stream: Stream, workdir: Path, repeat: int) -
     return [row(f"create profile: POST -> {name}", median(v) * 1000, "ms", note=note) for name, v in phases.items()]
 
 
+# -- many clusters -------------------------------------------------------------------------------------
+
+
+def many_clusters_rows(server: Server, stream: Stream, many: int, subscribers: int, samples: int) -> list[dict]:
+    """``many`` clusters of 0 workers: list p99 and push p99 with ``subscribers`` while they all exist (``--only many-clusters``)."""
+    rows: list[dict] = []
+    rss0 = settle_rss(server)
+    ours = [c["id"] for c in base.create_clusters(server, stream, many, 0)]
+    try:
+        p99 = push_p99(server, subscribers, 30, ours[0])
+        note = f"p50 {PUSH_P50[-1] * 1000:.1f} ms; {many} clusters; load average {os.getloadavg()[0]:.1f}"
+        rows.append(row(f"push p99 with {subscribers} subscribers", p99 * 1000, "ms", 100, note=note))
+        found = list_latencies([(server, "clustermgr/api/clusters")], samples)[0]
+        note = f"p50 {percentile(found, 50) * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
+        rows.append(
+            row(f"GET list p99 at {many} clusters (0 workers each)", percentile(found, 99) * 1000, "ms", 20, note=note)
+        )
+        rows.append(
+            row(f"server RSS per cluster ({many} clusters)", (settle_rss(server) - rss0) / many / MiB, "MiB", 1.0)
+        )
+    finally:
+        base.delete_clusters(server, stream, ours)
+    return rows
+
+
 # -- one cluster of many workers ----------------------------------------------------------------------
 
 
@@ -674,49 +699,90 @@ def process_cpu(pid: int) -> float:
     return sum(psutil.Process(pid).cpu_times()[:2])
 
 
+MANY_WORKERS_STEP = 50  # workers added per step of the many-workers row
+MANY_WORKERS_STEP_TIMEOUT = 240.0  # seconds a step may take before the row stops there (a miss, with its cause)
+MANY_WORKERS_MIN_FREE = 6 * 2**30  # bytes of memory that must stay available: the machine is shared
+
+
 def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict]:
-    """One cluster scaled from 0 to ``workers`` (1 thread, 512 MiB): time, the server's CPU, the stream's message rate."""
+    """One cluster of 0 workers scaled up to ``workers`` (1 thread, 512 MiB; they sleep), in steps of :data:`MANY_WORKERS_STEP`.
+
+    Bounded, so that a shared 2-core machine is never overrun: the row stops at the last step that settled
+    when a step does not settle within :data:`MANY_WORKERS_STEP_TIMEOUT` or when less than
+    :data:`MANY_WORKERS_MIN_FREE` of memory would be left, and reports the count reached and why (a miss).
+    Rows: the time to the count reached, the server's CPU and the stream's message rate during the
+    scale-up and over 10 s with all of them running.
+    """
     rows: list[dict] = []
     load = os.getloadavg()[0]
     cid = cm_create(server, stream, 0)[0]
     pid = server.process.pid
+    reached, stopped_because = 0, ""
+    available0 = psutil.virtual_memory().available
     try:
-        m, cpu0, t0 = stream.mark(), process_cpu(pid), now()
-        server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"scale": {"workers": workers}}, expect=200)
-        try:
-            t1, _, end = stream.wait(
-                base.settled(cid, workers), m, timeout=600, what=f"{workers} workers", cluster_id=cid
-            )
-        except BenchError:
-            last = [msg for msg in stream.between(m, stream.mark() - 1, cid) if msg.get("cluster")]
-            running = last[-1]["cluster"]["workers"]["running"] if last else 0
-            note = f"{running} running after {now() - t0:.0f} s; load average {os.getloadavg()[0]:.1f}"
-            rows.append(
-                row(f"{workers} workers: not running 600 s after the scale", workers - running, "workers", 0, note)
-            )
-            return rows
-        cpu1 = process_cpu(pid)
-        messages = end - m + 1
+        m0, cpu0, t0 = stream.mark(), process_cpu(pid), now()
+        t_reached = t0
+        while reached < workers:
+            target = min(workers, reached + MANY_WORKERS_STEP)
+            available = psutil.virtual_memory().available
+            per_worker = max(available0 - available, 0) / reached if reached else 64 * MiB  # nanny and worker, forked
+            if available - per_worker * (target - reached) < MANY_WORKERS_MIN_FREE:
+                stopped_because = (
+                    f"memory guard: {psutil.virtual_memory().available / 2**30:.1f} GiB available, "
+                    f"{target - reached} more workers would leave less than {MANY_WORKERS_MIN_FREE / 2**30:g} GiB"
+                )
+                break
+            m = stream.mark()
+            server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"scale": {"workers": target}}, expect=200)
+            try:
+                t_reached, _, _ = stream.wait(
+                    base.settled(cid, target),
+                    m,
+                    timeout=MANY_WORKERS_STEP_TIMEOUT,
+                    what=f"{target} workers",
+                    cluster_id=cid,
+                )
+            except BenchError:
+                last = [msg for msg in stream.between(m, stream.mark() - 1, cid) if msg.get("cluster")]
+                running = last[-1]["cluster"]["workers"]["running"] if last else reached
+                stopped_because = (
+                    f"step {reached} -> {target} not settled after {MANY_WORKERS_STEP_TIMEOUT:g} s "
+                    f"({running} running); load average {os.getloadavg()[0]:.1f}"
+                )
+                break
+            reached = target
+            log(f"many workers: {reached} running after {t_reached - t0:.1f} s, load average {os.getloadavg()[0]:.1f}")
+        cpu1, elapsed = process_cpu(pid), max(t_reached - t0, 1e-3)
+        messages = stream.mark() - m0
         note = f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}"
-        rows.append(row(f"{workers} workers (1 thread each): scale 0 -> {workers}", t1 - t0, "s", note=note))
+        rows.append(row(f"{workers} workers (1 thread each): workers running", reached, "workers", note=note))
+        if reached < workers:
+            rows.append(row(f"{workers} workers: not reached", workers - reached, "workers", 0, note=stopped_because))
+        rows.append(row(f"{workers} workers: scale 0 -> {reached}", elapsed, "s", note=note))
         rows.append(
-            row(f"{workers} workers: server CPU during the scale-up", (cpu1 - cpu0) / (t1 - t0) * 100, "% of a core")
+            row(f"{workers} workers: server CPU during the scale-up", (cpu1 - cpu0) / elapsed * 100, "% of a core")
         )
         rows.append(
             row(
                 f"{workers} workers: stream messages during the scale-up",
-                messages / (t1 - t0),
+                messages / elapsed,
                 "messages/s",
                 note=f"{messages} messages",
             )
         )
-        m, cpu0, t0 = stream.mark(), process_cpu(pid), now()
-        time.sleep(10)
-        steady = stream.mark() - m
-        rows.append(
-            row(f"{workers} workers running: server CPU", (process_cpu(pid) - cpu0) / (now() - t0) * 100, "% of a core")
-        )
-        rows.append(row(f"{workers} workers running: stream messages", steady / (now() - t0), "messages/s"))
+        if reached:
+            m, cpu0, t0 = stream.mark(), process_cpu(pid), now()
+            time.sleep(10)
+            steady = stream.mark() - m
+            rows.append(
+                row(
+                    f"{reached} workers running: server CPU",
+                    (process_cpu(pid) - cpu0) / (now() - t0) * 100,
+                    "% of a core",
+                    note=f"load average {os.getloadavg()[0]:.1f}",
+                )
+            )
+            rows.append(row(f"{reached} workers running: stream messages", steady / (now() - t0), "messages/s"))
     finally:
         cm_delete(server, stream, cid)
     return rows
@@ -838,6 +904,8 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
                 rows += create_profile(cm_server, stream, tmp / "clustermgr", args.repeat)
             if "bursty" in parts:
                 rows += bursty_rows(args, tmp, cm_server, stream)
+            if "many-clusters" in parts:
+                rows += many_clusters_rows(cm_server, stream, many, subscribers, samples)
             if "many-workers" in parts:
                 rows += many_workers_rows(cm_server, stream, MANY_WORKERS)
             if "tls" in parts:
@@ -1056,7 +1124,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        help="only these parts, comma-separated: lifecycle, create-profile, bursty, many-workers, tls, log-tail, multihost "
+        help="only these parts, comma-separated: lifecycle, create-profile, many-clusters, bursty, many-workers, tls, log-tail, multihost "
         "(writes only their rows)",
     )
     parser.add_argument(
