@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -62,7 +62,9 @@ class Capabilities:
     reasons: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "reasons": dict(self.reasons)}
+        # Every cluster in every list carries it: asdict (a deep copy) took a third of listing 100 clusters.
+        flags = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "reasons"}
+        return {**flags, "reasons": dict(self.reasons)}
 
 
 @dataclass(frozen=True)
