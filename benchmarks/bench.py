@@ -717,7 +717,7 @@ def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict
     load = os.getloadavg()[0]
     cid = cm_create(server, stream, 0)[0]
     pid = server.process.pid
-    reached, stopped_because = 0, ""
+    reached, running, stopped_because = 0, 0, ""
     available0 = psutil.virtual_memory().available
     try:
         m0, cpu0, t0 = stream.mark(), process_cpu(pid), now()
@@ -750,15 +750,15 @@ def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict
                     f"({running} running); load average {os.getloadavg()[0]:.1f}"
                 )
                 break
-            reached = target
+            reached = running = target
             log(f"many workers: {reached} running after {t_reached - t0:.1f} s, load average {os.getloadavg()[0]:.1f}")
-        cpu1, elapsed = process_cpu(pid), max(t_reached - t0, 1e-3)
+        cpu1, elapsed = process_cpu(pid), max(now() - t0, 1e-3)  # the whole scale-up, a step that failed included
         messages = stream.mark() - m0
         note = f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}"
         rows.append(row(f"{workers} workers (1 thread each): workers running", reached, "workers", note=note))
         if reached < workers:
             rows.append(row(f"{workers} workers: not reached", workers - reached, "workers", 0, note=stopped_because))
-        rows.append(row(f"{workers} workers: scale 0 -> {reached}", elapsed, "s", note=note))
+        rows.append(row(f"{workers} workers: scale 0 -> {reached}", t_reached - t0, "s", note=note))
         rows.append(
             row(f"{workers} workers: server CPU during the scale-up", (cpu1 - cpu0) / elapsed * 100, "% of a core")
         )
@@ -767,22 +767,24 @@ def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict
                 f"{workers} workers: stream messages during the scale-up",
                 messages / elapsed,
                 "messages/s",
-                note=f"{messages} messages",
+                note=f"{messages} messages in {elapsed:.0f} s",
             )
         )
-        if reached:
+        if running:
             m, cpu0, t0 = stream.mark(), process_cpu(pid), now()
             time.sleep(10)
             steady = stream.mark() - m
             rows.append(
                 row(
-                    f"{reached} workers running: server CPU",
+                    f"{workers} workers: server CPU with {running} running",
                     (process_cpu(pid) - cpu0) / (now() - t0) * 100,
                     "% of a core",
                     note=f"load average {os.getloadavg()[0]:.1f}",
                 )
             )
-            rows.append(row(f"{reached} workers running: stream messages", steady / (now() - t0), "messages/s"))
+            rows.append(
+                row(f"{workers} workers: stream messages with {running} running", steady / (now() - t0), "messages/s")
+            )
     finally:
         cm_delete(server, stream, cid)
     return rows
