@@ -42,6 +42,8 @@ def jp_server_config(jp_server_config, tmp_path):
         "max_workers": 12,
         "gpus": 4,
     }
+    # No standby scheduler (an idle process per test server): tests/test_standby.py turns it on where it is tested.
+    config["StandbySchedulers"] = {"count": 0}
     return config
 
 

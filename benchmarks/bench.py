@@ -49,6 +49,7 @@ from harness import BenchError, Server, Stream, log, now, percentile  # noqa: E4
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MiB = 2**20
+STANDBY_REFILL = 3.0  # seconds between the creates of the profile: a taken standby scheduler is replaced by then
 UI_POLL_INTERVAL = 5.0  # dask-labextension's sidebar polls its cluster list every 5 s (backing off to 60 s)
 LABEXT_FACTORY = {  # the same workers as clustermgr's and LocalCluster's side: 1 thread, 512 MiB, processes
     "n_workers": 0, "threads_per_worker": 1, "memory_limit": "512MiB", "processes": True,
@@ -97,7 +98,7 @@ PLAIN_TEMPLATE = {
 GRAPH_TASKS = 1000
 
 
-def start_clustermgr(tmp: Path, max_clusters: int) -> tuple[Server, Stream]:
+def start_clustermgr(tmp: Path, max_clusters: int, standby: int | None = None) -> tuple[Server, Stream]:
     server = Server(
         tmp / "clustermgr-server",
         config={
@@ -111,6 +112,7 @@ def start_clustermgr(tmp: Path, max_clusters: int) -> tuple[Server, Stream]:
                 "templates": [PLAIN_TEMPLATE],  # TLS off: the baseline of the TLS rows
             },
             "WarmLauncher": {"idle_timeout": 1.0},  # gone soon after the server: the leftover check waits 10 s
+            **({} if standby is None else {"StandbySchedulers": {"count": standby}}),
         },
     )
     server.tmp.mkdir(parents=True, exist_ok=True)
@@ -629,9 +631,15 @@ def log_times(path: Path, *needles: str) -> list[float | None]:
 
 
 def create_profile(server: Server, stream: Stream, workdir: Path, repeat: int) -> list[dict]:
-    """Create -> 2 workers, split into phases from the stream and the scheduler's own log (medians of ``repeat``)."""
+    """Create -> 2 workers, split into phases from the stream and the scheduler's own log (medians of ``repeat``).
+
+    A create that took a standby scheduler (its log starts before the POST) has no scheduler start-up
+    phases: they are left out of the medians, and the rows note how many creates took one.
+    """
     phases: dict[str, list[float]] = {}
+    took_standby = 0
     for _ in range(repeat):
+        time.sleep(STANDBY_REFILL)  # a standby taken by the previous create is replaced in the meantime
         wall0, t0 = time.time(), now()
         c = base.create_clusters(server, stream, 1, 2)[0]
         offset = wall0 - t0  # monotonic -> wall clock
@@ -641,6 +649,9 @@ def create_profile(server: Server, stream: Stream, workdir: Path, repeat: int) -
         second = [
             t for t in (log_times(p, "Registered to:")[1] for p in (workdir / c["id"]).glob("default-*.log")) if t
         ]
+        if started is not None and started < wall0:
+            took_standby += 1
+            started = listening = None
         marks = {
             "scheduler's first log line (fork, set-up)": started,
             "scheduler listening (Scheduler and dashboard started)": listening,
@@ -652,7 +663,33 @@ def create_profile(server: Server, stream: Stream, workdir: Path, repeat: int) -
             if t is not None:
                 phases.setdefault(name, []).append(t - wall0)
         cm_delete(server, stream, c["id"])
-    return [row(f"create profile: POST -> {name}", median(v) * 1000, "ms") for name, v in phases.items()]
+    note = f"{took_standby} of {repeat} creates took a standby scheduler; load average {os.getloadavg()[0]:.1f}"
+    return [row(f"create profile: POST -> {name}", median(v) * 1000, "ms", note=note) for name, v in phases.items()]
+
+
+# -- many clusters -------------------------------------------------------------------------------------
+
+
+def many_clusters_rows(server: Server, stream: Stream, many: int, subscribers: int, samples: int) -> list[dict]:
+    """``many`` clusters of 0 workers: list p99 and push p99 with ``subscribers`` while they all exist (``--only many-clusters``)."""
+    rows: list[dict] = []
+    rss0 = settle_rss(server)
+    ours = [c["id"] for c in base.create_clusters(server, stream, many, 0)]
+    try:
+        p99 = push_p99(server, subscribers, 30, ours[0])
+        note = f"p50 {PUSH_P50[-1] * 1000:.1f} ms; {many} clusters; load average {os.getloadavg()[0]:.1f}"
+        rows.append(row(f"push p99 with {subscribers} subscribers", p99 * 1000, "ms", 100, note=note))
+        found = list_latencies([(server, "clustermgr/api/clusters")], samples)[0]
+        note = f"p50 {percentile(found, 50) * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
+        rows.append(
+            row(f"GET list p99 at {many} clusters (0 workers each)", percentile(found, 99) * 1000, "ms", 20, note=note)
+        )
+        rows.append(
+            row(f"server RSS per cluster ({many} clusters)", (settle_rss(server) - rss0) / many / MiB, "MiB", 1.0)
+        )
+    finally:
+        base.delete_clusters(server, stream, ours)
+    return rows
 
 
 # -- one cluster of many workers ----------------------------------------------------------------------
@@ -662,55 +699,167 @@ def process_cpu(pid: int) -> float:
     return sum(psutil.Process(pid).cpu_times()[:2])
 
 
+MANY_WORKERS_STEP = 50  # workers added per step of the many-workers row
+MANY_WORKERS_STEP_TIMEOUT = 240.0  # seconds a step may take before the row stops there (a miss, with its cause)
+MANY_WORKERS_MIN_FREE = 6 * 2**30  # bytes of memory that must stay available: the machine is shared
+
+
 def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict]:
-    """One cluster scaled from 0 to ``workers`` (1 thread, 512 MiB): time, the server's CPU, the stream's message rate."""
+    """One cluster of 0 workers scaled up to ``workers`` (1 thread, 512 MiB; they sleep), in steps of :data:`MANY_WORKERS_STEP`.
+
+    Bounded, so that a shared 2-core machine is never overrun: the row stops at the last step that settled
+    when a step does not settle within :data:`MANY_WORKERS_STEP_TIMEOUT` or when less than
+    :data:`MANY_WORKERS_MIN_FREE` of memory would be left, and reports the count reached and why (a miss).
+    Rows: the time to the count reached, the server's CPU and the stream's message rate during the
+    scale-up and over 10 s with all of them running.
+    """
     rows: list[dict] = []
     load = os.getloadavg()[0]
     cid = cm_create(server, stream, 0)[0]
     pid = server.process.pid
+    reached, running, stopped_because = 0, 0, ""
+    available0 = psutil.virtual_memory().available
     try:
-        m, cpu0, t0 = stream.mark(), process_cpu(pid), now()
-        server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"scale": {"workers": workers}}, expect=200)
-        try:
-            t1, _, end = stream.wait(
-                base.settled(cid, workers), m, timeout=600, what=f"{workers} workers", cluster_id=cid
-            )
-        except BenchError:
-            last = [msg for msg in stream.between(m, stream.mark() - 1, cid) if msg.get("cluster")]
-            running = last[-1]["cluster"]["workers"]["running"] if last else 0
-            note = f"{running} running after {now() - t0:.0f} s; load average {os.getloadavg()[0]:.1f}"
-            rows.append(
-                row(f"{workers} workers: not running 600 s after the scale", workers - running, "workers", 0, note)
-            )
-            return rows
-        cpu1 = process_cpu(pid)
-        messages = end - m + 1
+        m0, cpu0, t0 = stream.mark(), process_cpu(pid), now()
+        t_reached = t0
+        while reached < workers:
+            target = min(workers, reached + MANY_WORKERS_STEP)
+            available = psutil.virtual_memory().available
+            per_worker = max(available0 - available, 0) / reached if reached else 64 * MiB  # nanny and worker, forked
+            if available - per_worker * (target - reached) < MANY_WORKERS_MIN_FREE:
+                stopped_because = (
+                    f"memory guard: {psutil.virtual_memory().available / 2**30:.1f} GiB available, "
+                    f"{target - reached} more workers would leave less than {MANY_WORKERS_MIN_FREE / 2**30:g} GiB"
+                )
+                break
+            m = stream.mark()
+            server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"scale": {"workers": target}}, expect=200)
+            try:
+                t_reached, _, _ = stream.wait(
+                    base.settled(cid, target),
+                    m,
+                    timeout=MANY_WORKERS_STEP_TIMEOUT,
+                    what=f"{target} workers",
+                    cluster_id=cid,
+                )
+            except BenchError:
+                last = [msg for msg in stream.between(m, stream.mark() - 1, cid) if msg.get("cluster")]
+                running = last[-1]["cluster"]["workers"]["running"] if last else reached
+                stopped_because = (
+                    f"step {reached} -> {target} not settled after {MANY_WORKERS_STEP_TIMEOUT:g} s "
+                    f"({running} running); load average {os.getloadavg()[0]:.1f}"
+                )
+                break
+            reached = running = target
+            log(f"many workers: {reached} running after {t_reached - t0:.1f} s, load average {os.getloadavg()[0]:.1f}")
+        cpu1, elapsed = process_cpu(pid), max(now() - t0, 1e-3)  # the whole scale-up, a step that failed included
+        messages = stream.mark() - m0
         note = f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}"
-        rows.append(row(f"{workers} workers (1 thread each): scale 0 -> {workers}", t1 - t0, "s", note=note))
+        rows.append(row(f"{workers} workers (1 thread each): workers running", reached, "workers", note=note))
+        if reached < workers:
+            rows.append(row(f"{workers} workers: not reached", workers - reached, "workers", 0, note=stopped_because))
+        rows.append(row(f"{workers} workers: scale 0 -> {reached}", t_reached - t0, "s", note=note))
         rows.append(
-            row(f"{workers} workers: server CPU during the scale-up", (cpu1 - cpu0) / (t1 - t0) * 100, "% of a core")
+            row(f"{workers} workers: server CPU during the scale-up", (cpu1 - cpu0) / elapsed * 100, "% of a core")
         )
         rows.append(
             row(
                 f"{workers} workers: stream messages during the scale-up",
-                messages / (t1 - t0),
+                messages / elapsed,
                 "messages/s",
-                note=f"{messages} messages",
+                note=f"{messages} messages in {elapsed:.0f} s",
             )
         )
-        m, cpu0, t0 = stream.mark(), process_cpu(pid), now()
-        time.sleep(10)
-        steady = stream.mark() - m
-        rows.append(
-            row(f"{workers} workers running: server CPU", (process_cpu(pid) - cpu0) / (now() - t0) * 100, "% of a core")
-        )
-        rows.append(row(f"{workers} workers running: stream messages", steady / (now() - t0), "messages/s"))
+        if running:
+            m, cpu0, t0 = stream.mark(), process_cpu(pid), now()
+            time.sleep(10)
+            steady = stream.mark() - m
+            rows.append(
+                row(
+                    f"{workers} workers: server CPU with {running} running",
+                    (process_cpu(pid) - cpu0) / (now() - t0) * 100,
+                    "% of a core",
+                    note=f"load average {os.getloadavg()[0]:.1f}",
+                )
+            )
+            rows.append(
+                row(f"{workers} workers: stream messages with {running} running", steady / (now() - t0), "messages/s")
+            )
     finally:
         cm_delete(server, stream, cid)
     return rows
 
 
 # -- the run ----------------------------------------------------------------------------------------
+
+
+def lifecycle_rows(
+    args: argparse.Namespace, tmp: Path, cm_server: Server, stream: Stream, lab: Server | None
+) -> list[dict]:
+    """Create -> 2, scale 2 -> 4, delete against ``LocalCluster`` (and dask-labextension), sides rotated each repetition."""
+    rows: list[dict] = []
+    sides: list[tuple[str, Callable[[], dict]]] = [
+        ("clustermgr", lambda: cm_lifecycle(cm_server, stream)),
+        ("LocalCluster", lambda: _quiet(tmp, local_lifecycle)),
+    ]
+    if lab:
+        sides.append(("dask-labextension", lambda: lab_lifecycle(lab)))
+    results: dict[str, list[dict]] = {name: [] for name, _ in sides}
+    for rep in range(args.repeat):
+        order = sides[rep % len(sides) :] + sides[: rep % len(sides)]
+        for name, flow in order:
+            results[name].append(flow())
+            log(
+                f"rep {rep + 1}/{args.repeat} {name}: {', '.join(f'{k} {base.fmt_time(v)}' for k, v in results[name][-1].items())}"
+            )
+
+    def col(side: str, key: str) -> list[float]:
+        return [r[key] for r in results.get(side, []) if key in r]
+
+    rows += ratio_rows(
+        "create -> 2 workers running",
+        col("clustermgr", "create"),
+        col("LocalCluster", "create"),
+        "LocalCluster",
+        0.5,
+    )
+    rows += ratio_rows(
+        "scale 2 -> 4 workers",
+        col("clustermgr", "scale_2_4"),
+        col("LocalCluster", "scale_2_4"),
+        "LocalCluster",
+        0.5,
+    )
+    rows += ratio_rows("delete", col("clustermgr", "delete"), col("LocalCluster", "delete"), "LocalCluster", 1.0)
+    if lab:
+        other = "dask-labextension"
+        rows += ratio_rows(
+            "side by side: create -> 2 workers running",
+            col("clustermgr", "create"),
+            col(other, "create"),
+            other,
+            1.0,
+        )
+        rows += ratio_rows(
+            "side by side: scale 0 -> 4 workers",
+            col("clustermgr", "scale_0_4"),
+            col(other, "scale_0_4"),
+            other,
+            1.0,
+        )
+        rows += ratio_rows(
+            "side by side: GET api/status p99 during create",
+            col("clustermgr", "status_p99_during_create"), col(other, "status_p99_during_create"), other, 1.0, unit="ms",
+        )  # fmt: skip
+    else:
+        rows.append(
+            row(
+                "GET api/status p99 during create: clustermgr",
+                median(col("clustermgr", "status_p99_during_create")) * 1000,
+                "ms",
+            )
+        )
+    return rows
 
 
 def tls_rows(server: Server, stream: Stream, repeat: int) -> list[dict]:
@@ -743,16 +892,22 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
     subscribers = 5 if args.smoke else 20
     counts = (5,) if args.smoke else (1, 5, 20)
     samples = 60 if args.smoke else 300
-    cm_server, stream = start_clustermgr(tmp, many)
+    cm_server, stream = start_clustermgr(tmp, many, args.standby)
     lab = None
     try:
         if args.only:
             cm_delete(cm_server, stream, cm_create(cm_server, stream, 2)[0])  # warm-up: the launcher's first start
             parts = args.only.split(",")
+            if "lifecycle" in parts:
+                with base.quiet_stderr(tmp / "raw.log"):
+                    base.make_local_cluster(2).close()  # warm-up of the other side
+                rows += lifecycle_rows(args, tmp, cm_server, stream, None)
             if "create-profile" in parts:
                 rows += create_profile(cm_server, stream, tmp / "clustermgr", args.repeat)
             if "bursty" in parts:
                 rows += bursty_rows(args, tmp, cm_server, stream)
+            if "many-clusters" in parts:
+                rows += many_clusters_rows(cm_server, stream, many, subscribers, samples)
             if "many-workers" in parts:
                 rows += many_workers_rows(cm_server, stream, MANY_WORKERS)
             if "tls" in parts:
@@ -782,67 +937,7 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
         rows.append(row("warm launcher idle memory (RSS)", info.rss / MiB, "MiB"))
         rows.append(row("warm launcher idle memory (USS, not shared with its forks)", info.uss / MiB, "MiB"))
 
-        sides: list[tuple[str, Callable[[], dict]]] = [
-            ("clustermgr", lambda: cm_lifecycle(cm_server, stream)),
-            ("LocalCluster", lambda: _quiet(tmp, local_lifecycle)),
-        ]
-        if lab:
-            sides.append(("dask-labextension", lambda: lab_lifecycle(lab)))
-        results: dict[str, list[dict]] = {name: [] for name, _ in sides}
-        for rep in range(args.repeat):
-            order = sides[rep % len(sides) :] + sides[: rep % len(sides)]
-            for name, flow in order:
-                results[name].append(flow())
-                log(
-                    f"rep {rep + 1}/{args.repeat} {name}: {', '.join(f'{k} {base.fmt_time(v)}' for k, v in results[name][-1].items())}"
-                )
-
-        def col(side: str, key: str) -> list[float]:
-            return [r[key] for r in results.get(side, []) if key in r]
-
-        rows += ratio_rows(
-            "create -> 2 workers running",
-            col("clustermgr", "create"),
-            col("LocalCluster", "create"),
-            "LocalCluster",
-            0.5,
-        )
-        rows += ratio_rows(
-            "scale 2 -> 4 workers",
-            col("clustermgr", "scale_2_4"),
-            col("LocalCluster", "scale_2_4"),
-            "LocalCluster",
-            0.5,
-        )
-        rows += ratio_rows("delete", col("clustermgr", "delete"), col("LocalCluster", "delete"), "LocalCluster", 1.0)
-        if lab:
-            other = "dask-labextension"
-            rows += ratio_rows(
-                "side by side: create -> 2 workers running",
-                col("clustermgr", "create"),
-                col(other, "create"),
-                other,
-                1.0,
-            )
-            rows += ratio_rows(
-                "side by side: scale 0 -> 4 workers",
-                col("clustermgr", "scale_0_4"),
-                col(other, "scale_0_4"),
-                other,
-                1.0,
-            )
-            rows += ratio_rows(
-                "side by side: GET api/status p99 during create",
-                col("clustermgr", "status_p99_during_create"), col(other, "status_p99_during_create"), other, 1.0, unit="ms",
-            )  # fmt: skip
-        else:
-            rows.append(
-                row(
-                    "GET api/status p99 during create: clustermgr",
-                    median(col("clustermgr", "status_p99_during_create")) * 1000,
-                    "ms",
-                )
-            )
+        rows += lifecycle_rows(args, tmp, cm_server, stream, lab)
 
         rows += tls_rows(cm_server, stream, args.repeat)
 
@@ -1031,11 +1126,14 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        help="only these parts, comma-separated: create-profile, bursty, many-workers, tls, log-tail, multihost "
+        help="only these parts, comma-separated: lifecycle, create-profile, many-clusters, bursty, many-workers, tls, log-tail, multihost "
         "(writes only their rows)",
     )
     parser.add_argument(
         "--bursty-sides", default="fixed,distributed Adaptive,clustermgr", help="the bursty workload's sides (tuning)"
+    )
+    parser.add_argument(
+        "--standby", type=int, help="StandbySchedulers.count of the clustermgr server (default: the product's, 1)"
     )
     parser.add_argument("--out", type=Path, help="rows JSON (default benchmarks/results/<date>.json)")
     parser.add_argument("--chart", type=Path, help="PNG chart (default next to --out; needs matplotlib)")

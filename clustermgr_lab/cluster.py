@@ -524,6 +524,8 @@ class ManagedCluster:
             if self.lifecycle == PENDING:
                 self._link = self._new_link()
                 await self._link.start()
+                if seconds := getattr(self.backend, "idle_timeout_to_push", None):  # a standby scheduler's
+                    asyncio.ensure_future(self._push_idle_timeout(seconds))
         except Exception as exc:
             if self.lifecycle == PENDING:
                 action = "start the scheduler" if self.backend.capabilities.can_stop else "attach it"

@@ -10,6 +10,7 @@ import shutil
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,16 @@ from traitlets.config import LoggingConfigurable
 from . import metrics, requests
 from .adaptive import AdaptivePolicy
 from .availability import submit_command, unavailable_reason
-from .backends import BACKENDS, Backend, BackendContext, Capabilities, ExternalBackend, WarmLauncher
+from .backends import (
+    BACKENDS,
+    Backend,
+    BackendContext,
+    Capabilities,
+    ExternalBackend,
+    LocalBackend,
+    StandbySchedulers,
+    WarmLauncher,
+)
 from .backends.base import SCHEDULER_PROCESS, SchedulerEndpoint
 from .cluster import FAILED, PENDING, RUNNING, STOPPED, STOPPING, ManagedCluster
 from .dashboard_keys import DashboardKeys
@@ -165,6 +175,7 @@ class ClusterManager(LoggingConfigurable):
         )
         self._private([Path(self.workdir)], store_folder=Path(self.store_path).parent)
         self.launcher = WarmLauncher(Path(self.workdir), parent=self, log=self.log)
+        self.standby = StandbySchedulers(Path(self.workdir), self.launcher, parent=self, log=self.log)
         self._gpus = self.gpus if self.gpus is not None else detect_gpus()
         self._max_memory = parse_size(self.max_memory, "ClusterManager.max_memory")
         self.store = ClusterStore(self.store_path, log=self.log)
@@ -226,7 +237,11 @@ class ClusterManager(LoggingConfigurable):
     def warm_up(self) -> None:
         """Start (or connect to) the warm launcher in the background, so the first cluster starts fast."""
         if self.launcher.enabled:
-            self._spawn(self.launcher.warm_up())
+            self._spawn(self._warm_up())
+
+    async def _warm_up(self) -> None:
+        await self.launcher.warm_up()
+        self.standby.fill()
 
     def _context(
         self, workdir: Path, idle_timeout: float | None, security: ClusterCredentials | None = None
@@ -454,17 +469,29 @@ class ClusterManager(LoggingConfigurable):
         self._check_cluster_limit()
 
         template = request.template
-        cluster_id = uuid.uuid4().hex[:8]
-        workdir = private_folder(Path(self.workdir) / cluster_id)
-        credentials = ClusterCredentials.in_folder(workdir) if template.tls else None  # made as the cluster starts
-        cluster = self._new_cluster(
-            cluster_id,
-            request.name or self._next_name(),
-            template.name,
-            self._backend_factory(BACKENDS[template.backend], cluster_id, options=request.backend_options),
-            request.spec,
-            self._context(workdir, request.idle_timeout, credentials),
-        )
+        # A standby scheduler (TLS, 127.0.0.1) fits the local backend as shipped; it brings its id, folder and credentials.
+        fits = BACKENDS[template.backend] is LocalBackend and template.tls and not request.backend_options
+        standby = self.standby.take() if fits and self.standby.enabled else None
+        if standby is not None:
+            cluster_id, workdir, credentials = standby.cluster_id, standby.workdir, standby.credentials
+        else:
+            cluster_id = uuid.uuid4().hex[:8]
+            workdir = private_folder(Path(self.workdir) / cluster_id)
+            credentials = ClusterCredentials.in_folder(workdir) if template.tls else None  # made as the cluster starts
+        context = replace(self._context(workdir, request.idle_timeout, credentials), standby=standby)
+        try:
+            cluster = self._new_cluster(
+                cluster_id,
+                request.name or self._next_name(),
+                template.name,
+                self._backend_factory(BACKENDS[template.backend], cluster_id, options=request.backend_options),
+                request.spec,
+                context,
+            )
+        except BaseException:
+            if standby is not None:
+                self.standby.discard(standby)
+            raise
         if credentials is None:
             self.log.warning("cluster %s (template %s): %s", cluster_id, template.name, PLAIN_WARNING)
             cluster.events.lifecycle(PLAIN_WARNING)
@@ -722,6 +749,7 @@ class ClusterManager(LoggingConfigurable):
             self.log.info("clustermgr_lab: left %d cluster(s) running for the next server to re-adopt", len(clusters))
         self._clusters.clear()
         metrics.unwatch(self)
+        await self.standby.close()
         await self.launcher.close()  # it keeps running what was kept, and exits once it has nothing
         if self._store_watch is not None:
             self._store_watch.cancel()

@@ -12,6 +12,7 @@ from .launcher import WarmLauncher
 from .local import LocalBackend
 from .slurm import SlurmBackend
 from .ssh import SSHBackend
+from .standby import StandbySchedulers
 
 BACKENDS: dict[str, type[Backend]] = {
     cls.name: cls
@@ -30,5 +31,5 @@ BACKENDS: dict[str, type[Backend]] = {
 __all__ = [
     "BACKENDS", "Backend", "BackendContext", "BatchBackend", "Capabilities", "ClusterClassBackend", "ExternalBackend", "HTCondorBackend",
     "LSFBackend", "LocalBackend", "PBSBackend", "SGEBackend", "SSHBackend", "SchedulerEndpoint", "SlurmBackend",
-    "Waiting", "WarmLauncher", "parse_scheduler_address",
+    "StandbySchedulers", "Waiting", "WarmLauncher", "parse_scheduler_address",
 ]  # fmt: skip

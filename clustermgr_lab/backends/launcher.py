@@ -127,9 +127,12 @@ class Launcher:
         self.listener = listener
         self.idle_timeout = idle_timeout
         self.lock_fd = lock_fd
+        self.yaml_config = YamlConfig()
         self.selector = selectors.DefaultSelector()
         self.clients: dict[socket.socket, Client] = {}
         self.children: dict[int, str] = {}
+        #: Children that end with the connection that asked for them (standby schedulers): PID -> that connection.
+        self.tied: dict[int, socket.socket] = {}
         self.stopping = False
         self.accept_paused_until: float | None = None
         self.wakeup_read, wakeup_write = os.pipe()
@@ -216,14 +219,14 @@ class Launcher:
                 request = json.loads(line)
             except ValueError:
                 request = None
-            self._send(connection, self._answer(request))
+            self._send(connection, self._answer(request, connection))
             if connection not in self.clients:
                 return
         if len(client.incoming) > MAX_LINE_BYTES:
             print(f"launcher {os.getpid()}: dropped a client that sent a line over {MAX_LINE_BYTES} bytes", flush=True)
             self._drop(connection)
 
-    def _answer(self, request: Any) -> dict:
+    def _answer(self, request: Any, connection: socket.socket | None = None) -> dict:
         if not isinstance(request, dict):
             return {"id": None, "error": "a request must be one JSON object per line"}
         reply: dict[str, Any] = {"id": request.get("id") if isinstance(request.get("id"), (int, str)) else None}
@@ -233,9 +236,14 @@ class Launcher:
             except Exception as exc:
                 return {**reply, "error": f"{type(exc).__name__}: {exc}"}
             self.children[pid] = str(request.get("name", ""))
+            if request.get("tied") is True and connection is not None:
+                self.tied[pid] = connection
             with contextlib.suppress(psutil.Error):
                 reply["create_time"] = psutil.Process(pid).create_time()
             return {**reply, "pid": pid}
+        if request.get("op") == "untie":  # a standby scheduler became a cluster's: it outlives its server
+            self.tied.pop(request.get("pid"), None)
+            return {**reply, "pid": request.get("pid")}
         if request.get("op") == "info":
             return {**reply, "pid": os.getpid(), "children": {str(p): n for p, n in self.children.items()}}
         return {**reply, "error": f"unknown op {str(request.get('op'))[:40]!r}"}
@@ -269,6 +277,12 @@ class Launcher:
         if self.clients.pop(connection, None) is not None:
             self.selector.unregister(connection)
             connection.close()
+        for pid in [pid for pid, owner in self.tied.items() if owner is connection]:
+            # Its server is gone (stopped, crashed or killed): a standby scheduler must not outlive it.
+            del self.tied[pid]
+            print(f"launcher {os.getpid()}: stopping {self.children.get(pid, pid)}: its server went away", flush=True)
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGTERM)
 
     def _reap(self) -> None:
         while self.children:
@@ -280,6 +294,7 @@ class Launcher:
             if pid == 0:
                 return
             self.children.pop(pid, None)
+            self.tied.pop(pid, None)
             event = {"event": "exited", "pid": pid, "returncode": os.waitstatus_to_exitcode(status)}
             for connection in list(self.clients):
                 self._send(connection, event)
@@ -298,6 +313,7 @@ class Launcher:
         inherited += [c.fileno() for c in self.clients]
         if self.lock_fd is not None:
             inherited.append(self.lock_fd)
+        yaml_config = self.yaml_config.current()
         sys.stdout.flush()
         sys.stderr.flush()
         # The reply waits until the child is in its own session: a killpg(pid) right after it must work.
@@ -305,7 +321,7 @@ class Launcher:
         pid = os.fork()
         if pid == 0:
             os.close(in_session)
-            run_child(argv, env, request["log"], request.get("cwd") or "/", inherited, tell_parent)
+            run_child(argv, env, request["log"], request.get("cwd") or "/", inherited, tell_parent, yaml_config)
         os.close(tell_parent)
         try:
             os.read(in_session, 1)  # b"" if the child died first: its exit is reported as usual
@@ -331,9 +347,19 @@ def set_process_title(argv: list[str]) -> None:
 
 
 def run_child(
-    argv: list[str], env: dict[str, str], log_path: str, cwd: str, inherited: list[int], tell_parent: int
+    argv: list[str],
+    env: dict[str, str],
+    log_path: str,
+    cwd: str,
+    inherited: list[int],
+    tell_parent: int,
+    yaml_config: dict | None = None,
 ) -> None:
-    """In the forked child: a session of its own, output to ``log_path``, then the dask CLI. Never returns."""
+    """In the forked child: a session of its own, output to ``log_path``, then the dask CLI. Never returns.
+
+    ``yaml_config`` is dask's YAML configuration as the launcher parsed it (see :class:`YamlConfig`);
+    None: the child reads the files itself.
+    """
     code = 1
     try:
         os.setsid()
@@ -357,7 +383,12 @@ def run_child(
         os.environ.update(env)
         import dask
 
-        dask.config.refresh()  # the requesting server's DASK_* variables
+        if yaml_config is None:
+            dask.config.refresh()  # the requesting server's DASK_* variables
+        else:  # the same steps without parsing the files again: defaults, then the files, then DASK_*
+            dask.config.refresh(paths=[], env={})
+            dask.config.update(dask.config.config, yaml_config)
+            dask.config.update(dask.config.config, dask.config.collect(paths=[]))
         # The nanny forks its worker too: this process has distributed imported already.
         dask.config.set({"distributed.worker.multiprocessing-method": "fork"})
         command = importlib.import_module(argv[2]).main
@@ -373,6 +404,100 @@ def run_child(
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+class YamlConfig:
+    """dask's YAML configuration files, parsed by the launcher once and again only after one has changed.
+
+    Every forked child refreshes dask's configuration for the requesting server's ``DASK_*``
+    variables; parsing the files again in each (e.g. dask-jobqueue's ``jobqueue.yaml``, mostly
+    comments) took 40-70 ms of each scheduler's and nanny's start-up under load.
+    """
+
+    def __init__(self) -> None:
+        self._signature: tuple | None = None
+        self._merged: dict | None = None
+
+    @staticmethod
+    def signature(paths: list[str]) -> tuple:
+        """What ``dask.config.collect_yaml`` would read from ``paths``: each file's path, size and change time."""
+        found = []
+        for path in paths:
+            try:
+                if os.path.isdir(path):
+                    files = sorted(
+                        os.path.join(path, p)
+                        for p in os.listdir(path)
+                        if os.path.splitext(p)[1].lower() in (".json", ".yaml", ".yml")
+                    )
+                else:
+                    files = [path] if os.path.exists(path) else []
+                for file in files:
+                    info = os.stat(file)
+                    found.append((file, info.st_size, info.st_mtime_ns, info.st_ino))
+            except OSError as exc:
+                found.append((path, repr(exc)))
+        return tuple(found)
+
+    def current(self) -> dict | None:
+        """The files' configuration merged (later files win, deprecated keys renamed); None if they cannot be read."""
+        import dask.config
+
+        signature = self.signature(list(dask.config.paths))
+        if signature != self._signature:
+            try:
+                merged = dask.config.merge(*dask.config.collect_yaml(dask.config.paths))
+                dask.config.rename(config=merged)
+            except Exception as exc:  # the child reads them itself and reports the error in its log
+                print(f"launcher {os.getpid()}: cannot read dask's configuration files: {exc!r}", flush=True)
+                merged = None
+            self._signature, self._merged = signature, merged
+        return self._merged
+
+
+def import_http_routes() -> list[str]:
+    """Import the modules of the HTTP routes every scheduler and worker serves (dask config); returns those imported.
+
+    Each forked process would import them itself when its HTTP server starts: the scheduler's
+    ``distributed.http.proxy`` alone brings in jupyter-server-proxy and aiohttp: 0.45-0.85 s of every
+    scheduler's start-up at a load average of 7, most of it. One that cannot be imported is skipped
+    here: the process that needs it reports the error in its own log.
+    """
+    import dask
+
+    imported = []
+    for key in ("distributed.scheduler.http.routes", "distributed.worker.http.routes"):
+        for module in dask.config.get(key, default=[]):
+            if module in imported:
+                continue
+            try:
+                importlib.import_module(module)
+            except Exception as exc:
+                print(f"launcher {os.getpid()}: cannot preload {module}: {exc!r}", flush=True)
+                continue
+            imported.append(module)
+    return imported
+
+
+def warm_dashboard_routes() -> bool:
+    """Build the scheduler dashboard's Bokeh application once and drop it, so forked schedulers find its routes compiled.
+
+    Tornado compiles one regular expression per route (about 260 for the dashboard) when a scheduler
+    builds its dashboard; ``re`` caches compiled patterns per process, so compiling them here once
+    leaves every fork a warm cache. False (after a line in the launcher's log) when it cannot.
+    """
+    import types
+
+    try:
+        from distributed.dashboard.core import BokehApplication
+        from distributed.dashboard.scheduler import applications
+
+        server = types.SimpleNamespace(http_server=types.SimpleNamespace(port=0))
+        BokehApplication(applications, server, prefix=None, template_variables={})
+    except Exception as exc:
+        print(f"launcher {os.getpid()}: cannot warm the dashboard's routes: {exc!r}", flush=True)
+        return False
+    return True
 
 
 def serve(socket_path: Path, idle_timeout: float, preload: list[str]) -> int:
@@ -396,8 +521,16 @@ def serve(socket_path: Path, idle_timeout: float, preload: list[str]) -> int:
     started = time.perf_counter()
     for module in preload:
         importlib.import_module(module)
+    routes = import_http_routes() if set(FORKABLE) & set(preload) else []  # a launcher that preloads no dask CLI: none
+    warmed = (
+        " and the dashboard's routes"
+        if "distributed.dashboard.scheduler" in preload and warm_dashboard_routes()
+        else ""
+    )
     print(
-        f"launcher {os.getpid()}: preloaded {', '.join(preload)} in {time.perf_counter() - started:.2f} s", flush=True
+        f"launcher {os.getpid()}: preloaded {', '.join(preload)}, the HTTP routes {', '.join(routes)}{warmed} "
+        f"in {time.perf_counter() - started:.2f} s",
+        flush=True,
     )
     socket_path.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -511,8 +644,14 @@ class WarmLauncher(LoggingConfigurable):
     def connected(self) -> bool:
         return self._writer is not None and not self._writer.is_closing()
 
-    async def spawn(self, command: list[str], env: dict[str, str], log_path: Path) -> LaunchedProcess | None:
-        """Fork ``command`` from the launcher; ``None`` when it cannot (the caller starts a plain process)."""
+    async def spawn(
+        self, command: list[str], env: dict[str, str], log_path: Path, *, tied: bool = False
+    ) -> LaunchedProcess | None:
+        """Fork ``command`` from the launcher; ``None`` when it cannot (the caller starts a plain process).
+
+        ``tied``: the launcher stops the process (SIGTERM to its group) when this server's connection
+        ends, unless :meth:`untie` was called for it first (a standby scheduler, see :mod:`.standby`).
+        """
         if not self.enabled or not forkable(command):
             return None
         from ..metrics import count_fork  # server side only: the launcher process itself exports no metrics
@@ -527,6 +666,7 @@ class WarmLauncher(LoggingConfigurable):
                     "env": env,
                     "log": str(log_path),
                     "cwd": str(log_path.parent),
+                    **({"tied": True} if tied else {}),
                 }
             )
         except LauncherUnavailable as exc:
@@ -539,6 +679,14 @@ class WarmLauncher(LoggingConfigurable):
             return None
         count_fork(command, forked=True)
         return self.watch(reply["pid"], reply.get("create_time"), poll=False)
+
+    async def untie(self, pid: int) -> bool:
+        """Let a process spawned ``tied`` outlive this server's connection; False if the launcher could not be told."""
+        try:
+            reply = await self._request({"op": "untie", "pid": pid})
+        except LauncherUnavailable:
+            return False
+        return "error" not in reply
 
     def watch(self, pid: int, create_time: float | None = None, *, poll: bool = True) -> LaunchedProcess:
         """A :class:`LaunchedProcess` for ``pid``, e.g. one that an earlier server (or launcher) started.

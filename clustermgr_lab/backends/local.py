@@ -81,6 +81,14 @@ class LocalBackend(Backend):
         self.processes = LocalProcesses(self.workdir, self.launcher, self._process_exited, self._notify_change)
         self.scheduler = LocalScheduler(self.processes, self.security)
         self._gpu_slots: dict[str, list[int]] = {}
+        if self.context.standby is not None:  # at once: a delete before start_scheduler() must stop it too
+            self.scheduler.take_over(self.context.standby)
+            self.address = self.scheduler.address
+
+    @property
+    def idle_timeout_to_push(self) -> float | None:
+        """The idle timeout its scheduler must be told once linked: a standby one was started without it."""
+        return self.idle_timeout if self.scheduler.from_standby else None
 
     def _process_exited(self, name: str, code: int | None) -> None:
         self._gpu_slots.pop(name, None)

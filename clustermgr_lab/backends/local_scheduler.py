@@ -6,12 +6,15 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError
 from ..security import ClusterCredentials
 from .base import SCHEDULER_PROCESS, SchedulerEndpoint
 from .processes import LocalProcesses
+
+if TYPE_CHECKING:
+    from .standby import Standby
 
 PRELOAD = "clustermgr_lab.scheduler_preload"
 IDLE_SHUTDOWN_LOG_LINE = "Scheduler closing after being idle"  # distributed's Scheduler.check_idle
@@ -80,6 +83,10 @@ class LocalScheduler:
         #: Set once the scheduler process exists (started or adopted): workers may start against its file.
         self.spawned = asyncio.Event()
         self.address: str | None = None
+        #: The endpoint of a standby scheduler taken over and not yet returned by :meth:`start`.
+        self._taken_over: SchedulerEndpoint | None = None
+        #: True when the scheduler is a standby one: it was started without the cluster's idle timeout.
+        self.from_standby = False
 
     @property
     def scheduler_file(self) -> Path:
@@ -88,10 +95,28 @@ class LocalScheduler:
     def running(self) -> bool:
         return SCHEDULER_PROCESS in self.processes
 
+    def take_over(self, standby: Standby) -> None:
+        """Track the running scheduler of ``standby`` (in this tracker's folder) as this one; :meth:`start` returns it."""
+        handed = standby.processes.release(SCHEDULER_PROCESS)
+        if handed is None:
+            return
+        self.processes.track(SCHEDULER_PROCESS, *handed, notify=False)  # its backend is being built
+        self.address = standby.endpoint.address
+        self._taken_over = standby.endpoint
+        self.from_standby = True
+        self.spawned.set()
+
     async def start(
         self, *, host: str, interface: str | None, idle_timeout: float | None, timeout: float, stop_timeout: float
     ) -> SchedulerEndpoint:
-        """Start the scheduler and wait (up to ``timeout`` s) until it has written its address."""
+        """Start the scheduler and wait (up to ``timeout`` s) until it has written its address.
+
+        A standby scheduler taken over (:meth:`take_over`) that still runs is returned at once.
+        """
+        taken, self._taken_over = self._taken_over, None
+        if taken is not None and self.running() and self.processes.get(SCHEDULER_PROCESS).running():
+            return taken
+        self.from_standby = False
         scheduler_file = self.scheduler_file
         scheduler_file.unlink(missing_ok=True)
         command = scheduler_command(scheduler_file, host, idle_timeout, interface, credentials=self.credentials)

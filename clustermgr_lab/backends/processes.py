@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from ..errors import BackendError
 from ..tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -113,6 +114,9 @@ class LocalProcesses:
         Called with ``(name, returncode)`` when a process ends on its own.
     on_change : callable, optional
         Called when a process was started, stopped or noticed gone.
+    tied : bool
+        Only forked from the launcher, which stops them when this server's connection ends (standby
+        schedulers, see :mod:`.standby`); a start without the launcher fails instead of starting a plain process.
     """
 
     exit_poll_interval = 0.5
@@ -123,8 +127,10 @@ class LocalProcesses:
         launcher: WarmLauncher | None = None,
         on_exit: Callable[[str, int | None], None] | None = None,
         on_change: Callable[[], None] | None = None,
+        tied: bool = False,
     ):
         self.workdir = Path(workdir)
+        self.tied = tied
         self.launcher = launcher
         self.on_exit = on_exit
         self.on_change = on_change
@@ -186,18 +192,26 @@ class LocalProcesses:
 
         Forked from the warm launcher when there is one, else a fresh interpreter."""
         if self.launcher is not None:
-            process = await self.launcher.spawn(command, env, self.log_path(name))
+            process = await self.launcher.spawn(command, env, self.log_path(name), tied=self.tied)
             if process is not None:
                 return process
+        if self.tied:
+            raise BackendError(f"{name} must be forked from the warm launcher, which is not available")
         with open(self.log_path(name), "ab") as log:
             return await asyncio.create_subprocess_exec(
                 *command, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
             )
 
-    def track(self, name: str, tracked: TrackedProcess) -> None:
-        """Watch ``tracked`` under ``name`` (a process just started, or adopted from a previous server)."""
+    def track(self, name: str, tracked: TrackedProcess, child: Any = None, *, notify: bool = True) -> None:
+        """Watch ``tracked`` under ``name`` (a process just started, adopted, or handed over with its ``child`` object).
+
+        ``notify``: call ``on_change`` (not while the owner is still being built).
+        """
+        if child is not None:
+            self._children[tracked.pid] = child
         self._processes[name] = tracked
-        self._notify_change()
+        if notify:
+            self._notify_change()
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.ensure_future(self._watch())
 
@@ -256,6 +270,13 @@ class LocalProcesses:
         await asyncio.gather(*self._starting, return_exceptions=True)
         await asyncio.gather(*(self.stop(name, timeout) for name in list(self._processes)))
         await self.detach()
+
+    def release(self, name: str) -> tuple[TrackedProcess, Any] | None:
+        """Stop tracking ``name`` without stopping it; returns it and its child object, to track elsewhere."""
+        tracked = self._processes.pop(name, None)
+        if tracked is None:
+            return None
+        return tracked, self._children.pop(tracked.pid, None)
 
     def adopt(self, records: dict[str, dict[str, Any]]) -> set[str]:
         """Track the recorded processes that still run; returns their names."""
