@@ -3,7 +3,9 @@
  * cannot work here is marked in New Cluster with the reason (point 6); a
  * dashboard of a cluster named "Cluster 1" says "Cluster 1 is gone", not
  * "Cluster Cluster 1" (point 5); the palette inserts the Client cell of the
- * only cluster without asking which (point 10).
+ * only cluster without asking which (point 10); a refused job, an
+ * unresponsive scheduler and a cluster gone while offline are notified once
+ * each (point 4).
  */
 import { expect, test } from '@jupyterlab/galata';
 
@@ -13,6 +15,7 @@ import {
   fromPalette,
   LIMITS,
   openSidebar,
+  type IFakeServer,
   TEMPLATE_LIST,
   TEMPLATES
 } from './fakes';
@@ -110,4 +113,57 @@ test('the palette inserts the Client cell of the only cluster without asking whi
     .poll(async () => (await getSources(page)).join('\n'))
     .toContain('127.0.0.1:7');
   await expect(page.locator('.jp-Dialog')).toHaveCount(0);
+});
+
+test('a refused job, an unresponsive scheduler and a cluster gone while offline are each notified once', async ({
+  page
+}) => {
+  // Given two running clusters
+  const refused = fakeCluster('j', { name: 'Jobs' });
+  const frozen = fakeCluster('u', { name: 'Frozen' });
+  const clusters = [refused, frozen];
+  const server: IFakeServer = await fakeServer(page, clusters);
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  await expect(sidebar.locator('.cm-ClusterCard')).toHaveCount(2);
+  const toast = (text: string) =>
+    page.locator('.jp-Notification-Toast-error, .jp-Notification-Toast-warning', {
+      hasText: text
+    });
+
+  // When sbatch refuses a group's job (said twice), and a scheduler stops answering
+  const error = 'sbatch: error: invalid partition specified: gpu';
+  const withError = {
+    ...refused,
+    workers: {
+      ...refused.workers,
+      groups: [{ ...refused.workers.groups[0], error }]
+    }
+  };
+  for (let i = 0; i < 2; i++) {
+    server.send({ type: 'changed', cluster: withError, events: [] });
+  }
+  server.send({
+    type: 'changed',
+    cluster: { ...frozen, status: 'unresponsive' },
+    events: []
+  });
+
+  // Then each is one notification with the server's reason
+  await expect(toast(`Jobs: group default: ${error}`)).toHaveCount(1);
+  await expect(toast('Frozen: the cluster is unresponsive')).toHaveCount(1);
+
+  // When "Jobs" ends while the server is out of reach
+  server.down = true;
+  clusters.splice(0, 1);
+  await server.sockets[0].close({ code: 1011, reason: 'down' });
+  await expect(sidebar.locator('.cm-ConnectionState')).toHaveText('Offline');
+  server.down = false;
+  await expect(sidebar.locator('.cm-ConnectionState')).toHaveText('Live', {
+    timeout: 15000
+  });
+  // Then that is notified too, once
+  await expect(
+    toast('Jobs is gone: it stopped while the sidebar could not see it')
+  ).toHaveCount(1);
 });
