@@ -127,9 +127,12 @@ test('a refused job, an unresponsive scheduler and a cluster gone while offline 
   const sidebar = await openSidebar(page);
   await expect(sidebar.locator('.cm-ClusterCard')).toHaveCount(2);
   const toast = (text: string) =>
-    page.locator('.jp-Notification-Toast-error, .jp-Notification-Toast-warning', {
-      hasText: text
-    });
+    page.locator(
+      '.jp-Notification-Toast-error, .jp-Notification-Toast-warning',
+      {
+        hasText: text
+      }
+    );
 
   // When sbatch refuses a group's job (said twice), and a scheduler stops answering
   const error = 'sbatch: error: invalid partition specified: gpu';
