@@ -5,7 +5,7 @@
 import { copyIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { shownStatus } from '../cardstate';
+import { hasEnded, shownStatus } from '../cardstate';
 import { ICluster } from '../types';
 import { SchedulerAddress } from './CardParts';
 import { ExternalBadge } from './ExternalBadge';
@@ -89,6 +89,7 @@ export function CardScheduler(props: {
       <SchedulerAddress
         address={cluster.scheduler_address}
         clusterName={cluster.name}
+        ended={hasEnded(cluster)}
       />
       {cluster.scheduler_address && (
         <button

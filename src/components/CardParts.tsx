@@ -15,6 +15,8 @@ import { IEvent, IWorkerGroupCounts } from '../types';
 export function SchedulerAddress(props: {
   address: string | null;
   clusterName: string;
+  /** The cluster has ended: no scheduler will come ("yet" would promise one). */
+  ended?: boolean;
 }): React.ReactElement {
   const { address } = props;
   const match = address ? /^(.*?)(:\d+)$/.exec(address) : null;
@@ -31,7 +33,7 @@ export function SchedulerAddress(props: {
         </>
       ) : (
         <span className="cm-ClusterCard-addressHost">
-          {address ?? 'no scheduler yet'}
+          {address ?? (props.ended ? 'no scheduler' : 'no scheduler yet')}
         </span>
       )}
     </code>

@@ -122,10 +122,12 @@ export class EventHistory extends ReactWidget {
             <tbody>
               {events.map((e, i) => (
                 <tr key={`${e.time}-${i}`} data-kind={e.kind}>
-                  <td title={e.time}>{formatTime(e.time)}</td>
-                  <td>{e.kind}</td>
-                  <td>{e.group ?? ''}</td>
-                  <td>{change(e)}</td>
+                  <td className="cm-EventHistory-time" title={e.time}>
+                    {formatTime(e.time)}
+                  </td>
+                  <td className="cm-EventHistory-kind">{e.kind}</td>
+                  <td data-label="group">{e.group ?? ''}</td>
+                  <td data-label="workers">{change(e)}</td>
                   <td className="cm-EventHistory-message">
                     {e.cause && (
                       <span
@@ -137,7 +139,7 @@ export class EventHistory extends ReactWidget {
                     )}{' '}
                     {e.message}
                   </td>
-                  <td>{e.source ?? ''}</td>
+                  <td data-label="by">{e.source ?? ''}</td>
                 </tr>
               ))}
             </tbody>

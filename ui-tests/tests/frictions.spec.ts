@@ -359,6 +359,10 @@ test('a stopped card has no live buttons; clusters gone while offline are explai
     'Remove'
   ]);
   await expect(stopped).not.toContainText('Stopping');
+  // An ended cluster's scheduler is not coming: no "yet"
+  await expect(stopped.locator('.cm-ClusterCard-address')).toHaveText(
+    'no scheduler'
+  );
 
   // The server goes away; while it is gone, "Bygone" stops.
   server.down = true;

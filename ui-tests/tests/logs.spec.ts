@@ -9,44 +9,23 @@ import { openSidebar } from './fakes';
 import {
   CLUSTER_TIMEOUT,
   createCluster,
+  openSlowly,
   removeCluster,
   runInNewCell,
   smallCluster,
+  SLOW_START,
   waitForCluster
 } from './helpers';
 
 const NAME = 'logs-test';
 
 test.describe.configure({ timeout: 600000 });
-// Galata waits 15 s at most for JupyterLab to start; on this shared 2-core machine it can take a
-// minute, so this test opens the page itself with a longer wait.
-test.use({
-  autoGoto: false,
-  waitForApplication: async ({}, use) => {
-    await use(async (page, helpers) => {
-      await page
-        .locator('#jupyterlab-splash')
-        .waitFor({ state: 'detached', timeout: 300000 });
-      await helpers.waitForCondition(
-        () => helpers.activity.isTabActive('Launcher'),
-        300000
-      );
-    });
-  }
-});
+test.use(SLOW_START);
 
 test('the log tab follows a worker live; the card and History say why it went away', async ({
   page
 }) => {
-  (page as any).waitForAppStarted = () =>
-    page.waitForFunction(
-      () =>
-        typeof (window as any).jupyterapp === 'object' &&
-        typeof (window as any).galata === 'object',
-      undefined,
-      { timeout: 300000 }
-    );
-  await page.goto();
+  await openSlowly(page);
   // Given a running cluster of one worker, and a notebook with a client of it
   const created = await createCluster(page, smallCluster(NAME));
   try {
