@@ -1,15 +1,13 @@
 /**
  * The inserted Client cell, run for real: inserting it again replaces the
- * notebook's client rather than leaving one more connected; with one cluster
- * the palette inserts it without asking which.
+ * notebook's client rather than leaving one more connected. (With one
+ * cluster the palette inserts it without asking which: issue21.spec.ts.)
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 
-import { fakeCluster, fakeServer, fromPalette, openSidebar } from './fakes';
+import { openSidebar } from './fakes';
 import {
-  clientCellText,
   createCluster,
-  getSources,
   removeCluster,
   runInNewCell,
   smallCluster,
@@ -62,33 +60,4 @@ test('inserting the Client cell twice leaves one client open: the first is close
   } finally {
     await removeCluster(page, cluster.id);
   }
-});
-
-test.describe('against a fake server', () => {
-  test.use({ autoGoto: false });
-
-  test('with one cluster, the palette inserts its Client cell without asking which', async ({
-    page
-  }) => {
-    // Given one cluster that has a scheduler, and a notebook
-    await fakeServer(page, [
-      fakeCluster('a', { name: 'Only', scheduler_address: 'tcp://127.0.0.1:1' })
-    ]);
-    await page.goto();
-    await openSidebar(page);
-    await page.notebook.createNew('palette-one.ipynb');
-
-    // When "Insert Client Cell for Cluster…" is chosen in the palette
-    await fromPalette(
-      page,
-      'Insert Client Cell for Cluster',
-      'Insert Client Cell for Cluster…'
-    );
-
-    // Then its cell is there, and no dialog asked which cluster
-    await expect
-      .poll(() => getSources(page))
-      .toContain(clientCellText({ address: 'tcp://127.0.0.1:1' }));
-    await expect(page.locator('.jp-Dialog')).toHaveCount(0);
-  });
 });
