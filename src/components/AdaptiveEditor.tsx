@@ -125,13 +125,18 @@ function rangeTotals(
 }
 
 /**
- * "→ 0–4 workers · 0–8 cores · 0–16 GiB" for a range of a group.
+ * "→ 0–4 workers · 0–8 cores · 0–16 GiB" for a range of a group; a range of
+ * one size reads as that size ("→ 1 worker · 1 core · 1 GiB").
  */
 function rangePreview([lo, hi]: [ITotals, ITotals]): string {
+  if (lo.workers === hi.workers) {
+    return (
+      `→ ${plural(hi.workers, 'worker')} · ${plural(hi.cores, 'core')} · ` +
+      formatSize(hi.memory)
+    );
+  }
   return (
-    (lo.workers === hi.workers
-      ? `→ ${plural(hi.workers, 'worker')} · `
-      : `→ ${lo.workers}–${hi.workers} workers · `) +
+    `→ ${lo.workers}–${hi.workers} workers · ` +
     `${formatCores(lo.cores)}–${formatCores(hi.cores)} cores · ` +
     `${formatSize(lo.memory)}–${formatSize(hi.memory)}`
   );

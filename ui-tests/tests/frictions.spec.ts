@@ -570,6 +570,17 @@ test('plurals and sizes read the same everywhere', async ({ page }) => {
   );
   await page.locator('.jp-Dialog-button.jp-mod-reject').click();
 
+  // An adaptive range of one size reads as that size, not "1–1 workers"
+  await card.getByRole('button', { name: 'Adaptive mode of Single' }).click();
+  const range = page.locator('.cm-AdaptRange[data-group="default"]');
+  await range.locator('.cm-AdaptRange-on').check();
+  await range.locator('.cm-AdaptRange-minimum').fill('1');
+  await range.locator('.cm-AdaptRange-maximum').fill('1');
+  await expect(range.locator('.cm-AdaptRange-preview')).toHaveText(
+    '→ 1 worker · 1 core · 1 GiB'
+  );
+  await page.locator('.jp-Dialog-button.jp-mod-reject').click();
+
   await card.getByRole('button', { name: 'Shut down Single' }).click();
   await expect(page.locator('.jp-Dialog-body')).toHaveText(
     'Its scheduler and 1 worker stop, and clients connected to it lose their data.'
