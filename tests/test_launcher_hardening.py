@@ -289,3 +289,26 @@ async def test_a_launcher_still_dying_when_the_next_is_started_does_not_fail_the
         await launcher.close()
         for pid in alive([new or dying.pid]):
             os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_connection_reset_by_a_launcher_dying_as_it_queued_it_is_tried_again(tmp_path):
+    # Given a socket whose listener queues connections and then closes without accepting them, as a killed
+    # launcher's does in the moment between its server connection closing and its listener closing
+    launcher = WarmLauncher(tmp_path, idle_timeout=1.0, preload=[])
+    launcher.socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    dying = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dying.bind(str(launcher.socket_path))
+    dying.listen(8)
+    asyncio.get_running_loop().call_later(0.5, dying.close)  # resets what it queued
+    try:
+        # When the server connects (its connection is queued, then reset)
+        await launcher.ensure()
+        # Then it starts a launcher of its own and reaches it, rather than giving up for a minute
+        assert launcher.connected and launcher.pid is not None
+        assert psutil.Process(launcher.pid).is_running()
+    finally:
+        dying.close()
+        new = launcher.pid
+        await launcher.close()
+        for pid in alive([new] if new else []):
+            os.kill(pid, signal.SIGKILL)

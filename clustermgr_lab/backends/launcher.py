@@ -638,6 +638,7 @@ class WarmLauncher(LoggingConfigurable):
         self._next_id = 0
         self._failed_at: float | None = None
         self._closing = False
+        self._handshaking = False
         self.pid: int | None = None
 
     @property
@@ -735,18 +736,7 @@ class WarmLauncher(LoggingConfigurable):
             check_socket_folder(self.socket_path.parent)
         except OSError as exc:  # PermissionError included: someone else's folder, or one others can write
             raise LauncherUnavailable(f"its socket folder is not safe to use: {exc}") from None
-        while True:
-            try:
-                self._reader, self._writer = await asyncio.open_unix_connection(str(self.socket_path))
-            except OSError:
-                pass
-            else:
-                uid = peer_uid(self._writer.get_extra_info("socket"))
-                if uid == os.getuid():
-                    break
-                self._writer.close()
-                self._reader = self._writer = None
-                raise LauncherUnavailable(f"the process serving {self.socket_path} runs as uid {uid}, not as this user")
+        while not await self._handshake():
             exited = self._process.poll() if self._process is not None else None
             if exited:
                 raise LauncherUnavailable(f"it exited with code {exited}; see {self.log_path}")
@@ -758,9 +748,35 @@ class WarmLauncher(LoggingConfigurable):
                 raise LauncherUnavailable(f"it did not answer within {self.start_timeout:g} s; see {self.log_path}")
             await asyncio.sleep(0.02)
         self._failed_at = None
-        self._read_task = asyncio.ensure_future(self._read_loop(self._reader))
-        self.pid = (await self._request({"op": "info"}))["pid"]
         self.log.info("clustermgr: warm launcher %s at %s", self.pid, self.socket_path)
+
+    async def _handshake(self) -> bool:
+        """Connect and ask the launcher who it is; False when no launcher answers at the socket (yet).
+
+        A launcher killed a moment ago may still have queued the connection before its listener closed,
+        which then resets it: that counts as no answer (the caller starts a new launcher), not as a failure.
+        """
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(self.socket_path))
+        except OSError:
+            return False
+        uid = peer_uid(writer.get_extra_info("socket"))
+        if uid != os.getuid():
+            writer.close()
+            raise LauncherUnavailable(f"the process serving {self.socket_path} runs as uid {uid}, not as this user")
+        self._reader, self._writer = reader, writer
+        self._handshaking = True
+        self._read_task = asyncio.ensure_future(self._read_loop(reader))
+        try:
+            self.pid = (await self._request({"op": "info"}))["pid"]
+        except LauncherUnavailable:
+            if self._reader is reader:  # no answer in time: let this connection go quietly
+                self._reader = self._writer = None
+                writer.close()
+            return False
+        finally:
+            self._handshaking = False
+        return True
 
     async def _start_process(self) -> None:
         # subprocess.Popen, not asyncio's: asyncio kills a child whose transport is collected, and the
@@ -814,7 +830,8 @@ class WarmLauncher(LoggingConfigurable):
         except (OSError, ValueError, KeyError, TypeError) as exc:
             self.log.warning("clustermgr: lost the warm launcher: %r", exc)
         finally:
-            self._disconnected()
+            if self._reader is reader:  # not a connection given up already (see _handshake)
+                self._disconnected()
 
     def _disconnected(self) -> None:
         if self._writer is not None:
@@ -823,7 +840,7 @@ class WarmLauncher(LoggingConfigurable):
         for future in self._replies.values():
             if not future.done():
                 future.set_exception(LauncherUnavailable("the launcher went away"))
-        if not self._closing:
+        if not self._closing and not self._handshaking:  # a failed handshake: _connect tries again itself
             for process in list(self._launched.values()):  # their exits can no longer be reported
                 asyncio.ensure_future(process.poll_until_gone())
             # While a server is connected the launcher never exits on its own: it crashed or was killed.
