@@ -2,6 +2,7 @@
  * A fake clustermgr server inside the browser (page.route + routeWebSocket),
  * for tests that need exact data or server answers that are hard to provoke.
  */
+import './appstart';
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 import type { Locator, Route, WebSocketRoute } from '@playwright/test';
 

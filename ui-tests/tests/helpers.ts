@@ -1,6 +1,7 @@
 /**
  * Helpers for tests against the real server (real Dask processes).
  */
+import './appstart';
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
 // Clusters start real Dask processes on a busy 2-core machine.
@@ -133,42 +134,4 @@ export function clientCellText(
     '    client.close()  # the client of a cell inserted before',
     connect
   ].join('\n');
-}
-
-/**
- * Test options for a spec that opens the page itself: galata waits 15 s at
- * most for JupyterLab to start; on a shared 2-core machine it can take a
- * minute. Use with `test.use(SLOW_START)` and `await openSlowly(page)`.
- */
-export const SLOW_START = {
-  autoGoto: false,
-  waitForApplication: async (
-    {},
-    use: (wait: (page: any, helpers: any) => Promise<void>) => Promise<void>
-  ) => {
-    await use(async (page, helpers) => {
-      await page
-        .locator('#jupyterlab-splash')
-        .waitFor({ state: 'detached', timeout: 300000 });
-      await helpers.waitForCondition(
-        () => helpers.activity.isTabActive('Launcher'),
-        300000
-      );
-    });
-  }
-};
-
-/**
- * Open JupyterLab with SLOW_START's longer waits.
- */
-export async function openSlowly(page: IJupyterLabPageFixture): Promise<void> {
-  (page as any).waitForAppStarted = () =>
-    page.waitForFunction(
-      () =>
-        typeof (window as any).jupyterapp === 'object' &&
-        typeof (window as any).galata === 'object',
-      undefined,
-      { timeout: 300000 }
-    );
-  await page.goto();
 }

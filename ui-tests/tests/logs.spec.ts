@@ -9,23 +9,21 @@ import { openSidebar } from './fakes';
 import {
   CLUSTER_TIMEOUT,
   createCluster,
-  openSlowly,
   removeCluster,
   runInNewCell,
   smallCluster,
-  SLOW_START,
   waitForCluster
 } from './helpers';
 
 const NAME = 'logs-test';
 
 test.describe.configure({ timeout: 600000 });
-test.use(SLOW_START);
+test.use({ autoGoto: false });
 
 test('the log tab follows a worker live; the card and History say why it went away', async ({
   page
 }) => {
-  await openSlowly(page);
+  await page.goto();
   // Given a running cluster of one worker, and a notebook with a client of it
   const created = await createCluster(page, smallCluster(NAME));
   try {

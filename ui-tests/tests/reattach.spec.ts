@@ -11,12 +11,7 @@ import { tmpdir } from 'os';
 import * as path from 'path';
 
 import { openSidebar } from './fakes';
-import {
-  CLUSTER_TIMEOUT,
-  openSlowly,
-  SLOW_START,
-  waitForCluster
-} from './helpers';
+import { CLUSTER_TIMEOUT, waitForCluster } from './helpers';
 
 const PYTHON = process.env.PYTHON || 'python3';
 const PORT = Number(
@@ -38,7 +33,7 @@ const place = mkdtempSync(
 // The kernels, sessions and terminals APIs are not tracked through galata's
 // request routes: those fail the test while the server is stopped on purpose.
 test.use({
-  ...SLOW_START,
+  autoGoto: false,
   baseURL: BASE,
   kernels: null,
   sessions: null,
@@ -153,7 +148,7 @@ test('an attached cluster is attached again after a real server restart, its dat
   page
 }) => {
   test.setTimeout(420000);
-  await openSlowly(page);
+  await page.goto();
   // Given a cluster attached by its address, its one worker seen by the sidebar
   const response = await page.request.post('/clustermgr/api/clusters', {
     data: { attach: address, name: 'outside' }

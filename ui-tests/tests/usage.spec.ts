@@ -15,6 +15,23 @@ import {
   waitForCluster
 } from './helpers';
 
+/**
+ * "12 core-seconds", "1.5 core-minutes", "2.0 core-hours".
+ */
+const USAGE = /^([\d.]+) core-(seconds|minutes|hours)$/;
+
+/**
+ * The seconds a core-usage text stands for (to the precision it shows).
+ */
+function coreSeconds(text: string | null): number {
+  const match = USAGE.exec(text ?? '');
+  if (!match) {
+    throw new Error(`not a core usage: ${JSON.stringify(text)}`);
+  }
+  const unit = { seconds: 1, minutes: 60, hours: 3600 }[match[2]]!;
+  return Number(match[1]) * unit;
+}
+
 test('usage and the chart of workers, memory and CPU, with a readout', async ({
   page
 }) => {
@@ -26,13 +43,12 @@ test('usage and the chart of workers, memory and CPU, with a readout', async ({
     const card = sidebar.locator(`.cm-ClusterCard[data-cluster-id="${id}"]`);
 
     // What it used: core-seconds of its one worker, running on with the clock
+    // (read in seconds whatever the unit: a slow start may cross a minute)
     const used = card.locator('.cm-ClusterCard-coreUsage');
-    await expect(used).toHaveText(/^\d+ core-seconds$/, {
-      timeout: CLUSTER_TIMEOUT
-    });
-    const first = parseInt((await used.textContent()) ?? '', 10);
+    await expect(used).toHaveText(USAGE, { timeout: CLUSTER_TIMEOUT });
+    const first = coreSeconds(await used.textContent());
     await expect
-      .poll(async () => parseInt((await used.textContent()) ?? '', 10), {
+      .poll(async () => coreSeconds(await used.textContent()), {
         timeout: 30000
       })
       .toBeGreaterThan(first);
@@ -53,27 +69,40 @@ test('usage and the chart of workers, memory and CPU, with a readout', async ({
       })
       .toBeGreaterThan(0);
 
-    // Hovering the left edge reads out the first point; leaving, the last
-    const box = (await plot.boundingBox())!;
-    await page.mouse.move(box.x + 1, box.y + box.height / 2);
-    await expect(readout).toHaveAttribute('data-point', '0');
+    // Hovering the left edge reads out the first point; leaving, the last.
+    // The plot's place is taken at each try: cards above it may still move
+    // (a card of an earlier test leaving the list).
+    const cursor = card.locator('.cm-ClusterChart-cursor');
+    await expect(async () => {
+      const box = (await plot.boundingBox())!;
+      await plot.hover({ position: { x: 1, y: box.height / 2 } });
+      await expect(readout).toHaveAttribute('data-point', '0', {
+        timeout: 2000
+      });
+    }).toPass({ timeout: 30000 });
     await expect(readout).toHaveText(/^\d\d:\d\d:\d\d · [\d.]+ workers? · /);
-    await expect(card.locator('.cm-ClusterChart-cursor')).toHaveCount(1);
-    // the keyboard moves along the points too
-    await plot.focus();
-    await page.keyboard.press('ArrowRight');
-    await expect(readout).toHaveAttribute('data-point', '1');
+    await expect(cursor).toHaveCount(1);
     await page.mouse.move(0, 0);
+    await expect(readout).toHaveText(/^now /);
+    await expect(cursor).toHaveCount(0);
+
+    // The keyboard moves along the points too: one back from now, then on
+    await plot.focus();
+    await page.keyboard.press('ArrowLeft');
+    await expect(cursor).toHaveCount(1);
+    const back = Number(await readout.getAttribute('data-point'));
+    await page.keyboard.press('ArrowRight');
+    await expect(readout).toHaveAttribute('data-point', String(back + 1));
     await plot.blur();
     await expect(readout).toHaveText(/^now /);
-    await expect(card.locator('.cm-ClusterChart-cursor')).toHaveCount(0);
+    await expect(cursor).toHaveCount(0);
 
     // A reload gets the chart back from the server, from the cluster's start
     const points = Number(await readout.getAttribute('data-point'));
     await page.reload({ waitForIsReady: false }); // the restored layout has no Launcher to wait for
     await page.locator('#jupyterlab-splash').waitFor({ state: 'detached' });
     const tab = page.getByRole('tab', { name: 'Clusters' });
-    await expect(tab).toBeVisible();
+    await expect(tab).toBeVisible({ timeout: 30000 });
     if ((await tab.getAttribute('aria-selected')) !== 'true') {
       await tab.click();
     }
