@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import itertools
+import json
 import logging
 import ssl
 import time
@@ -117,6 +118,8 @@ class ManagedCluster:
         self.events = EventLog()
         self._on_change = on_change
         self._link: SchedulerLink | None = None
+        self._change_count = 0  # calls of _changed: part of what keys the cached description
+        self._description: tuple[tuple, dict[str, Any], str] | None = None  # (key, to_dict(), its JSON)
         self._security = None
         self._dashboard_ssl: ssl.SSLContext | None = None
         self._config_parent = config_parent
@@ -221,6 +224,44 @@ class ManagedCluster:
         if self.endpoint is None or self.lifecycle != RUNNING:
             return None
         return self.endpoint.dashboard_address
+
+    def describe(self, base_url: str = "/", dashboard_key: str = "") -> tuple[dict[str, Any], str]:
+        """:meth:`to_dict` and its JSON, made again only when the cluster has changed since the last call.
+
+        A list of 100 clusters is asked for far more often than any of them changes. The cache is
+        keyed by everything :meth:`to_dict` reads that can change without a :meth:`_changed` (cheap to
+        compare), plus the count of those calls, which the workers, resources and usage change through.
+        The dict is shared: read it, never modify it.
+
+        Examples
+        --------
+        >>> description, text = cluster.describe("/", "key-abc")  # doctest: +SKIP
+        >>> cluster.describe("/", "key-abc")[0] is description  # nothing changed in between  # doctest: +SKIP
+        True
+        """
+        link = self._link
+        key = (
+            self._change_count,
+            self.events.appended,
+            self.lifecycle,
+            self.error,
+            self.ended,
+            self.name,
+            self.idle_timeout,
+            self.endpoint,
+            self.spec,
+            self.adapt,
+            dict(self.options),  # a copy: a change in place must not change the key kept
+            link is not None and link.responsive,
+            self.backend.capabilities,
+            self.backend.security,
+            base_url,
+            dashboard_key,
+        )
+        if self._description is None or self._description[0] != key:
+            description = self.to_dict(base_url, dashboard_key)
+            self._description = (key, description, json.dumps(description))
+        return self._description[1], self._description[2]
 
     def to_dict(self, base_url: str = "/", dashboard_key: str = "") -> dict[str, Any]:
         """The cluster as the API shows it; ``dashboard_key`` is the key segment of its dashboard's URL."""
@@ -494,6 +535,7 @@ class ManagedCluster:
         await self.backend.detach()
 
     def _changed(self) -> None:
+        self._change_count += 1
         self.usage.update(self.reconciler.usage_rates())
         self.reconciler.observe_scale()
         try:

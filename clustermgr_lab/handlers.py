@@ -27,7 +27,7 @@ class ClustersHandler(BaseHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.reply({"clusters": self.manager.list()})
+        self.reply_json_text(self.manager.list_json())
 
     @web.authenticated
     @authorized

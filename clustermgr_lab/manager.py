@@ -188,6 +188,7 @@ class ClusterManager(LoggingConfigurable):
         self._events_written: dict[str, int] = {}
         self._unavailable: dict[str, str | None] = {}  # backend -> why it cannot work here (None: it can)
         self._availability_checked = 0.0
+        self._dashboard_segments: dict[str, str] = {}  # per cluster: the key segment of its dashboard's URL
         self._events_pushed: dict[str, int] = {}  # per cluster: events appended when its last message went out
         self._stored: list[tuple[ManagedCluster, dict]] = []
         self._unrestorable: list[dict] = []
@@ -384,10 +385,22 @@ class ClusterManager(LoggingConfigurable):
             raise NotFound(f"no cluster with id {cluster_id!r}") from None
 
     def describe(self, cluster: ManagedCluster) -> dict[str, Any]:
-        return cluster.to_dict(self.base_url, dashboard_key=self.dashboard_keys.segment(cluster.id))
+        """The cluster as the API shows it (shared with the next caller until it changes: do not modify)."""
+        return cluster.describe(self.base_url, self._dashboard_segment(cluster.id))[0]
 
     def list(self) -> list[dict[str, Any]]:
         return [self.describe(c) for c in self._clusters.values()]
+
+    def list_json(self) -> str:
+        """``{"clusters": list()}`` as JSON, from each cluster's cached text (the GET that is asked for most)."""
+        texts = (c.describe(self.base_url, self._dashboard_segment(c.id))[1] for c in self._clusters.values())
+        return '{"clusters": [' + ", ".join(texts) + "]}"
+
+    def _dashboard_segment(self, cluster_id: str) -> str:
+        segment = self._dashboard_segments.get(cluster_id)
+        if segment is None:  # an HMAC: worth keeping, it never changes for a cluster
+            segment = self._dashboard_segments[cluster_id] = self.dashboard_keys.segment(cluster_id)
+        return segment
 
     def clusters(self) -> list[ManagedCluster]:
         """The clusters this server lists (what :meth:`list` describes)."""
@@ -713,6 +726,7 @@ class ClusterManager(LoggingConfigurable):
         self._dirty.discard(cluster_id)
         self._events_written.pop(cluster_id, None)
         self._events_pushed.pop(cluster_id, None)
+        self._dashboard_segments.pop(cluster_id, None)
         self._write_delete(cluster_id, cluster.backend.workdir if cluster else None)
         self._emit({"type": "removed", "id": cluster_id})
 

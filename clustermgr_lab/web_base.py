@@ -102,6 +102,10 @@ class BaseHandler(JSONErrorMixin, ManagerMixin, APIHandler):
         return decode_json_body(self.request.body)
 
     def reply(self, data: Any, status: int = 200) -> None:
+        self.reply_json_text(json.dumps(data), status)
+
+    def reply_json_text(self, text: str, status: int = 200) -> None:
+        """Answer with ``text``, JSON already encoded."""
         self.set_status(status)
         self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(data))
+        self.finish(text)
