@@ -1101,7 +1101,8 @@ def chart(rows: list[dict], path: Path, title: str) -> None:
 
     targeted = [r for r in rows if r["target"] is not None and r["value"] == r["value"]]
     fig, ax = plt.subplots(figsize=(10, 0.45 * len(targeted) + 1.5))
-    fractions = [r["value"] / r["target"] for r in targeted]
+    # a row whose target is 0 (e.g. workers not reached) has no ratio: a miss is drawn at 2
+    fractions = [r["value"] / r["target"] if r["target"] else 0.0 if r["value"] <= 0 else 2.0 for r in targeted]
     ax.barh(range(len(targeted)), fractions, color=["tab:green" if r["pass"] else "tab:red" for r in targeted])
     ax.axvline(1.0, color="black", linewidth=1)
     ax.set_yticks(range(len(targeted)), [r["name"].removeprefix("side by side: ") for r in targeted], fontsize=8)
