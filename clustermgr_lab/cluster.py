@@ -231,13 +231,8 @@ class ManagedCluster:
         A list of 100 clusters is asked for far more often than any of them changes. The cache is
         keyed by everything :meth:`to_dict` reads that can change without a :meth:`_changed` (cheap to
         compare), plus the count of those calls, which the workers, resources and usage change through.
-        The dict is shared: read it, never modify it.
-
-        Examples
-        --------
-        >>> description, text = cluster.describe("/", "key-abc")  # doctest: +SKIP
-        >>> cluster.describe("/", "key-abc")[0] is description  # nothing changed in between  # doctest: +SKIP
-        True
+        The dict is shared: read it, never modify it. Two calls with no change between them return
+        the same objects (``tests/test_description_cache.py`` checks that, and that a change is never missed).
         """
         link = self._link
         key = (
