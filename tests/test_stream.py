@@ -236,4 +236,8 @@ async def test_the_server_keeps_answering_while_clusters_start(jp_fetch, jp_serv
         await asyncio.sleep(0.02)
     report("GET /api/status while 2 clusters start", timings, "requests")
     assert len(timings) >= 10, "the clusters started too fast to measure anything"
-    assert max(timings) < 0.5, sorted(timings)[-5:]
+    # A start that held the event loop would hold a request at each of the two starts (or one request
+    # for both); a busy machine delays one request now and then by a CPU's worth (0.62 s seen once under
+    # stress-ng, 0.78 s at load average 30). So at most one request may take half a second, and none a second.
+    slow = [t for t in timings if t >= 0.5]
+    assert len(slow) <= 1 and max(timings) < 1.0, sorted(timings)[-5:]
