@@ -1092,6 +1092,13 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def target_fraction(row: dict) -> float:
+    """A row's value over its target; a row whose target is 0 (e.g. workers not reached) is 0 if met, else 2."""
+    if row["target"]:
+        return row["value"] / row["target"]
+    return 0.0 if row["value"] <= 0 else 2.0
+
+
 def chart(rows: list[dict], path: Path, title: str) -> None:
     """One bar per row with a target: its value as a fraction of the target (left of 1.0 passes)."""
     import matplotlib
@@ -1101,8 +1108,7 @@ def chart(rows: list[dict], path: Path, title: str) -> None:
 
     targeted = [r for r in rows if r["target"] is not None and r["value"] == r["value"]]
     fig, ax = plt.subplots(figsize=(10, 0.45 * len(targeted) + 1.5))
-    # a row whose target is 0 (e.g. workers not reached) has no ratio: a miss is drawn at 2
-    fractions = [r["value"] / r["target"] if r["target"] else 0.0 if r["value"] <= 0 else 2.0 for r in targeted]
+    fractions = [target_fraction(r) for r in targeted]
     ax.barh(range(len(targeted)), fractions, color=["tab:green" if r["pass"] else "tab:red" for r in targeted])
     ax.axvline(1.0, color="black", linewidth=1)
     ax.set_yticks(range(len(targeted)), [r["name"].removeprefix("side by side: ") for r in targeted], fontsize=8)

@@ -18,6 +18,9 @@ KEY_BYTES = 16
 KEY_SEGMENT_PREFIX = "key-"
 
 
+MAX_KEPT_SEGMENTS = 4096  # segments kept at most (a few hundred bytes each)
+
+
 class DashboardKeys:
     """Derives and checks the key of each cluster's dashboard URL.
 
@@ -39,6 +42,7 @@ class DashboardKeys:
         self.secret_path = Path(secret_path)
         self.log = log or logging.getLogger(__name__)
         self._secret = self._load_or_create()
+        self._segments: dict[str, str] = {}  # cluster id -> segment: asked for at every description of a cluster
 
     def key(self, cluster_id: str) -> str:
         """The key of ``cluster_id``'s dashboard (22 URL-safe characters)."""
@@ -46,8 +50,13 @@ class DashboardKeys:
         return base64.urlsafe_b64encode(digest[:KEY_BYTES]).rstrip(b"=").decode("ascii")
 
     def segment(self, cluster_id: str) -> str:
-        """The path segment carrying the key: ``key-<key>``."""
-        return KEY_SEGMENT_PREFIX + self.key(cluster_id)
+        """The path segment carrying the key: ``key-<key>`` (kept: an HMAC, and the same for ever for a cluster)."""
+        segment = self._segments.get(cluster_id)
+        if segment is None:
+            if len(self._segments) >= MAX_KEPT_SEGMENTS:
+                self._segments.clear()
+            segment = self._segments[cluster_id] = KEY_SEGMENT_PREFIX + self.key(cluster_id)
+        return segment
 
     def is_valid(self, cluster_id: str, key: str) -> bool:
         """Whether ``key`` is ``cluster_id``'s key (compared in constant time)."""

@@ -188,7 +188,6 @@ class ClusterManager(LoggingConfigurable):
         self._events_written: dict[str, int] = {}
         self._unavailable: dict[str, str | None] = {}  # backend -> why it cannot work here (None: it can)
         self._availability_checked = 0.0
-        self._dashboard_segments: dict[str, str] = {}  # per cluster: the key segment of its dashboard's URL
         self._events_pushed: dict[str, int] = {}  # per cluster: events appended when its last message went out
         self._stored: list[tuple[ManagedCluster, dict]] = []
         self._unrestorable: list[dict] = []
@@ -386,21 +385,17 @@ class ClusterManager(LoggingConfigurable):
 
     def describe(self, cluster: ManagedCluster) -> dict[str, Any]:
         """The cluster as the API shows it (shared with the next caller until it changes: do not modify)."""
-        return cluster.describe(self.base_url, self._dashboard_segment(cluster.id))[0]
+        return self._description(cluster)[0]
 
     def list(self) -> list[dict[str, Any]]:
         return [self.describe(c) for c in self._clusters.values()]
 
     def list_json(self) -> str:
-        """``{"clusters": list()}`` as JSON, from each cluster's cached text (the GET that is asked for most)."""
-        texts = (c.describe(self.base_url, self._dashboard_segment(c.id))[1] for c in self._clusters.values())
-        return '{"clusters": [' + ", ".join(texts) + "]}"
+        """``{"clusters": list()}`` as JSON, from each cluster's kept text (the GET that is asked for most)."""
+        return '{"clusters": [' + ", ".join(self._description(c)[1] for c in self._clusters.values()) + "]}"
 
-    def _dashboard_segment(self, cluster_id: str) -> str:
-        segment = self._dashboard_segments.get(cluster_id)
-        if segment is None:  # an HMAC: worth keeping, it never changes for a cluster
-            segment = self._dashboard_segments[cluster_id] = self.dashboard_keys.segment(cluster_id)
-        return segment
+    def _description(self, cluster: ManagedCluster) -> tuple[dict[str, Any], str]:
+        return cluster.describe(self.base_url, self.dashboard_keys.segment(cluster.id))
 
     def clusters(self) -> list[ManagedCluster]:
         """The clusters this server lists (what :meth:`list` describes)."""
@@ -726,7 +721,6 @@ class ClusterManager(LoggingConfigurable):
         self._dirty.discard(cluster_id)
         self._events_written.pop(cluster_id, None)
         self._events_pushed.pop(cluster_id, None)
-        self._dashboard_segments.pop(cluster_id, None)
         self._write_delete(cluster_id, cluster.backend.workdir if cluster else None)
         self._emit({"type": "removed", "id": cluster_id})
 

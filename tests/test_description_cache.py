@@ -16,7 +16,7 @@ def manager_of(jp_serverapp):
 def fresh(manager, cluster_id: str) -> dict:
     """The cluster's description made now, not the one kept."""
     cluster = manager.get(cluster_id)
-    return json.loads(json.dumps(cluster.to_dict(manager.base_url, manager._dashboard_segment(cluster_id))))
+    return json.loads(json.dumps(cluster.to_dict(manager.base_url, manager.dashboard_keys.segment(cluster_id))))
 
 
 def differences(answer: dict, expected: dict) -> dict:
@@ -68,7 +68,7 @@ async def test_every_change_is_in_the_next_answer(jp_fetch, jp_serverapp):
 
         # And when nothing changed, the kept text is answered again, not made anew
         cluster = manager.get(cluster_id)
-        segment = manager._dashboard_segment(cluster_id)
+        segment = manager.dashboard_keys.segment(cluster_id)
         assert cluster.describe(manager.base_url, segment)[1] is cluster.describe(manager.base_url, segment)[1]
         assert json.loads(manager.list_json()) == {"clusters": manager.list()}
     finally:
