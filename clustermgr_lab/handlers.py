@@ -81,8 +81,8 @@ class LogHandler(BaseHandler):
     @web.authenticated
     @authorized
     async def get(self, cluster_id: str, name: str) -> None:
-        lines = parse_tail(self.get_query_argument("tail", None))
-        offset = parse_offset(self.get_query_argument("offset", None))
+        lines = parse_tail(self.get_query_argument("tail", None, strip=False))
+        offset = parse_offset(self.get_query_argument("offset", None, strip=False))
         self.reply(await read_log(self.manager.get(cluster_id), name, lines, offset))
 
 
@@ -97,7 +97,7 @@ class UsageHandler(BaseHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.reply(self.manager.usage_summary(self.get_query_argument("days", "7")))
+        self.reply(self.manager.usage_summary(self.get_query_argument("days", "7", strip=False)))
 
 
 class TemplatesHandler(BaseHandler):

@@ -27,7 +27,9 @@ class LogFollowHandler(StreamHandler):
     """
 
     def open(self, cluster_id: str, name: str) -> None:  # type: ignore[override]
-        self._follower = asyncio.ensure_future(self._follow(cluster_id, name, self.get_query_argument("tail", None)))
+        self._follower = asyncio.ensure_future(
+            self._follow(cluster_id, name, self.get_query_argument("tail", None, strip=False))
+        )
 
     async def _follow(self, cluster_id: str, name: str, lines: str | None) -> None:
         loop = asyncio.get_running_loop()

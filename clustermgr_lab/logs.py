@@ -104,7 +104,7 @@ def log_file(files: dict[str, Path], name: str, cluster_id: str) -> Path:
 
 def parse_tail(value: str | None) -> int:
     """The ``tail`` query parameter: a count of lines, 1 to :data:`MAX_TAIL_LINES`."""
-    if value is None or value == "":
+    if value is None:
         return DEFAULT_TAIL_LINES
     try:
         lines = int(value)
@@ -117,7 +117,7 @@ def parse_tail(value: str | None) -> int:
 
 def parse_offset(value: str | None) -> int | None:
     """The ``offset`` query parameter: a byte offset (0 or more), or None when not given."""
-    if value is None or value == "":
+    if value is None:
         return None
     try:
         offset = int(value)
