@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from distributed import Event
 
 from clustermgr_lab.backends import BACKENDS, HTCondorBackend, LSFBackend, PBSBackend, SGEBackend, SlurmBackend
 from clustermgr_lab.backends.local import scheduler_command
@@ -354,13 +355,23 @@ async def test_adaptive_on_slurm_grows_under_a_burst_and_cancels_exactly_the_ret
     try:
         cluster = await wait_for(jp_fetch, cluster_id, running_with(1), what="the first worker", timeout=120)
         async with cluster_client(cluster, asynchronous=True) as client:
-            # When a burst of work arrives
-            burst = client.map(lambda i: __import__("time").sleep(1.5) or i, range(12), pure=False)
+            # When a burst of work arrives, held running until the two jobs are checked (once it ends, the idle
+            # countdown of 4 x 0.5 s starts, which a loaded machine can use up before squeue answers)
+            release = Event(f"release-{cluster_id}", client=client)
+
+            def held(i, event_name):
+                from distributed import Event
+
+                Event(event_name).wait(600)
+                return i
+
+            burst = client.map(held, range(12), event_name=release.name, pure=False)
             # Then it grows to 2 workers, each its own job
             await wait_for(jp_fetch, cluster_id, running_with(2), what="a second worker", timeout=120)
-            assert sorted(await client.gather(burst)) == list(range(12))
             jobs_before = backend.job_ids()
             assert len(jobs_before) == 2 and len(await squeue(prefix)) == 2
+            await release.set()
+            assert sorted(await client.gather(burst)) == list(range(12))
             del burst
 
             # When the load is gone (idle)
