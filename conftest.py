@@ -44,6 +44,9 @@ def jp_server_config(jp_server_config, tmp_path):
     }
     # No standby scheduler (an idle process per test server): tests/test_standby.py turns it on where it is tested.
     config["StandbySchedulers"] = {"count": 0}
+    # A scheduler starved of CPU (load 10 on 2 cores) can miss the 5 s heartbeat and flap to "unresponsive",
+    # which changes the snapshots tests compare; tests/test_hardening.py tests that state with a short timeout.
+    config["SchedulerLink"] = {"heartbeat_timeout": 30.0}
     return config
 
 

@@ -260,13 +260,19 @@ async def squeue(prefix: str) -> dict[str, tuple[str, str]]:
 
 
 def running_with(n: int, group: str | None = None):
+    """A predicate: the cluster runs with ``n`` workers (of ``group``), and none is still being stopped.
+
+    A worker being retired leaves ``running`` at once, but stays in the scheduler, its job in the queue
+    and its process alive until its stop has finished: ``stopping`` is 0 only then.
+    """
+
     def predicate(cluster):
         if cluster["status"] != "running":
             return False
-        if group is None:
-            return cluster["workers"]["running"] == n and cluster["workers"]["requested"] == n
-        g = next(g for g in cluster["workers"]["groups"] if g["name"] == group)
-        return g["running"] == n and g["requested"] == n
+        counts = cluster["workers"]
+        if group is not None:
+            counts = next(g for g in counts["groups"] if g["name"] == group)
+        return counts["running"] == n and counts["requested"] == n and counts.get("stopping", 0) == 0
 
     return predicate
 

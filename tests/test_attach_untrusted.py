@@ -30,7 +30,7 @@ def hostile(tmp_path):
         command = [sys.executable, str(HOSTILE), mode, str(port_file)] + ([str(marker)] if marker else [])
         process = subprocess.Popen(command, env=subprocess_env(), stdin=subprocess.DEVNULL)
         processes.append(process)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while not port_file.exists():
             assert process.poll() is None and time.monotonic() < deadline, f"the {mode} peer did not start"
             time.sleep(0.05)

@@ -429,7 +429,7 @@ async def test_workers_are_grid_engine_jobs_that_scale_up_compute_and_go(jp_fetc
         async def no_jobs():
             return not grid_engine_jobs(prefix)
 
-        await until(no_jobs, 30, "the job to leave qstat", step=0.2)
+        await until(no_jobs, 120, "the job to leave qstat", step=0.2)
     finally:
         await delete_and_wait(jp_fetch, cluster_id)
         assert grid_engine_jobs(prefix) == {}

@@ -42,7 +42,7 @@ def start_launcher(socket_path: Path, log: Path, max_fds: int | None = None) -> 
             [sys.executable, "-m", "clustermgr_lab.backends.launcher", str(socket_path), "--idle-timeout", "30", "--preload", ""],
             env=subprocess_env(PYTHONUNBUFFERED="1"), stdin=subprocess.DEVNULL, stdout=out, stderr=out, preexec_fn=limit,
         )  # fmt: skip
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while not socket_path.exists():
         assert process.poll() is None and time.monotonic() < deadline, log.read_text()
         time.sleep(0.05)
@@ -128,7 +128,7 @@ def test_a_client_that_never_reads_does_not_block_the_others(launcher):
         # When another client asks something, Then it is answered promptly
         started = time.monotonic()
         assert info(socket_path)["pid"] == process.pid
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 15  # a launcher held by the flood would not answer at all
     finally:
         greedy.close()
         flood.join(15)

@@ -97,7 +97,7 @@ async def test_an_attached_cluster_is_re_attached_and_never_stopped(tmp_path):
 
 
 async def _identity_when_up(address: str) -> dict:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a fresh interpreter's import of distributed takes ~30 s at load 12
     while True:
         try:
             return await scheduler_identity(address, timeout=2)

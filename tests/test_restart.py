@@ -162,7 +162,7 @@ def test_sigterm_keeps_or_stops_and_a_cluster_whose_scheduler_went_away_fails(pl
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     try:
-        eventually(lambda: _answers(clusters[replaced]), 30, "the stranger scheduler")
+        eventually(lambda: _answers(clusters[replaced]), 120, "the stranger scheduler")
 
         # And a server that stops its clusters at a clean stop starts on the same store
         server = place.server(on_shutdown="stop")

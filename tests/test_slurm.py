@@ -145,7 +145,7 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
             await wait_for(jp_fetch, cluster_id, running_with(1), what="1 worker")
             timing("scale 2 -> 1: one worker left", time.monotonic() - started)
             # Then one job is gone from squeue and every result is still there
-            left = await until(lambda: _jobs_if(prefix, 1), 30, "1 job in squeue")
+            left = await until(lambda: _jobs_if(prefix, 1), 120, "1 job in squeue")
             timing("scale 2 -> 1: one job left in squeue", time.monotonic() - started)
             assert [len(r) for r in await client.gather(futures)] == [1000 * i for i in range(20)]
             ((survivor, (survivor_job, _)),) = left.items()
@@ -160,7 +160,7 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
                 name = survivor.removeprefix(prefix)
                 return any(name in e["message"] and "replacing" in e["message"] for e in events["events"])
 
-            await until(replaced, 30, "the ended job to be noticed", step=0.2)
+            await until(replaced, 120, "the ended job to be noticed", step=0.2)
             timing("job ended outside -> noticed", time.monotonic() - started)
             await wait_for(jp_fetch, cluster_id, running_with(1), what="a replacement worker", timeout=120)
             timing("job ended outside -> replacement worker connected", time.monotonic() - started)

@@ -44,9 +44,15 @@ async def test_a_job_cancelled_from_outside_and_one_past_its_walltime_say_so(jp_
     _, cluster = await call(jp_fetch, "POST", "clusters", body={"template": "one-minute", "spec": spec}, expect=202)
     cluster_id = cluster["id"]
     try:
-        await wait_for(jp_fetch, cluster_id, running_with(2), 180, "2 workers")
+        # (the job to be cancelled gets 10 minutes as soon as it is submitted, so that on a loaded machine, where
+        # two workers may take most of a minute to connect, its walltime cannot end it first)
         backend = jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id).backend
-        job_of_second = backend.job_ids()["default-2"]
+        job_of_second = await until(lambda: backend.job_ids().get("default-2"), 120, "default-2's job", step=0.1)
+        code, _, err = await run(
+            "scontrol", "update", f"JobId={job_of_second}", "TimeLimit=00:10:00", env=subprocess_env(), timeout=60
+        )
+        assert code == 0, err
+        await wait_for(jp_fetch, cluster_id, running_with(2), 180, "2 workers")
 
         # When the second worker's job is cancelled from outside the server
         code, _, err = await run("scancel", job_of_second, env=subprocess_env(), timeout=60)

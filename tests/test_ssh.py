@@ -340,19 +340,19 @@ async def test_a_worker_that_hangs_while_starting_is_killed_when_its_start_times
 ):
     # Given an SSH backend whose workers hang as they start (a Nanny preload that sleeps, after the
     # one that reports the process group), with a start timeout long enough to get that far
-    monkeypatch.setattr(SSHBackend, "worker_start_timeout", 8.0)
+    monkeypatch.setattr(SSHBackend, "worker_start_timeout", 20.0)  # an interpreter start at load 10 takes ~10 s
     backend = ssh_backend("abc123", tmp_path / "abc123")
     address = (await backend.start_scheduler()).address
     try:
         # When a worker is started
         with (
-            dask.config.set({"distributed.nanny.preload": ["import time; time.sleep(120)"]}),
+            dask.config.set({"distributed.nanny.preload": ["import time; time.sleep(600)"]}),
             pytest.raises(BackendError) as failed,
         ):
             await backend.scale_up(parse_spec({"groups": [WORKERS]}).groups[0], ["default-1"])
         # Then the start fails naming the timeout, and the hanging remote process group is gone already
         assert "worker default-1 did not start on 127.0.0.1" in failed.value.message
-        assert "no worker within 8 s" in failed.value.message
+        assert "no worker within 20 s" in failed.value.message
         assert dask_spec_processes(address) == {} and backend.hosts_of_workers() == {}
     finally:
         await backend.close()

@@ -40,8 +40,12 @@ async def test_a_cluster_takes_the_standby_scheduler_which_is_then_replaced(jp_f
         # And it works over TLS with its credentials, and its scheduler took the cluster's idle timeout
         async with cluster_client(cluster, asynchronous=True) as client:
             assert await client.submit(sum, [1, 2]) == 3
-            timeout = await client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.idle_timeout)
-            assert timeout == 3600
+
+            # (sent to the scheduler as the cluster is taken over, without waiting for its answer)
+            async def idle_timeout_taken():
+                return await client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.idle_timeout) == 3600
+
+            await until(idle_timeout_taken, 30, "the scheduler's idle timeout")
         # And a replacement with a folder and credentials of its own is started
         replacement = (await until(manager.standby.ready, 60, "the replacement standby scheduler"))[0]
         assert replacement.cluster_id != cluster_id

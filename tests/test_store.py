@@ -19,12 +19,13 @@ from clustermgr_lab.store import ClusterStore
 from tests.test_orphans import stored_cluster
 
 store = ClusterStore(sys.argv[1])
-print("ready", flush=True)
 n = 0
 while True:  # write until killed
     n += 1
     record = stored_cluster(f"c{n % 50}", Path("/tmp"), {"default-1": {"pid": n, "create_time": 1.0}})
     store.save(record, [{"message": f"event {n}"}])
+    if n == 1:
+        print("ready", flush=True)  # one save committed: whenever it is killed, there is something to read
 """
 
 

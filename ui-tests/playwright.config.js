@@ -16,6 +16,8 @@ module.exports = {
   testDir: './tests',
   workers: 1,
   timeout: 180000,
+  // Assertions retry for 20 s, not Playwright's 5 s: on a loaded 2-core machine a pushed update can take longer.
+  expect: { timeout: 20000 },
   retries: 0,
   reporter: [['list'], ['html', { open: 'never' }]],
   use: {

@@ -21,7 +21,6 @@ import {
   TEMPLATES
 } from './fakes';
 
-test.describe.configure({ timeout: 90000 });
 test.use({ autoGoto: false });
 
 const attached = fakeCluster('x', {

@@ -18,7 +18,6 @@ import {
 } from './fakes';
 import { clientCellText } from './helpers';
 
-test.describe.configure({ timeout: 90000 });
 test.use({ autoGoto: false });
 
 const EVENTS = /\/clustermgr\/api\/clusters\/([^/?]+)\/events(\?.*)?$/;

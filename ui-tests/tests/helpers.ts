@@ -4,8 +4,8 @@
 import './appstart';
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
 
-// Clusters start real Dask processes on a busy 2-core machine.
-export const CLUSTER_TIMEOUT = 90000;
+// Clusters start real Dask processes on a busy 2-core machine (30-90 s at load 10).
+export const CLUSTER_TIMEOUT = 180000;
 
 /**
  * Create a cluster through the API; resolves with its JSON (pending).

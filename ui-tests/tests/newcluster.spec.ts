@@ -8,7 +8,6 @@ import { expect, galata, test } from '@jupyterlab/galata';
 
 import { errorToasts, fakeCluster, fakeServer, openSidebar } from './fakes';
 
-test.describe.configure({ timeout: 90000 });
 test.use({ autoGoto: false });
 
 test('lists templates and prefills the Worker Spec editor', async ({

@@ -15,7 +15,7 @@ test.describe('clustermgr-lab skeleton', () => {
   test('new cluster, drag into notebook, run client, shut down', async ({
     page
   }) => {
-    test.setTimeout(180000);
+    test.setTimeout(300000);
 
     // 1. Open the sidebar.
     await page.getByRole('tab', { name: 'Clusters' }).click();

@@ -9,7 +9,6 @@ import { expect, test } from '@jupyterlab/galata';
 
 import { fakeCluster, fakeServer, openSidebar } from './fakes';
 
-test.describe.configure({ timeout: 90000 });
 test.use({ autoGoto: false });
 
 const FULL = 'database or disk is full';

@@ -12,7 +12,6 @@ import {
   openSidebar
 } from './fakes';
 
-test.describe.configure({ timeout: 90000 });
 test.use({ autoGoto: false, viewport: { width: 1280, height: 900 } });
 
 const clusters = [
