@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -354,5 +355,45 @@ async def test_a_worker_that_hangs_while_starting_is_killed_when_its_start_times
         assert "worker default-1 did not start on 127.0.0.1" in failed.value.message
         assert "no worker within 20 s" in failed.value.message
         assert dask_spec_processes(address) == {} and backend.hosts_of_workers() == {}
+    finally:
+        await backend.close()
+
+
+def sessions_naming(scheduler_address: str) -> list[int]:
+    """The processes (and their descendants) whose command line starts a ``dask_spec`` of this scheduler.
+
+    Unlike :func:`dask_spec_processes`, also a shell that runs the command line (it is one argument there).
+    """
+    found = []
+    for process in psutil.process_iter():
+        try:
+            command = " ".join(process.cmdline())
+            if f"distributed.cli.dask_spec {scheduler_address} " in command:
+                found += tree(process.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return alive(found)
+
+
+async def test_a_worker_whose_start_times_out_before_it_reports_its_process_group_is_found_and_killed(
+    tmp_path, sshd, ssh_backend, monkeypatch
+):
+    # Given an SSH backend whose remote command hangs before Python starts: no Nanny, so no process group reported
+    monkeypatch.setattr(SSHBackend, "worker_start_timeout", 10.0)
+    monkeypatch.setattr(SSHBackend, "remote_python", f"sleep 600; {sys.executable}")
+    backend = ssh_backend("abc123", tmp_path / "abc123")
+    address = (await backend.start_scheduler()).address
+    try:
+        # When a worker is started
+        start = asyncio.ensure_future(backend.scale_up(parse_spec({"groups": [WORKERS]}).groups[0], ["default-1"]))
+        remote = await until(
+            lambda: len(found := sessions_naming(address)) >= 2 and found, 30, "the remote shell and its sleep"
+        )
+        # Then its start fails naming the timeout
+        with pytest.raises(BackendError) as failed:
+            await start
+        assert "no worker within 10 s" in failed.value.message
+        # And the remote shell and its sleep are gone: found by the worker's name on its command line, and killed
+        assert alive(remote) == [] and sessions_naming(address) == []
     finally:
         await backend.close()

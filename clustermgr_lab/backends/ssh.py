@@ -76,20 +76,49 @@ def _kill_group_command(process_group: int) -> str:
     return f"sh -c 'ps -o args= -p {group} | grep -q distributed.cli.dask_spec && kill -KILL -{group} && {{ {wait}; }}'"
 
 
-async def _kill_remote_group(host: str, connect_options: dict[str, Any], process_group: int, timeout: float) -> bool:
-    """Over a new SSH connection, kill a worker's process group if it still runs; True if it was killed."""
+def _literal_pattern(text: str) -> str:
+    """``text`` as an extended regular expression that matches it literally, safe inside sh's double quotes."""
+    return "".join(c if c.isalnum() or c in "/:_-@" else f"[{c}]" for c in text)
+
+
+def _kill_unreported_command(scheduler_address: str, name: str) -> str:
+    """Kill the process groups of worker ``name`` of ``scheduler_address`` found by command line, then wait for them.
+
+    For a worker whose start was given up before its Nanny reported its process group. The remote command line
+    is ``... distributed.cli.dask_spec <scheduler> --spec '{..."name": "<name>"...}'``, and sshd starts each
+    command in a session (a process group) of its own. ``[.]`` keeps the pattern from matching this command itself.
+    """
+    address, worker = _literal_pattern(scheduler_address), _literal_pattern(name)
+    pattern = f"distributed[.]cli[.]dask_spec {address} .*name.: .{worker}[^A-Za-z0-9_.-]"
+    kill = (
+        f'gs=""; for p in $(pgrep -f "{pattern}"); do g=$(ps -o pgid= -p $p | tr -d " "); '
+        '[ -n "$g" ] && kill -KILL -$g && gs="$gs $g"; done'
+    )
+    # then wait (10 s at most) until the groups are gone, so that the caller can count on it
+    wait = "i=0; for g in $gs; do while kill -0 -$g 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; done"
+    return f"sh -c '{kill}; {wait}; true'"
+
+
+async def _run_remote_kill(host: str, connect_options: dict[str, Any], command: str, what: str, timeout: float) -> bool:
+    """Over a new SSH connection, run a kill ``command`` for ``what``; True if it exited 0."""
     import asyncssh  # on first use, as distributed.deploy.ssh does: it adds to the server's start-up time
 
     async def run():
         async with asyncssh.connect(host, **connect_options) as connection:
-            return await connection.run(_kill_group_command(process_group))
+            return await connection.run(command)
 
     try:
         done = await asyncio.wait_for(run(), timeout)
     except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
-        log.warning("could not kill process group %s on %s: %s", process_group, host, exc)
+        log.warning("could not kill %s on %s: %s", what, host, exc)
         return False
     return done.exit_status == 0
+
+
+async def _kill_remote_group(host: str, connect_options: dict[str, Any], process_group: int, timeout: float) -> bool:
+    """Over a new SSH connection, kill a worker's process group if it still runs; True if it was killed."""
+    command = _kill_group_command(process_group)
+    return await _run_remote_kill(host, connect_options, command, f"process group {process_group}", timeout)
 
 
 def _reported_process_group(output: list[str]) -> int | None:
@@ -327,6 +356,9 @@ class SSHBackend(Backend):
         group = _reported_process_group(output)
         if group is not None:
             await _kill_remote_group(remote.host, self.connect_options, group, self.command_timeout)
+        elif self.address is not None:  # it may be running without having said its group yet: find it by name
+            command = _kill_unreported_command(self.address, name)
+            await _run_remote_kill(remote.host, self.connect_options, command, f"worker {name}", self.command_timeout)
         proc = remote.process.proc
         if proc is not None and (ended or group is not None):
             with contextlib.suppress(Exception):
