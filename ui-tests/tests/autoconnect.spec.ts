@@ -57,14 +57,14 @@ test('new and restarted kernels connect to the chosen cluster', async ({
     await page.notebook.createNew('autoconnect.ipynb', { kernel: 'python3' });
     const check = 'print(client.scheduler.address)';
     await expect
-      .poll(() => runInNewCell(page, check), { timeout: 60000 })
+      .poll(() => runInNewCell(page, check), { timeout: 120000 })
       .toBe(address);
     // Nothing shows in the notebook: the code ran silently.
     expect(await page.notebook.getCellCount()).toBeGreaterThanOrEqual(1);
 
     await restartKernel(page);
     await expect
-      .poll(() => runInNewCell(page, check), { timeout: 60000 })
+      .poll(() => runInNewCell(page, check), { timeout: 120000 })
       .toBe(address);
 
     await removeCluster(page, id);
@@ -75,7 +75,7 @@ test('new and restarted kernels connect to the chosen cluster', async ({
     await restartKernel(page);
     await expect
       .poll(() => runInNewCell(page, "print('client' in globals())"), {
-        timeout: 60000
+        timeout: 120000
       })
       .toBe('False');
   } finally {
