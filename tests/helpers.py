@@ -259,6 +259,25 @@ async def squeue(prefix: str) -> dict[str, tuple[str, str]]:
     return {name: (job_id, state) for name, (job_id, state, _) in jobs.items()}
 
 
+def held_burst(client, n: int, name: str):
+    """``n`` tasks that stay running until ``release.set()``: ``(futures, release)``; the futures' results are 0..n-1.
+
+    For checking a state that the burst's end would change (an idle countdown starts once the tasks finish).
+    ``client`` is asynchronous; ``name`` names the ``distributed.Event``, unique per cluster.
+    """
+    from distributed import Event
+
+    release = Event(name, client=client)
+
+    def held(i, event_name):
+        from distributed import Event
+
+        Event(event_name).wait(600)
+        return i
+
+    return client.map(held, range(n), event_name=release.name, pure=False), release
+
+
 def running_with(n: int, group: str | None = None):
     """A predicate: the cluster runs with ``n`` workers (of ``group``), and none is still being stopped.
 

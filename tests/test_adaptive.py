@@ -4,9 +4,7 @@ import asyncio
 import re
 import time
 
-from distributed import Event
-
-from .helpers import SMALL, call, cluster_client, create, delete_and_wait, running_with, wait_for
+from .helpers import SMALL, call, cluster_client, create, delete_and_wait, held_burst, running_with, wait_for
 
 FAST = {"interval": 0.2, "wait_count": 3, "target_duration": 1}
 CPU_AND_GPU = {
@@ -38,15 +36,7 @@ async def test_grows_under_a_burst_and_shrinks_to_its_minimum_when_idle(jp_fetch
         async with cluster_client(cluster, asynchronous=True) as client:
             # When a burst of tasks arrives, held running until the growth is checked (a burst that ended first
             # would let workers that ran dry be retired before the last one connected, on a loaded machine)
-            release = Event(f"release-{cluster_id}", client=client)
-
-            def held(i, event_name):
-                from distributed import Event
-
-                Event(event_name).wait(600)
-                return i
-
-            futures = client.map(held, range(40), event_name=release.name, pure=False)
+            futures, release = held_burst(client, 40, f"release-{cluster_id}")
             # Then it grows to its maximum, and not beyond
             cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["workers"]["running"] == 4, what="4 workers")
             assert cluster["workers"]["requested"] == 4

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-from distributed import Event
 
 from clustermgr_lab.backends import BACKENDS, HTCondorBackend, LSFBackend, PBSBackend, SGEBackend, SlurmBackend
 from clustermgr_lab.backends.local import scheduler_command
@@ -25,7 +24,7 @@ from clustermgr_lab.manager import ClusterManager
 from clustermgr_lab.spec import parse_spec
 
 from . import helpers
-from .helpers import call, cluster_client, requires_slurm, running_with, slurm_jobs, squeue, until, wait_for
+from .helpers import call, cluster_client, held_burst, requires_slurm, running_with, slurm_jobs, squeue, until, wait_for
 from .test_client_cli import clustermgr, server  # noqa: F401 - fixtures
 
 ONE_CPU = {"name": "default", "count": 0, "threads": 1, "memory": "300 MiB"}
@@ -357,15 +356,7 @@ async def test_adaptive_on_slurm_grows_under_a_burst_and_cancels_exactly_the_ret
         async with cluster_client(cluster, asynchronous=True) as client:
             # When a burst of work arrives, held running until the two jobs are checked (once it ends, the idle
             # countdown of 4 x 0.5 s starts, which a loaded machine can use up before squeue answers)
-            release = Event(f"release-{cluster_id}", client=client)
-
-            def held(i, event_name):
-                from distributed import Event
-
-                Event(event_name).wait(600)
-                return i
-
-            burst = client.map(held, range(12), event_name=release.name, pure=False)
+            burst, release = held_burst(client, 12, f"release-{cluster_id}")
             # Then it grows to 2 workers, each its own job
             await wait_for(jp_fetch, cluster_id, running_with(2), what="a second worker", timeout=120)
             jobs_before = backend.job_ids()

@@ -68,11 +68,15 @@ def _stop_group_command(process_group: int, signal_name: str, wait: float) -> st
     return f"sh -c '{script}'"  # sh whatever the remote user's login shell is; dash's kill takes no "--"
 
 
+def _wait_until_gone(groups: str) -> str:
+    """sh: wait (10 s at most) until the process groups ``groups`` (words) are gone, so that the caller can count on it."""
+    return f"i=0; for g in {groups}; do while kill -0 -$g 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; done"
+
+
 def _kill_group_command(process_group: int) -> str:
     """Kill a worker's process group on its host, only if its leader still is a dask_spec process."""
     group = int(process_group)
-    # then wait (10 s at most) until the group is gone, so that the caller can count on it
-    wait = f"i=0; while kill -0 -{group} 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done"
+    wait = _wait_until_gone(str(group))
     return f"sh -c 'ps -o args= -p {group} | grep -q distributed.cli.dask_spec && kill -KILL -{group} && {{ {wait}; }}'"
 
 
@@ -94,9 +98,7 @@ def _kill_unreported_command(scheduler_address: str, name: str) -> str:
         f'gs=""; for p in $(pgrep -f "{pattern}"); do g=$(ps -o pgid= -p $p | tr -d " "); '
         '[ -n "$g" ] && kill -KILL -$g && gs="$gs $g"; done'
     )
-    # then wait (10 s at most) until the groups are gone, so that the caller can count on it
-    wait = "i=0; for g in $gs; do while kill -0 -$g 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; done"
-    return f"sh -c '{kill}; {wait}; true'"
+    return f"sh -c '{kill}; {_wait_until_gone('$gs')}; true'"
 
 
 async def _run_remote_kill(host: str, connect_options: dict[str, Any], command: str, what: str, timeout: float) -> bool:
