@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -132,16 +131,10 @@ def run_suite(
         ]
         cwd = REPO
     else:
-        # the venv's jlpm (as `make` puts the venv first on PATH), also when this script is run by hand
-        jlpm = shutil.which("jlpm", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-        command = [jlpm or "jlpm", "playwright", "test", "--reporter=line,junit"]
+        # as `make test` runs them: Playwright shards side by side, each with a server of its own
+        command = [sys.executable, str(REPO / "ci" / "ui_shards.py"), "--junit", str(out / f"{suite}-{run}")]
         cwd = REPO / "ui-tests"
-        env = {
-            **env,
-            "CI": "1",
-            "PLAYWRIGHT_JUNIT_OUTPUT_NAME": str(junit),
-            "CHROMIUM_PATH": os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"),
-        }
+        env = {**env, "CHROMIUM_PATH": os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")}
     started = time.monotonic()
     print(f"[stress] run {run}/{args.runs}: {suite} (log: {log})", flush=True)
     with open(log, "wb") as log_file:
@@ -149,7 +142,8 @@ def run_suite(
             command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT
         ).returncode
     elapsed = time.monotonic() - started
-    failed = failures_in(junit) if junit.exists() else []
+    reports = [junit] if suite == "pytest" else sorted(out.glob(f"{suite}-{run}-*.xml"))  # galata: one per shard
+    failed = [name for report in reports if report.exists() for name in failures_in(report)]
     if code != 0 and not failed:
         failed = [f"{suite} (exit code {code}, no failed test in its report: see {log.name})"]
     print(f"[stress] run {run}/{args.runs}: {suite}: {len(failed)} failed in {elapsed / 60:.1f} min", flush=True)

@@ -31,6 +31,7 @@ except ImportError:  # Python 3.10
     import tomli as tomllib
 
 API_PREFIX = ("clustermgr", "api")
+API_TIMEOUT = 120.0  # seconds an API call of a test may take: one deadline for every test's requests
 #: one small local worker: the default group of :func:`create`
 SMALL = {"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}
 DOCUMENT_URI = "urn:clustermgr-lab:openapi"
@@ -131,7 +132,8 @@ async def call(jp_fetch, method: str, *path: str, body=None, expect: int | None 
 
 async def call_as(jp_fetch, headers: dict | None, method: str, *path: str, body=None, expect: int | None = None):
     """:func:`call` with these request headers (``{"Authorization": ""}`` sends no token)."""
-    kwargs = {"method": method, "headers": headers}
+    # tornado's default 20 s is shorter than a busy server's answer can take at load 10+ on 2 cores
+    kwargs = {"method": method, "headers": headers, "request_timeout": API_TIMEOUT}
     if body is not None:
         kwargs["body"] = body if isinstance(body, (str, bytes)) else json.dumps(body)
     elif method in ("POST", "PATCH", "PUT"):

@@ -24,6 +24,8 @@ _state = tempfile.mkdtemp(prefix="clustermgr-ui-", dir=os.environ.get("CLUSTERMG
 c.ClusterManager.store_path = os.path.join(_state, "clusters.sqlite3")
 c.ClusterManager.workdir = os.path.join(_state, "clusters")
 c.ClusterManager.on_shutdown = "stop"
+# User settings of its own too: ci/ui_shards.py runs several of these servers at once, as one user.
+c.LabApp.user_settings_dir = os.path.join(_state, "user-settings")
 
 # A batch template with user options, for ui-tests/tests/hpc.spec.ts (real SLURM: `make test` starts it).
 c.ClusterManager.templates = [

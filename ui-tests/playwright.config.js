@@ -8,6 +8,10 @@ const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
 
 // UI_TEST_PORT lets several checkouts run their UI tests side by side.
 const port = process.env.UI_TEST_PORT || '8888';
+// ci/ui_shards.py runs Playwright shards side by side: each keeps its results and report apart.
+const shard = process.env.UI_TEST_SHARD
+  ? `-shard-${process.env.UI_TEST_SHARD}`
+  : '';
 
 module.exports = {
   ...baseConfig,
@@ -19,7 +23,11 @@ module.exports = {
   // Assertions retry for 20 s, not Playwright's 5 s: on a loaded 2-core machine a pushed update can take longer.
   expect: { timeout: 20000 },
   retries: 0,
-  reporter: [['list'], ['html', { open: 'never' }]],
+  reporter: [
+    ['list'],
+    ['html', { open: 'never', outputFolder: `playwright-report${shard}` }]
+  ],
+  outputDir: `test-results${shard}`,
   use: {
     ...baseConfig.use,
     browserName: 'chromium',
