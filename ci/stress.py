@@ -132,9 +132,9 @@ def run_suite(
         cwd = REPO
     else:
         # as `make test` runs them: Playwright shards side by side, each with a server of its own
+        # (ui_shards.py sets CI, the ports and CHROMIUM_PATH's default, and runs Playwright in ui-tests/)
         command = [sys.executable, str(REPO / "ci" / "ui_shards.py"), "--junit", str(out / f"{suite}-{run}")]
-        cwd = REPO / "ui-tests"
-        env = {**env, "CHROMIUM_PATH": os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")}
+        cwd = REPO
     started = time.monotonic()
     print(f"[stress] run {run}/{args.runs}: {suite} (log: {log})", flush=True)
     with open(log, "wb") as log_file:
