@@ -95,6 +95,21 @@ PLAIN_TEMPLATE = {
     "name": "plain", "backend": "local", "tls": False,
     "spec": {"groups": [{"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}]},
 }  # fmt: skip
+# The many-workers row's shape: one process per worker (no nanny), its periodic work at sleep-friendly intervals
+# (the tick is 1 s already for every local process): idle nanny + worker pairs, each worker sampling its own stack
+# every 10 ms, kept 2 cores busy at 100 workers (round 7).
+SMALL_WORKERS_TEMPLATE = {
+    "name": "small", "backend": "local", "tls": False,
+    "spec": {"groups": [{"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}]},
+    "options": {
+        "nanny": False,
+        "worker_config": {
+            "distributed.admin.system-monitor.interval": "5s",
+            "distributed.worker.profile.enabled": False,
+            "distributed.worker.memory.monitor-interval": "5s",
+        },
+    },
+}  # fmt: skip
 GRAPH_TASKS = 1000
 
 
@@ -109,7 +124,7 @@ def start_clustermgr(tmp: Path, max_clusters: int, standby: int | None = None) -
                 "max_workers": MANY_WORKERS,
                 "gpus": 2,  # the two-group workload's GPU group, up to 2 workers (declared; nothing uses a GPU)
                 "on_shutdown": "stop",
-                "templates": [PLAIN_TEMPLATE],  # TLS off: the baseline of the TLS rows
+                "templates": [PLAIN_TEMPLATE, SMALL_WORKERS_TEMPLATE],  # TLS off: the baseline of the TLS rows
             },
             "WarmLauncher": {"idle_timeout": 1.0},  # gone soon after the server: the leftover check waits 10 s
             **({} if standby is None else {"StandbySchedulers": {"count": standby}}),
@@ -707,6 +722,9 @@ MANY_WORKERS_MIN_FREE = 6 * 2**30  # bytes of memory that must stay available: t
 def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict]:
     """One cluster of 0 workers scaled up to ``workers`` (1 thread, 512 MiB; they sleep), in steps of :data:`MANY_WORKERS_STEP`.
 
+    Its template is :data:`SMALL_WORKERS_TEMPLATE`: no nanny, and the workers' periodic work at sleep-friendly
+    intervals (``worker_config``).
+
     Bounded, so that a shared 2-core machine is never overrun: the row stops at the last step that settled
     when a step does not settle within :data:`MANY_WORKERS_STEP_TIMEOUT` or when less than
     :data:`MANY_WORKERS_MIN_FREE` of memory would be left, and reports the count reached and why (a miss).
@@ -715,7 +733,7 @@ def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict
     """
     rows: list[dict] = []
     load = os.getloadavg()[0]
-    cid = cm_create(server, stream, 0)[0]
+    cid = base.create_clusters(server, stream, 1, 0, template=SMALL_WORKERS_TEMPLATE["name"])[0]["id"]
     pid = server.process.pid
     reached, running, stopped_because = 0, 0, ""
     available0 = psutil.virtual_memory().available
@@ -725,7 +743,7 @@ def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict
         while reached < workers:
             target = min(workers, reached + MANY_WORKERS_STEP)
             available = psutil.virtual_memory().available
-            per_worker = max(available0 - available, 0) / reached if reached else 64 * MiB  # nanny and worker, forked
+            per_worker = max(available0 - available, 0) / reached if reached else 64 * MiB  # one forked process each
             if available - per_worker * (target - reached) < MANY_WORKERS_MIN_FREE:
                 stopped_because = (
                     f"memory guard: {psutil.virtual_memory().available / 2**30:.1f} GiB available, "

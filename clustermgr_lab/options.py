@@ -76,6 +76,45 @@ def integer(value: Any, field_name: str) -> int:
     return int(value)
 
 
+def boolean(value: Any, field_name: str) -> bool:
+    """true or false."""
+    if not isinstance(value, bool):
+        raise _where(field_name, f"must be true or false, not {value!r}")
+    return value
+
+
+DASK_KEY = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+")
+
+
+def dask_config(value: Any, field_name: str) -> dict[str, str | int | float | bool]:
+    """dask configuration as dotted keys and plain values, e.g. ``{"distributed.admin.tick.interval": "1s"}``.
+
+    >>> dask_config({"distributed.worker.profile.enabled": False}, "options.worker_config")
+    {'distributed.worker.profile.enabled': False}
+    """
+    if not isinstance(value, Mapping):
+        raise _where(field_name, f"must be an object of dotted dask keys -> values, not {value!r}")
+    parsed = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not DASK_KEY.fullmatch(key):
+            raise _where(f"{field_name}.{key}", "must be a dotted dask key such as 'distributed.admin.tick.interval'")
+        if isinstance(item, str):
+            item = text(item, f"{field_name}.{key}")
+        elif not isinstance(item, (bool, int, float)) or (isinstance(item, float) and not math.isfinite(item)):
+            raise _where(f"{field_name}.{key}", f"must be a string, number or true/false, not {item!r}")
+        parsed[key] = item
+    return parsed
+
+
+def dask_config_environment(config: Mapping[str, Any]) -> dict[str, str]:
+    """The ``DASK_*`` variables that set ``config`` in a new process (dask reads them at import).
+
+    >>> dask_config_environment({"distributed.admin.tick.interval": "1s", "distributed.worker.profile.enabled": False})
+    {'DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL': '1s', 'DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED': 'False'}
+    """
+    return {"DASK_" + key.upper().replace("-", "_").replace(".", "__"): str(item) for key, item in config.items()}
+
+
 def gpu_directive(value: Any, field_name: str) -> str | None:
     """A directive with ``{gpus}`` in it (e.g. ``--gres=gpu:{gpus}``), or null when the site has no GPU directive."""
     if value is None:

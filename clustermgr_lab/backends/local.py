@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from traitlets import Float
+from traitlets import Bool, Dict, Float, TraitError, validate
 
-from ..errors import BackendError
+from .. import options as opt
+from ..errors import BackendError, InvalidRequest
 from ..security import ClusterCredentials
 from ..spec import WorkerGroup
 from .base import SCHEDULER_PROCESS as SCHEDULER
@@ -28,12 +29,15 @@ def worker_command(
     name: str,
     death_timeout: float = 60,
     credentials: ClusterCredentials | None = None,
+    nanny: bool = True,
 ) -> list[str]:
     """The ``dask worker`` command line for one worker of ``group``; any backend may reuse it.
 
     ``scheduler`` is the scheduler's address, or the path of its scheduler file (the worker then
     waits for the file, so it can start before the scheduler has). With ``credentials`` it speaks
-    TLS (and needs :meth:`~clustermgr_lab.security.ClusterCredentials.environment` too).
+    TLS (and needs :meth:`~clustermgr_lab.security.ClusterCredentials.environment` too). Without
+    ``nanny`` the worker is the process itself (``--no-nanny``): half the processes, but nothing
+    restarts it or stops it at its memory limit.
     """
     target = ["--scheduler-file", str(scheduler)] if isinstance(scheduler, Path) else [scheduler]
     command = [
@@ -45,6 +49,8 @@ def worker_command(
         "--no-dashboard",
         "--death-timeout", str(death_timeout),
     ]  # fmt: skip
+    if not nanny:
+        command.append("--no-nanny")
     if group.worker_resources:
         command += ["--resources", " ".join(f"{k}={v}" for k, v in group.worker_resources.items())]
     if credentials is not None:
@@ -65,6 +71,32 @@ class LocalBackend(Backend):
     description = "Scheduler and workers as processes on this machine"
     workers_before_scheduler = True
     capabilities = Capabilities()
+    template_options = {
+        "nanny": opt.BackendOption(opt.boolean, "false: each worker one process, without a nanny", kind="boolean"),
+        "worker_config": opt.BackendOption(
+            opt.dask_config, "dask configuration of the workers, e.g. {'distributed.admin.tick.interval': '1s'}"
+        ),
+    }
+
+    nanny = Bool(
+        True,
+        config=True,
+        help="Start each worker under a nanny, which restarts it when it dies and stops it past its memory limit. "
+        "False: each worker is one process (--no-nanny), half the processes and memory: for many small workers.",
+    )
+    worker_config = Dict(
+        config=True,
+        help="dask configuration the workers start with, as dotted keys, e.g. "
+        "{'distributed.admin.tick.interval': '1s', 'distributed.worker.profile.enabled': False} "
+        "for many workers that mostly sleep. Passed as DASK_* variables; they win over the server's own.",
+    )
+
+    @validate("worker_config")
+    def _check_worker_config(self, proposal):
+        try:
+            return opt.dask_config(proposal["value"], "LocalBackend.worker_config")
+        except InvalidRequest as exc:
+            raise TraitError(str(exc)) from None
 
     stop_timeout = Float(10.0, config=True, help="Seconds a stopped process gets after SIGTERM before SIGKILL.")
     scheduler_start_timeout = Float(
@@ -141,8 +173,12 @@ class LocalBackend(Backend):
             raise BackendError("the scheduler is not running")
         scheduler = self.address or self.scheduler_file  # before it answers, workers wait for its file
         for name in names:
-            command = worker_command(scheduler, group, name, self.worker_death_timeout, self.security)
-            env = {**(self.security.environment() if self.security else {}), **self._gpu_env(group, name)}
+            command = worker_command(scheduler, group, name, self.worker_death_timeout, self.security, self.nanny)
+            env = {
+                **opt.dask_config_environment(self.worker_config),
+                **(self.security.environment() if self.security else {}),
+                **self._gpu_env(group, name),
+            }
             await self.processes.spawn(name, command, env)
 
     async def _stop(self, name: str) -> None:
