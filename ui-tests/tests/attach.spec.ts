@@ -3,7 +3,7 @@
  * sidebar, its client inserted and working (one started with the server's
  * discovery on, listed by itself: discovered.spec.ts). An address nothing answers at keeps the dialog open with the reason.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 import { createServer } from 'net';
 
 import { openSidebar } from './fakes';

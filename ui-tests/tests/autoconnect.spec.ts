@@ -3,12 +3,7 @@
  * that cluster by themselves, again after a restart, and no more once the
  * cluster is gone.
  */
-import {
-  expect,
-  galata,
-  IJupyterLabPageFixture,
-  test
-} from '@jupyterlab/galata';
+import { expect, galata, IJupyterLabPageFixture, test } from './fixtures';
 
 import {
   createCluster,

@@ -7,7 +7,7 @@
  *
  * Against a fake server: the capabilities are exact and no cluster starts.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import {
   BATCH_CAPABILITIES,

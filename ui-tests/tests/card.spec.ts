@@ -5,7 +5,7 @@
  * menu and keyboard use, the palette command, the disconnected state and a
  * missing server extension.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import {
   errorToasts,

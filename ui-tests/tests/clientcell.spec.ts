@@ -3,7 +3,7 @@
  * notebook's client rather than leaving one more connected. (With one
  * cluster the palette inserts it without asking which: issue21.spec.ts.)
  */
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { expect, IJupyterLabPageFixture, test } from './fixtures';
 
 import { openSidebar } from './fakes';
 import {

@@ -4,7 +4,7 @@
  * opens the cluster's dashboard (not http://127.0.0.1:<port>/status, which a
  * remote browser cannot reach).
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import {
   createCluster,

@@ -2,7 +2,7 @@
  * A cluster a notebook starts (discovered by the server) and then closes
  * normally: its card says it was closed there, not that it failed.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import { errorToasts, openSidebar } from './fakes';
 import { CLUSTER_TIMEOUT, runInNewCell } from './helpers';

@@ -3,7 +3,7 @@
  * `shell.add(..., 'split-right')`) splits the main area; its Bokeh frame
  * must not swallow the drag.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import { fakeCluster, fakeServer, openSidebar } from './fakes';
 

@@ -5,7 +5,7 @@
  * explained, the sidebar is reachable from the keyboard and the palette,
  * Client code goes into consoles and files, and counts read as English.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import {
   CPU_AND_GPU_SPEC,

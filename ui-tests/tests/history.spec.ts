@@ -3,7 +3,7 @@
  * a 1400×900 window, the width of JupyterLab's narrowest sidebar) keeps every
  * column readable: nothing is cut off, nothing runs past the panel's edge.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import { fakeCluster, fakeServer, openSidebar } from './fakes';
 

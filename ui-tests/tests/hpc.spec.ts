@@ -4,7 +4,7 @@
  * and why workers wait on the card (real SLURM: 4 one-CPU jobs on a 2-CPU
  * node), and a group whose jobs the batch system refused (fake server).
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import {
   BATCH_CAPABILITIES,

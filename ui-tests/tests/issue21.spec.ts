@@ -7,7 +7,7 @@
  * unresponsive scheduler and a cluster gone while offline are notified once
  * each (point 4).
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import {
   fakeCluster,

@@ -3,7 +3,7 @@
  * the Logs tab opens from the card and follows a worker's output live; a
  * worker killed with SIGKILL shows the reason on the card and in History.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import { openSidebar } from './fakes';
 import {

@@ -4,7 +4,7 @@
  * invalid value, adaptive mode on (range per group) and off, and a new
  * Worker Spec with a second group.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import { errorToasts, openSidebar } from './fakes';
 import {

@@ -4,7 +4,7 @@
  * one, add/remove group, live previews, the request sent, the server's
  * message next to the field it names, and the default-template setting.
  */
-import { expect, galata, test } from '@jupyterlab/galata';
+import { expect, galata, test } from './fixtures';
 
 import { errorToasts, fakeCluster, fakeServer, openSidebar } from './fakes';
 

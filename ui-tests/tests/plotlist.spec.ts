@@ -3,7 +3,7 @@
  * plots first, the rest grouped and sorted, GPU plots left out on a cluster
  * without GPUs (and the list says so).
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import { openSidebar } from './fakes';
 import {

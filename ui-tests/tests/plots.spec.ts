@@ -4,7 +4,7 @@
  * the cluster scales), restored on reload, and stopped once the cluster is
  * gone.
  */
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { expect, IJupyterLabPageFixture, test } from './fixtures';
 import type { Frame } from '@playwright/test';
 
 import { openSidebar } from './fakes';

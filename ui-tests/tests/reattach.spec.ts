@@ -4,7 +4,7 @@
  * one store across the restart, the default on_shutdown "keep") beside the
  * suite's, and a scheduler and worker started outside any server.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 import { ChildProcess, execFileSync, spawn } from 'child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'fs';
 import { tmpdir } from 'os';

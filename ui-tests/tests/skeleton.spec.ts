@@ -2,7 +2,7 @@
  * Walking skeleton: sidebar → new cluster → drag it into a notebook →
  * run the client cell against the real cluster → shut the cluster down.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import {
   clientCellText,

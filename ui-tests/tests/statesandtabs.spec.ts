@@ -6,7 +6,7 @@
  * cards turn compact by height and names stay whole at 250 px; selects show
  * an arrow; rename and idle timeout from the context menu.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import {
   BATCH_CAPABILITIES,

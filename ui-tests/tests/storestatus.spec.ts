@@ -5,7 +5,7 @@
  * nothing). The server side is tested for real in tests/test_store_failures.py;
  * here a fake stream sends the same messages.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import { fakeCluster, fakeServer, openSidebar } from './fakes';
 

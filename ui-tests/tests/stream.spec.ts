@@ -5,7 +5,7 @@
  *
  * No real clusters: the stream and the list are answered by the browser.
  */
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { expect, IJupyterLabPageFixture, test } from './fixtures';
 import type { WebSocketRoute } from '@playwright/test';
 
 import { fakeCluster } from './fakes';

@@ -2,7 +2,7 @@
  * Screenshots of the sidebar with fixed data, in the light and dark themes
  * (kept as snapshots in ui-tests/tests/theme.spec.ts-snapshots).
  */
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { expect, IJupyterLabPageFixture, test } from './fixtures';
 
 import {
   CPU_AND_GPU_SPEC,

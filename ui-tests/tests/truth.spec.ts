@@ -5,7 +5,7 @@
  * words say what happened (Detach, Remove, no doubled words, the focus on
  * Cancel); a cluster started elsewhere is never said to have lost its data.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 import { execFileSync } from 'child_process';
 
 import {

@@ -4,7 +4,7 @@
  * CPU in use served by the server: hovering (or the arrow keys) reads out a
  * point, and a reload gets the same chart back.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from './fixtures';
 
 import { openSidebar } from './fakes';
 import {
