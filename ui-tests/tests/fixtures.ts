@@ -38,16 +38,17 @@ export const test = galataTest.extend<{ clustersLeftByAFailure: void }>({
           await api.delete(`/clustermgr/api/clusters/${id}`);
         }
         const deadline = Date.now() + REMOVAL_TIMEOUT;
-        while (left.length && Date.now() < deadline) {
-          const listed = new Set(await clusterIds(api));
-          if (!left.some(id => listed.has(id))) {
-            break;
-          }
+        let still = left;
+        while (still.length && Date.now() < deadline) {
           await new Promise(resolve => setTimeout(resolve, 500));
+          const listed = new Set(await clusterIds(api));
+          still = still.filter(id => listed.has(id));
         }
         if (left.length) {
+          const gone = left.filter(id => !still.includes(id));
           console.log(
-            `[${testInfo.title}] removed the clusters it left: ${left.join(', ')}`
+            `[${testInfo.title}] removed the clusters it left: ${gone.join(', ') || 'none'}` +
+              (still.length ? `; still listed: ${still.join(', ')}` : '')
           );
         }
       } catch (error) {
