@@ -15,7 +15,7 @@ from dask.utils import parse_bytes
 from .adaptive import parse_adapt
 from .errors import InvalidRequest
 from .idle import parse_idle_timeout
-from .options import UserOption, parse_backend_options, parse_user_options
+from .options import UserOption, boolean, parse_backend_options, parse_user_options
 from .spec import WorkerSpec, parse_spec
 
 
@@ -104,9 +104,7 @@ def parse_template(data: Mapping[str, Any], backends: Mapping[str, type], field_
     declared = getattr(backends[backend], "template_options", {})
     options = parse_backend_options(data.get("options"), declared, f"{field_name}.options")
     user_options = parse_user_options(data.get("user_options"), declared, options, f"{field_name}.user_options")
-    tls = data.get("tls", True)
-    if not isinstance(tls, bool):
-        raise InvalidRequest(f"must be true or false, not {tls!r}", f"{field_name}.tls")
+    tls = boolean(data.get("tls", True), f"{field_name}.tls")
     return Template(
         name=name,
         description=str(data.get("description", "")),

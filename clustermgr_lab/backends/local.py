@@ -172,14 +172,13 @@ class LocalBackend(Backend):
         if not self.scheduler.running():
             raise BackendError("the scheduler is not running")
         scheduler = self.address or self.scheduler_file  # before it answers, workers wait for its file
+        shared_env = {
+            **opt.dask_config_environment(self.worker_config),
+            **(self.security.environment() if self.security else {}),
+        }
         for name in names:
             command = worker_command(scheduler, group, name, self.worker_death_timeout, self.security, self.nanny)
-            env = {
-                **opt.dask_config_environment(self.worker_config),
-                **(self.security.environment() if self.security else {}),
-                **self._gpu_env(group, name),
-            }
-            await self.processes.spawn(name, command, env)
+            await self.processes.spawn(name, command, {**shared_env, **self._gpu_env(group, name)})
 
     async def _stop(self, name: str) -> None:
         await self.processes.stop(name, self.stop_timeout)
