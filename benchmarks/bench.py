@@ -329,12 +329,20 @@ def list_latencies(targets: list[tuple[Server, str]], samples: int) -> list[list
 
     Sent with ``http.client`` on a kept-alive connection, as light a client as a browser's ``fetch``: the
     ``requests`` session used before spent about 3.5 ms of CPU per GET itself (round 7's profile), more than
-    the server (2.2 ms), and on a loaded machine waited for that CPU inside the measured time.
+    the server (2.2 ms), and on a loaded machine waited for that CPU inside the measured time. Like a
+    browser, it sends back the login cookie the server set on its first answer: without it, jupyter_server
+    signs and sets that cookie again on every token-authenticated GET (a tenth of its CPU for a small one).
     """
     connections = []
     for server, path in targets:
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
         request = ("/" + path, {"Authorization": f"token {server.token}"})
+        connection.request("GET", request[0], headers=request[1])
+        response = connection.getresponse()
+        response.read()
+        cookies = [c.split(";", 1)[0] for c in response.headers.get_all("Set-Cookie") or []]
+        if cookies:
+            request[1]["Cookie"] = "; ".join(cookies)
         for _ in range(10):  # warm up the keep-alive connection
             _get(connection, *request)
         connections.append((connection, request))
@@ -721,9 +729,54 @@ def many_clusters_rows(server: Server, stream: Stream, many: int, subscribers: i
         rows.append(
             row(f"server RSS per cluster ({many} clusters)", (settle_rss(server) - rss0) / many / MiB, "MiB", 1.0)
         )
+        rows += loaded_rows(server, many, subscribers, samples, ours[0])
     finally:
         base.delete_clusters(server, stream, ours)
     return rows
+
+
+LOADED_HOGS = 3  # busy processes of the loaded rows: with the server, the client and 100 idle schedulers, load ≥ 4
+LOADED_AVERAGE = 4.0
+
+
+def loaded_rows(server: Server, many: int, subscribers: int, samples: int, cid: str) -> list[dict]:
+    """Push p99 and list p99 again with ``many`` clusters, while :data:`LOADED_HOGS` processes keep the CPUs busy.
+
+    The measuring starts once the 1-minute load average is at least :data:`LOADED_AVERAGE` (a shared login
+    node, a notebook computing beside the server); the notes give the load average at its start and end.
+    jupyter_server's own ``GET /api`` (a few bytes) is asked in turn with the list: what any GET of this
+    server takes under the same load, so that a miss shows how much of it is the list's own.
+    """
+    with base.CpuLoad(LOADED_HOGS, LOADED_AVERAGE) as loaded:
+        push = push_p99(server, subscribers, 30, cid)
+        push_p50 = PUSH_P50[-1]
+        found, floor = list_latencies([(server, "clustermgr/api/clusters"), (server, "api")], samples)
+        load_after = os.getloadavg()[0]
+    load = f"load average {loaded.load_before:.1f} -> {load_after:.1f}" + (
+        "" if loaded.reached else f" (did not reach {LOADED_AVERAGE:g})"
+    )
+    return [
+        row(
+            f"push p99 with {subscribers} subscribers, machine loaded",
+            push * 1000,
+            "ms",
+            100,
+            note=f"p50 {push_p50 * 1000:.1f} ms; {many} clusters; {load}",
+        ),
+        row(
+            f"GET list p99 at {many} clusters, machine loaded",
+            percentile(found, 99) * 1000,
+            "ms",
+            20,
+            note=f"p50 {percentile(found, 50) * 1000:.1f} ms; {LOADED_HOGS} busy processes; {load}",
+        ),
+        row(
+            "GET /api p99 (jupyter_server's smallest answer), machine loaded",
+            percentile(floor, 99) * 1000,
+            "ms",
+            note=f"p50 {percentile(floor, 50) * 1000:.1f} ms; the floor of any GET under this load, asked in turn with the list",
+        ),
+    ]
 
 
 # -- one cluster of many workers ----------------------------------------------------------------------
@@ -1087,6 +1140,8 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
         server_cpu, schedulers_cpu = idle_cpu([cm_server.process.pid], [p.pid for p in launcher.children()])
         rows.append(row(f"server CPU while idle with {many} clusters", server_cpu * 100, "% of a core"))
         rows.append(row(f"CPU of their {many} idle scheduler processes", schedulers_cpu * 100, "% of a core"))
+        if not args.smoke:
+            rows += loaded_rows(cm_server, many, subscribers, samples, change_cid)
         base.delete_clusters(cm_server, stream, ours)
         rows += log_tail_rows(cm_server, stream, tmp, (16 if args.smoke else 1024) * MiB, 20 if args.smoke else 100)
         rows.append(

@@ -512,3 +512,44 @@ def fmt_time(seconds: float) -> str:
     if abs(seconds) >= 1:
         return f"{seconds:.2f} s"
     return f"{seconds * 1000:.1f} ms"
+
+
+class CpuLoad:
+    """``hogs`` processes that spin on the CPU until the block ends: the loaded machine of the rows that ask for one.
+
+    Entering waits until the 1-minute load average reaches ``load`` (it follows a step of load within about
+    a minute and a half), or ``timeout`` s pass: :attr:`reached` says which. The hogs carry this run's mark,
+    so :func:`reap_leftovers` would find one left behind.
+
+    Examples
+    --------
+    >>> with CpuLoad(hogs=3, load=4.0) as loaded:  # doctest: +SKIP
+    ...     measure_something()
+    ...     print(loaded.load_before, os.getloadavg()[0])
+    """
+
+    def __init__(self, hogs: int = 3, load: float = 4.0, timeout: float = 240.0):
+        self.hogs, self.load, self.timeout = hogs, load, timeout
+        self.reached = False
+        self.load_before = 0.0  # the load average when the measuring began
+        self._processes: list[subprocess.Popen] = []
+
+    def __enter__(self) -> CpuLoad:
+        env = {**os.environ, MARK: RUN_ID}
+        for _ in range(self.hogs):
+            self._processes.append(
+                subprocess.Popen([sys.executable, "-c", "while True: pass"], env=env, stdin=subprocess.DEVNULL)
+            )
+        deadline = now() + self.timeout
+        while os.getloadavg()[0] < self.load and now() < deadline:
+            time.sleep(1.0)
+        self.load_before = os.getloadavg()[0]
+        self.reached = self.load_before >= self.load
+        log(f"CPU load: {self.hogs} busy processes, load average {self.load_before:.1f} (asked for {self.load:g})")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for process in self._processes:
+            process.kill()
+        for process in self._processes:
+            process.wait(30)

@@ -8,6 +8,8 @@ The push feed is :mod:`.feed`, the dashboard proxy :mod:`.dashboard_proxy` (and 
 
 from __future__ import annotations
 
+import hashlib
+
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
@@ -24,10 +26,23 @@ __all__ = ["AUTH_RESOURCE", "route_table"]
 
 
 class ClustersHandler(BaseHandler):
+    # (the last list text answered, its ETag): a list asked for again is not hashed again
+    _kept_etag: tuple[str, str] = ("", "")
+    _text = ""
+
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.reply_json_text(self.manager.list_json())
+        self._text = self.manager.list_json()  # the same object while no cluster changed
+        self.reply_json_text(self._text)
+
+    def compute_etag(self) -> str | None:
+        """Tornado's ETag (a SHA-1 of the body), made once per list text rather than once per GET."""
+        kept_text, etag = ClustersHandler._kept_etag
+        if kept_text is not self._text:
+            etag = f'"{hashlib.sha1(self._text.encode()).hexdigest()}"'
+            ClustersHandler._kept_etag = (self._text, etag)
+        return etag
 
     @web.authenticated
     @authorized

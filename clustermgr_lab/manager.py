@@ -158,6 +158,7 @@ class ClusterManager(LoggingConfigurable):
         super().__init__(**kwargs)
         self.base_url = base_url
         self._clusters: dict[str, ManagedCluster] = {}
+        self._list_text: tuple[list[str], str] = ([], '{"clusters": []}')  # (the clusters' texts, list_json of them)
         self._tasks: set[asyncio.Task] = set()
         self._listeners: set[Listener] = set()
         self._dirty: set[str] = set()
@@ -391,8 +392,17 @@ class ClusterManager(LoggingConfigurable):
         return [self.describe(c) for c in self._clusters.values()]
 
     def list_json(self) -> str:
-        """``{"clusters": list()}`` as JSON, from each cluster's kept text (the GET that is asked for most)."""
-        return '{"clusters": [' + ", ".join(self._description(c)[1] for c in self._clusters.values()) + "]}"
+        """``{"clusters": list()}`` as JSON, from each cluster's kept text (the GET that is asked for most).
+
+        While no cluster changed, the same ``str`` object is returned again: the web layer keeps what it
+        derives from it (the ETag) by its identity.
+        """
+        texts = [self._description(c)[1] for c in self._clusters.values()]
+        kept_texts, kept = self._list_text
+        if len(texts) != len(kept_texts) or any(a is not b for a, b in zip(texts, kept_texts)):
+            kept = '{"clusters": [' + ", ".join(texts) + "]}"
+            self._list_text = (texts, kept)
+        return kept
 
     def _description(self, cluster: ManagedCluster) -> tuple[dict[str, Any], str]:
         return cluster.describe(self.base_url, self.dashboard_keys.segment(cluster.id))

@@ -4,9 +4,10 @@ The server keeps each cluster's description (and its JSON) until the cluster cha
 fail if a change is missed, by comparing every answer with a description made afresh.
 """
 
+import hashlib
 import json
 
-from .helpers import call, create, running_with, wait_for, wait_gone
+from .helpers import API_PREFIX, SMALL, call, create, running_with, wait_for, wait_gone
 
 
 def manager_of(jp_serverapp):
@@ -75,4 +76,26 @@ async def test_every_change_is_in_the_next_answer(jp_fetch, jp_serverapp):
         # When it is deleted, Then the answer says stopping, as a fresh description does
         _, stopping = await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
         assert stopping["status"] == "stopping"
+        assert await wait_gone(jp_fetch, cluster_id) == 404
+
+
+async def test_the_list_etag_changes_with_the_list(jp_fetch):
+    # Given the list as answered, with its ETag
+    first = await jp_fetch(*API_PREFIX, "clusters", method="GET")
+    etag = first.headers["Etag"]
+    assert etag == f'"{hashlib.sha1(first.body).hexdigest()}"'  # the body's hash, as tornado's own ETag
+
+    # When it is asked for again with that ETag, Then nothing changed: 304, no body
+    again = await jp_fetch(*API_PREFIX, "clusters", method="GET", headers={"If-None-Match": etag}, raise_error=False)
+    assert (again.code, again.body) == (304, b"")
+
+    # When a cluster is created, Then the same question gets the new list, under a new ETag
+    cluster_id = await create(jp_fetch, {"groups": [{**SMALL, "count": 0}]})
+    try:
+        changed = await jp_fetch(*API_PREFIX, "clusters", method="GET", headers={"If-None-Match": etag})
+        assert changed.code == 200 and changed.headers["Etag"] != etag
+        assert cluster_id in [c["id"] for c in json.loads(changed.body)["clusters"]]
+        assert changed.headers["Etag"] == f'"{hashlib.sha1(changed.body).hexdigest()}"'
+    finally:
+        assert (await call(jp_fetch, "DELETE", "clusters", cluster_id))[0] == 202
         assert await wait_gone(jp_fetch, cluster_id) == 404
