@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from harness import Server, Stream, log, now, removed, settled
@@ -45,8 +46,27 @@ def bed_unusable() -> str | None:
     return None
 
 
+def wait_bed_idle(timeout: float = 120.0) -> None:
+    """Until no job is listed and both nodes are idle: every side starts on the same empty bed.
+
+    Otherwise a side that follows one whose jobs are still leaving (SLURM's COMPLETING) waits for the
+    nodes itself and pays for its predecessor: ``SLURMCluster.close()`` returns before its jobs are gone,
+    and clustermgr's side came right after it.
+    """
+    env = {**os.environ, "SLURM_CONF": SLURM_CONF}
+    deadline = now() + timeout
+    while now() < deadline:
+        jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=env).stdout.split()
+        nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, env=env).stdout
+        if not jobs and set(nodes.split()) == {"idle"}:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the bed did not become idle within {timeout:g} s (jobs {jobs}, nodes {nodes.split()})")
+
+
 def clustermgr_flow(server: Server, stream: Stream, template: str) -> tuple[float, float]:
     """(create -> 4 workers running, delete -> gone) in seconds, through the REST API and the stream."""
+    wait_bed_idle()
     m = stream.mark()
     t0 = now()
     _, cluster = server.call(
@@ -67,6 +87,7 @@ def slurmcluster_flow(folder: Path) -> tuple[float, float]:
     from dask_jobqueue import SLURMCluster
     from distributed import Client
 
+    wait_bed_idle()
     os.environ["SLURM_CONF"] = SLURM_CONF  # sbatch, squeue and scancel of this process reach the bed
     try:
         t0 = now()
@@ -82,6 +103,7 @@ def slurmcluster_flow(folder: Path) -> tuple[float, float]:
         t2 = now()
         client.close()
         cluster.close()
+        wait_bed_idle()  # gone from the queue, as clustermgr's stop is measured (its DELETE -> "removed")
         t3 = now()
     finally:
         os.environ.pop("SLURM_CONF", None)
