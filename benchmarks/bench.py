@@ -337,10 +337,7 @@ def list_latencies(targets: list[tuple[Server, str]], samples: int) -> list[list
     for server, path in targets:
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
         request = ("/" + path, {"Authorization": f"token {server.token}"})
-        connection.request("GET", request[0], headers=request[1])
-        response = connection.getresponse()
-        response.read()
-        cookies = [c.split(";", 1)[0] for c in response.headers.get_all("Set-Cookie") or []]
+        cookies = [c.split(";", 1)[0] for c in _get(connection, *request).headers.get_all("Set-Cookie") or []]
         if cookies:
             request[1]["Cookie"] = "; ".join(cookies)
         for _ in range(10):  # warm up the keep-alive connection
@@ -359,13 +356,14 @@ def list_latencies(targets: list[tuple[Server, str]], samples: int) -> list[list
     return latencies
 
 
-def _get(connection: http.client.HTTPConnection, path: str, headers: dict[str, str]) -> bytes:
+def _get(connection: http.client.HTTPConnection, path: str, headers: dict[str, str]) -> http.client.HTTPResponse:
+    """GET ``path`` on the kept-alive ``connection``: its response, body read (a status other than 200 raises)."""
     connection.request("GET", path, headers=headers)
     response = connection.getresponse()
     body = response.read()
     if response.status != 200:
         raise BenchError(f"GET {path}: {response.status} {body[:200]!r}")
-    return body
+    return response
 
 
 def settle_rss(server: Server) -> int:

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import Server, Stream, log, now, removed, settled
+from harness import BenchError, Server, Stream, log, now, removed, settled
 
 STATE = Path(os.environ.get("TESTBED_STATE", "/tmp/clustermgr-testbed"))
 SLURM_CONF = str(STATE / "slurm.conf")
@@ -34,16 +34,16 @@ def bed_unusable() -> str | None:
     """Why the bed cannot be measured here, or None."""
     if not Path(SLURM_CONF).exists():
         return f"no test bed ({SLURM_CONF}); start it: sudo bash ci/testbed/start-testbed.sh"
-    done = subprocess.run(
-        ["sinfo", "-h", "-N", "-o", "%N=%T"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "SLURM_CONF": SLURM_CONF},
-    )
+    done = bed_command("sinfo", "-h", "-N", "-o", "%N=%T")
     states = done.stdout.split()
     if sorted(states) != ["node1=idle", "node2=idle"]:
         return f"the bed's nodes are not idle: {states or done.stderr.strip()}"
     return None
+
+
+def bed_command(*command: str) -> subprocess.CompletedProcess:
+    """A SLURM command (``sinfo``, ``squeue``) run against the bed's SLURM; its text output."""
+    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, "SLURM_CONF": SLURM_CONF})
 
 
 def wait_bed_idle(timeout: float = 120.0) -> None:
@@ -53,15 +53,15 @@ def wait_bed_idle(timeout: float = 120.0) -> None:
     nodes itself and pays for its predecessor: ``SLURMCluster.close()`` returns before its jobs are gone,
     and clustermgr's side came right after it.
     """
-    env = {**os.environ, "SLURM_CONF": SLURM_CONF}
     deadline = now() + timeout
-    while now() < deadline:
-        jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=env).stdout.split()
-        nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, env=env).stdout
-        if not jobs and set(nodes.split()) == {"idle"}:
+    while True:
+        jobs = bed_command("squeue", "-h", "-o", "%i").stdout.split()
+        nodes = bed_command("sinfo", "-h", "-N", "-o", "%T").stdout.split()
+        if not jobs and set(nodes) == {"idle"}:
             return
+        if now() > deadline:
+            raise BenchError(f"the bed did not become idle within {timeout:g} s (jobs {jobs}, nodes {nodes})")
         time.sleep(0.1)
-    raise RuntimeError(f"the bed did not become idle within {timeout:g} s (jobs {jobs}, nodes {nodes.split()})")
 
 
 def clustermgr_flow(server: Server, stream: Stream, template: str) -> tuple[float, float]:
