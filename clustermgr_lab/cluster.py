@@ -559,6 +559,9 @@ class ManagedCluster:
         try:
             self.endpoint = await scheduler
             if self.lifecycle == PENDING:
+                # Workers can be asked for once the scheduler has an address (a batch job waits in its queue
+                # meanwhile); those that connect before the link subscribes are in its first answer.
+                self.reconciler.start()
                 self._link = self._new_link()
                 await self._link.start()
                 if seconds := getattr(self.backend, "idle_timeout_to_push", None):  # a standby scheduler's

@@ -119,7 +119,18 @@ BATCH_OPTIONS: dict[str, opt.BackendOption] = {
         "where the scheduler runs: 'local' (this machine) or 'job' (a batch job; it listens on `interface`)",
     ),
     "scheduler_memory": opt.BackendOption(opt.text, "memory of the scheduler's job (scheduler: 'job'), e.g. '2 GiB'"),
+    "worker_config": opt.BackendOption(
+        opt.dask_config,
+        "dask configuration of the workers, exported in their job scripts, e.g. "
+        "{'distributed.worker.multiprocessing-method': 'spawn'}",
+    ),
 }
+
+#: dask configuration of every batch worker, under the template's ``worker_config``. The nanny forks its
+#: worker, as it does for local workers, instead of starting a second interpreter that imports
+#: distributed again: about a second of a compute node's CPU less per worker (4 workers on the two-node
+#: test bed: create 2.9 s against 4.1 s, SLURM's queue wait left out).
+WORKER_DEFAULTS = {"distributed.worker.multiprocessing-method": "fork"}
 
 
 class BatchBackend(Backend):
@@ -160,6 +171,7 @@ class BatchBackend(Backend):
     scheduler_interface: str | None = None  # or: the network interface it listens on (wins over the host)
     scheduler: str = "local"
     scheduler_memory: str = "1 GiB"
+    worker_config: dict[str, str | int | float | bool] = {}  # a template's replaces it; never changed in place
     scheduler_job_cores = 1
     job_name_prefix = "clustermgr"
     poll_interval = 2.0
@@ -257,7 +269,11 @@ class BatchBackend(Backend):
         if group.worker_resources:
             resources = " ".join(f"{k}={v}" for k, v in group.worker_resources.items())
             extra += ["--resources", shlex.quote(resources)]  # the command line is joined into a shell script
-        prologue = list(self.job_script_prologue)
+        worker_config = {**WORKER_DEFAULTS, **self.worker_config}
+        prologue = [
+            f"export {key}={shlex.quote(value)}" for key, value in opt.dask_config_environment(worker_config).items()
+        ]
+        prologue += self.job_script_prologue
         if self.security is not None:  # the work folder must be visible to the compute nodes (it is for the logs)
             extra += [shlex.quote(argument) for argument in self.security.cli_arguments()]
             prologue += [f"export {name}={value}" for name, value in REQUIRE_ENCRYPTION.items()]

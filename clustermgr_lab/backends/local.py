@@ -62,8 +62,8 @@ class LocalBackend(Backend):
     """Runs ``dask scheduler`` and ``dask worker`` processes on this machine.
 
     Processes are tracked by :class:`~.processes.LocalProcesses` (a session of their own each,
-    output to a log file, exits noticed by polling the process table, so that processes adopted
-    from a previous server are watched the same way) and forked from the warm launcher when the
+    output to a log file, exits noticed through a pidfd each rather than by waiting on a child, so
+    that processes adopted from a previous server are watched the same way) and forked from the warm launcher when the
     context has one (see :mod:`.launcher`), else started as fresh interpreters.
     """
 
