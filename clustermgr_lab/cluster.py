@@ -435,8 +435,8 @@ class ManagedCluster:
         """Add one point to :attr:`timeline`: connected workers, their memory in use and limit, CPU in use (cores)."""
         link = self._link
         read = getattr(link, "worker_metrics", None)  # a foreign scheduler's link does not have it
-        measured = await read() if read is not None and link.responsive else {}
         observed = self.reconciler.observed()
+        measured = await read() if read is not None and link.responsive and observed else {}
         self.timeline.add(
             time.time(),
             workers=len(observed),

@@ -52,7 +52,7 @@ class SchedulerLink(LoggingConfigurable):
 
     Every call has a timeout (:class:`~clustermgr_lab.errors.SchedulerTimeout` past it): a scheduler
     that is stopped (SIGSTOP) or overloaded accepts connections but never answers. A heartbeat
-    (``echo``, every ``heartbeat_interval`` s) tells ``on_responsive(False)`` when the scheduler has
+    (``echo``, every ``heartbeat_interval`` s, left out when another call was answered meanwhile) tells ``on_responsive(False)`` when the scheduler has
     not answered within ``heartbeat_timeout`` s, and ``on_responsive(True)`` when it answers again.
     Its timeouts are traits (``c.SchedulerLink.call_timeout``), read from ``parent``'s config.
     With ``security`` (the cluster's ``distributed.Security``) every connection is TLS with the cluster's
@@ -100,6 +100,7 @@ class SchedulerLink(LoggingConfigurable):
         self._heartbeat: asyncio.Task | None = None
         self._closing = False
         self.responsive = True
+        self._answered_at = float("-inf")  # event-loop time of the last answer to a call
         self.on_work: Callable[[str], None] | None = None  # the scheduler's wake-ups for adaptive mode
 
     async def start(self, timeout: float = 30) -> None:
@@ -113,22 +114,30 @@ class SchedulerLink(LoggingConfigurable):
 
     async def _call(self, awaitable, timeout: float, what: str) -> Any:
         try:
-            return await asyncio.wait_for(awaitable, timeout)
+            answer = await asyncio.wait_for(awaitable, timeout)
         except asyncio.TimeoutError:
             raise SchedulerTimeout(
                 f"the scheduler at {self.address} did not answer {what} within {timeout:g} s"
             ) from None
+        self._answered_at = asyncio.get_running_loop().time()
+        return answer
 
     async def _beat(self) -> None:
+        loop = asyncio.get_running_loop()
+        last_beat = loop.time()
         while not self._closing:
             await asyncio.sleep(self.heartbeat_interval)
-            try:
-                await self._call(self._rpc.echo(data="clustermgr"), self.heartbeat_timeout, "a heartbeat")
-                responsive = True
-            except SchedulerTimeout:
-                responsive = False
-            except OSError:  # connection gone: the worker-status stream reports the loss
-                continue
+            if self._answered_at > last_beat:
+                responsive = True  # it answered another call since the last beat (e.g. the cluster's sampling)
+            else:
+                try:
+                    await self._call(self._rpc.echo(data="clustermgr"), self.heartbeat_timeout, "a heartbeat")
+                    responsive = True
+                except SchedulerTimeout:
+                    responsive = False
+                except OSError:  # connection gone: the worker-status stream reports the loss
+                    continue
+            last_beat = loop.time()
             if responsive != self.responsive:
                 self.responsive = responsive
                 log.warning("scheduler %s is %s", self.address, "answering again" if responsive else "not answering")
