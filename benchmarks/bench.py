@@ -1205,7 +1205,10 @@ def chart(rows: list[dict], path: Path, title: str) -> None:
     fractions = [target_fraction(r) for r in targeted]
     ax.barh(range(len(targeted)), fractions, color=["tab:green" if r["pass"] else "tab:red" for r in targeted])
     ax.axvline(1.0, color="black", linewidth=1)
-    ax.set_yticks(range(len(targeted)), [r["name"].removeprefix("side by side: ") for r in targeted], fontsize=8)
+    labels = [
+        textwrap.fill(r["name"].removeprefix("side by side: "), 70) for r in targeted
+    ]  # a long one squeezed the bars
+    ax.set_yticks(range(len(targeted)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("value / target (≤ 1 meets the target)")
     ax.set_title(textwrap.fill(title, 110), fontsize=9)
