@@ -122,15 +122,9 @@ BATCH_OPTIONS: dict[str, opt.BackendOption] = {
     "worker_config": opt.BackendOption(
         opt.dask_config,
         "dask configuration of the workers, exported in their job scripts, e.g. "
-        "{'distributed.worker.multiprocessing-method': 'spawn'}",
+        "{'distributed.worker.profile.enabled': False}",
     ),
 }
-
-#: dask configuration of every batch worker, under the template's ``worker_config``. The nanny forks its
-#: worker, as it does for local workers, instead of starting a second interpreter that imports
-#: distributed again: about a second of a compute node's CPU less per worker (4 workers on the two-node
-#: test bed: create 2.9 s against 4.1 s, SLURM's queue wait left out).
-WORKER_DEFAULTS = {"distributed.worker.multiprocessing-method": "fork"}
 
 
 class BatchBackend(Backend):
@@ -269,9 +263,9 @@ class BatchBackend(Backend):
         if group.worker_resources:
             resources = " ".join(f"{k}={v}" for k, v in group.worker_resources.items())
             extra += ["--resources", shlex.quote(resources)]  # the command line is joined into a shell script
-        worker_config = {**WORKER_DEFAULTS, **self.worker_config}
         prologue = [
-            f"export {key}={shlex.quote(value)}" for key, value in opt.dask_config_environment(worker_config).items()
+            f"export {key}={shlex.quote(value)}"
+            for key, value in opt.dask_config_environment(self.worker_config).items()
         ]
         prologue += self.job_script_prologue
         if self.security is not None:  # the work folder must be visible to the compute nodes (it is for the logs)
