@@ -52,8 +52,9 @@ class SchedulerLink(LoggingConfigurable):
 
     Every call has a timeout (:class:`~clustermgr_lab.errors.SchedulerTimeout` past it): a scheduler
     that is stopped (SIGSTOP) or overloaded accepts connections but never answers. A heartbeat
-    (``echo``, every ``heartbeat_interval`` s, left out when another call was answered meanwhile) tells ``on_responsive(False)`` when the scheduler has
-    not answered within ``heartbeat_timeout`` s, and ``on_responsive(True)`` when it answers again.
+    (``echo``, every ``heartbeat_interval`` s, left out when another call was answered meanwhile) tells
+    ``on_responsive(False)`` when the scheduler has not answered within ``heartbeat_timeout`` s, and
+    ``on_responsive(True)`` when it answers again.
     Its timeouts are traits (``c.SchedulerLink.call_timeout``), read from ``parent``'s config.
     With ``security`` (the cluster's ``distributed.Security``) every connection is TLS with the cluster's
     certificate: the one place where the server's own connections to a scheduler get their credentials.
