@@ -8,6 +8,7 @@ from jupyter_server.extension.application import ExtensionApp
 
 from .backends.launcher import WarmLauncher
 from .discovery import ClusterDiscovery
+from .gc_pauses import freeze_startup_objects
 from .handlers import route_table
 from .kernel_dashboard_link import KernelDashboardLink
 from .manager import ClusterManager
@@ -33,6 +34,8 @@ class ClusterManagerApp(ExtensionApp):
             base_url=self.serverapp.base_url, parent=self.serverapp, log=self.log
         )
         self.kernel_dashboard_link.start()
+        if self.manager.freeze_startup_objects:  # at the event loop's first turn: every extension has loaded by then
+            self.serverapp.io_loop.add_callback(freeze_startup_objects, self.log)
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(route_table())

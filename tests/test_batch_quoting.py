@@ -69,5 +69,5 @@ def test_ordinary_paths_are_unchanged_in_the_job_script(tmp_path):
     )
     backend.address = "tcp://127.0.0.1:8786"
     command = backend.job_script(GROUP, "default-1").strip().splitlines()[-1]
-    assert command.startswith("/shared/env-3.11/bin/python -m distributed.cli.dask_worker ")
+    assert command.startswith("exec /shared/env-3.11/bin/python -m distributed.cli.dask_worker ")
     assert "--local-directory /scratch/dask_x " in command

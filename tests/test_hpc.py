@@ -150,7 +150,9 @@ def test_every_batch_option_reaches_the_slurm_job_script(tmp_path):
         assert expected in directives, (expected, directives)
     assert "module load cuda" in script.splitlines()
     command = script.strip().splitlines()[-1]
-    assert command.startswith("/shared/env/bin/python -m distributed.cli.dask_worker tcp://10.0.0.1:8786 --name gpu-1 ")
+    assert command.startswith(
+        "exec /shared/env/bin/python -m distributed.cli.dask_worker tcp://10.0.0.1:8786 --name gpu-1 "
+    )
     assert "--interface ib0" in command and "--local-directory /scratch/dask" in command
 
 

@@ -83,24 +83,29 @@ def test_job_script_asks_slurm_for_the_group_and_names_the_worker(tmp_path):
     assert directives[3:] == [
         "-p debug", "-n 1", "--cpus-per-task=2", "--mem=300M", "-t 01:00:00", "--no-requeue", "--gres=gpu:1"
     ]  # fmt: skip
-    # And the worker is called by our name, with its exact memory, its resources as one shell word, on loopback
+    # And the worker replaces the job's shell (a cancelled job's shell cannot die first and leave it running),
+    # is called by our name, with its exact memory, its resources as one shell word, on loopback
     command = script.strip().splitlines()[-1]
-    assert command.startswith(f"{sys.executable} -m distributed.cli.dask_worker tcp://127.0.0.1:8786 --name gpu-7 ")
+    assert command.startswith(
+        f"exec {sys.executable} -m distributed.cli.dask_worker tcp://127.0.0.1:8786 --name gpu-7 "
+    )
     assert command.endswith(f"--memory-limit {300 * MiB} --resources 'fast=1 GPU=1' --interface lo")
 
 
-def test_a_templates_worker_config_is_exported_in_the_job_script(tmp_path):
-    # Given a SLURM backend as configured, and one whose template sets dask configuration for the workers
+def test_the_nanny_forks_its_worker_unless_the_template_says_otherwise(tmp_path):
+    # Given a SLURM backend as configured, and one whose template sets the start method back to spawn
     default = SlurmBackend("abc123", tmp_path)
-    configured = SlurmBackend(
-        "abc123", tmp_path, options={"worker_config": {"distributed.worker.multiprocessing-method": "fork"}}
+    spawn = SlurmBackend(
+        "abc123", tmp_path, options={"worker_config": {"distributed.worker.multiprocessing-method": "spawn"}}
     )
     group = parse_spec({"groups": [WORKERS]}).groups[0]
-    for backend in (default, configured):
+    for backend in (default, spawn):
         backend.address = "tcp://127.0.0.1:8786"
-    # Then only the configured one's job script exports it, as a DASK_* variable
-    assert "MULTIPROCESSING_METHOD" not in default.job_script(group, "default-1")
-    assert "export DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD=fork" in configured.job_script(group, "default-1")
+    # Then the job scripts export the start method the workers' nannies use
+    assert "export DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD=fork" in default.job_script(group, "default-1")
+    script = spawn.job_script(group, "default-1")
+    assert "export DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD=spawn" in script
+    assert "MULTIPROCESSING_METHOD=fork" not in script
 
 
 @pytest.mark.slurm
@@ -142,11 +147,18 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
             # certificate (plain, another certificate, none), while this Client (the cluster's Security) is served
             dashboard = jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id).endpoint.dashboard_address
             await assert_strangers_refused(cluster, dashboard, tuple(client.scheduler_info()["workers"]))
-            # And each worker is called by our name and runs inside the SLURM job of that name
+            # And each worker is called by our name and runs inside the SLURM job of that name, forked from its
+            # nanny (multiprocessing's spawn would have imported the main module again, as __mp_main__)
             inside = await client.run(
-                lambda dask_worker: (dask_worker.name, __import__("os").environ.get("SLURM_JOB_ID"))
+                lambda dask_worker: (
+                    dask_worker.name,
+                    __import__("os").environ.get("SLURM_JOB_ID"),
+                    __import__("sys").modules["__main__"].__name__,
+                )
             )
-            assert sorted(inside.values()) == sorted((n.removeprefix(prefix), j) for n, (j, _) in jobs.items())
+            assert sorted(inside.values()) == sorted(
+                (n.removeprefix(prefix), j, "__main__") for n, (j, _) in jobs.items()
+            )
 
             # And they compute
             futures = client.map(lambda i: bytes(1000) * i, range(20), pure=False)
