@@ -275,6 +275,16 @@ def local_lifecycle() -> dict[str, float]:
     return out
 
 
+def local_create() -> float:
+    """Create -> 2 workers of ``LocalCluster``, then close it (not timed)."""
+    t0 = now()
+    cluster = base.make_local_cluster(2)
+    try:
+        return base.wait_raw(cluster, 2, "create") - t0
+    finally:
+        cluster.close()
+
+
 # -- dask-labextension --------------------------------------------------------------------------------
 
 
@@ -710,7 +720,9 @@ def create_profile(server: Server, stream: Stream, workdir: Path, repeat: int) -
 # -- many clusters -------------------------------------------------------------------------------------
 
 
-def many_clusters_rows(server: Server, stream: Stream, many: int, subscribers: int, samples: int) -> list[dict]:
+def many_clusters_rows(
+    server: Server, stream: Stream, tmp: Path, many: int, subscribers: int, samples: int, repeat: int
+) -> list[dict]:
     """``many`` clusters of 0 workers: list p99 and push p99 with ``subscribers`` while they all exist (``--only many-clusters``)."""
     rows: list[dict] = []
     rss0 = settle_rss(server)
@@ -727,7 +739,7 @@ def many_clusters_rows(server: Server, stream: Stream, many: int, subscribers: i
         rows.append(
             row(f"server RSS per cluster ({many} clusters)", (settle_rss(server) - rss0) / many / MiB, "MiB", 1.0)
         )
-        rows += loaded_rows(server, many, subscribers, samples, ours[0])
+        rows += loaded_rows(server, stream, tmp, many, subscribers, samples, ours[0], repeat)
     finally:
         base.delete_clusters(server, stream, ours)
     return rows
@@ -739,23 +751,42 @@ LOADED_HOGS = 4
 LOADED_AVERAGE = 4.0
 
 
-def loaded_rows(server: Server, many: int, subscribers: int, samples: int, cid: str) -> list[dict]:
-    """Push p99 and list p99 again with ``many`` clusters, while :data:`LOADED_HOGS` processes keep the CPUs busy.
+def loaded_rows(
+    server: Server, stream: Stream, tmp: Path, many: int, subscribers: int, samples: int, cid: str, repeat: int
+) -> list[dict]:
+    """Push p99, list p99 and the cold start again with ``many`` clusters, while :data:`LOADED_HOGS` processes keep
+    the CPUs busy.
 
     The measuring starts once the 1-minute load average is at least :data:`LOADED_AVERAGE` (a shared login
     node, a notebook computing beside the server); the notes give the load average at its start and end.
     jupyter_server's own ``GET /api`` (a few bytes) is asked in turn with the list: what any GET of this
-    server takes under the same load, so that a miss shows how much of it is the list's own.
+    server takes under the same load, so that a miss shows how much of it is the list's own. The cold start
+    (create -> 2 workers) alternates with ``LocalCluster``'s, ``repeat`` times each, which side goes first
+    rotating.
     """
     with base.CpuLoad(LOADED_HOGS, LOADED_AVERAGE) as loaded:
         push = push_p99(server, subscribers, 30, cid)
         push_p50 = PUSH_P50[-1]
         found, floor = list_latencies([(server, "clustermgr/api/clusters"), (server, "api")], samples)
+        ours: list[float] = []
+        theirs: list[float] = []
+        for rep in range(repeat):
+            for side in ("clustermgr", "LocalCluster") if rep % 2 == 0 else ("LocalCluster", "clustermgr"):
+                if side == "clustermgr":
+                    created, took = cm_create(server, stream, 2)
+                    ours.append(took)
+                    cm_delete(server, stream, created)
+                else:
+                    with base.quiet_stderr(tmp / "raw.log"):
+                        theirs.append(local_create())
+            log(f"loaded create rep {rep + 1}/{repeat}: clustermgr {ours[-1]:.3f} s, LocalCluster {theirs[-1]:.3f} s")
         load_after = os.getloadavg()[0]
     load = f"load average {loaded.load_before:.1f} -> {load_after:.1f}" + (
         "" if loaded.reached else f" (did not reach {LOADED_AVERAGE:g})"
     )
-    return [
+    create = ratio_rows("create -> 2 workers running, machine loaded", ours, theirs, "LocalCluster", 0.5)
+    create[-1]["note"] = f"{LOADED_HOGS} busy processes; {many} idle clusters beside; {load}"
+    return create + [
         row(
             f"push p99 with {subscribers} subscribers, machine loaded",
             push * 1000,
@@ -999,7 +1030,7 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
             if "bursty" in parts:
                 rows += bursty_rows(args, tmp, cm_server, stream)
             if "many-clusters" in parts:
-                rows += many_clusters_rows(cm_server, stream, many, subscribers, samples)
+                rows += many_clusters_rows(cm_server, stream, tmp, many, subscribers, samples, args.repeat)
             if "many-workers" in parts:
                 rows += many_workers_rows(cm_server, stream, MANY_WORKERS)
             if "tls" in parts:
@@ -1143,7 +1174,7 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
         rows.append(row(f"server CPU while idle with {many} clusters", server_cpu * 100, "% of a core"))
         rows.append(row(f"CPU of their {many} idle scheduler processes", schedulers_cpu * 100, "% of a core"))
         if not args.smoke:
-            rows += loaded_rows(cm_server, many, subscribers, samples, change_cid)
+            rows += loaded_rows(cm_server, stream, tmp, many, subscribers, samples, change_cid, args.repeat)
         base.delete_clusters(cm_server, stream, ours)
         rows += log_tail_rows(cm_server, stream, tmp, (16 if args.smoke else 1024) * MiB, 20 if args.smoke else 100)
         rows.append(
