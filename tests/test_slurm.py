@@ -159,6 +159,10 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
             assert sorted(inside.values()) == sorted(
                 (n.removeprefix(prefix), j, "__main__") for n, (j, _) in jobs.items()
             )
+            # And each nanny is its job's own process, not a child of the job script's shell: cancelling the job
+            # signals both at once, and a shell that died first would leave the nanny to init, unseen by SLURM
+            parents = await client.run(lambda: __import__("psutil").Process().parent().name(), nanny=True)
+            assert list(parents.values()) == ["slurmstepd"] * 2, parents
 
             # And they compute
             futures = client.map(lambda i: bytes(1000) * i, range(20), pure=False)
