@@ -355,11 +355,12 @@ def list_latencies(targets: list[tuple[Server, str]], samples: int) -> list[list
         connections.append((connection, request))
     latencies: list[list[float]] = [[] for _ in targets]
     try:
-        for _ in range(samples):
-            for (connection, request), found in zip(connections, latencies):
-                t = now()
-                _get(connection, *request)
-                found.append(now() - t)
+        with base.collector_paused():
+            for _ in range(samples):
+                for (connection, request), found in zip(connections, latencies):
+                    t = now()
+                    _get(connection, *request)
+                    found.append(now() - t)
     finally:
         for connection, _ in connections:
             connection.close()
@@ -424,17 +425,18 @@ def push_p99(server: Server, subscribers: int, changes: int, cid: str) -> float:
     streams = [Stream(server) for _ in range(subscribers)]
     delays = []
     try:
-        for _ in range(changes):
-            name = f"push {uuid.uuid4().hex[:6]}"
-            marks = [s.mark() for s in streams]
-            t0 = now()
-            server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"name": name}, expect=200)
-            for s, m in zip(streams, marks):
-                t, _, _ = s.wait(
-                    lambda msg, name=name: (msg.get("cluster") or {}).get("name") == name, m, what="rename pushed"
-                )
-                delays.append(t - t0)
-            time.sleep(0.02)
+        with base.collector_paused():
+            for _ in range(changes):
+                name = f"push {uuid.uuid4().hex[:6]}"
+                marks = [s.mark() for s in streams]
+                t0 = now()
+                server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"name": name}, expect=200)
+                for s, m in zip(streams, marks):
+                    t, _, _ = s.wait(
+                        lambda msg, name=name: (msg.get("cluster") or {}).get("name") == name, m, what="rename pushed"
+                    )
+                    delays.append(t - t0)
+                time.sleep(0.02)
     finally:
         for s in streams:
             s.close()
