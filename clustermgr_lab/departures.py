@@ -143,15 +143,21 @@ def from_job_state(job_id: str, state: str, reason: str | None, cancelled_by_us:
 
 
 def from_slurm_output(text: str) -> tuple[str, str] | None:
-    """``(kind, detail)`` from slurmstepd's CANCELLED line in a job's output, when SLURM no longer lists the job."""
+    """``(kind, detail)`` from slurmstepd's CANCELLED line in a job's output, when SLURM no longer lists the job
+    or lists it only as COMPLETING (its processes still ending); in the words :func:`from_job_state` uses.
+
+    Examples
+    --------
+    >>> from_slurm_output("slurmstepd: error: *** JOB 42 ON node1 CANCELLED AT 2026-12-01T14:00:00 DUE TO TIME LIMIT ***")
+    ('TIMEOUT', 'job 42 reached its walltime (slurmstepd)')
+    """
     for line in reversed(text.splitlines()):
         match = SLURM_STEP_LINE.search(line)
         if match:
-            why = (match["why"] or "").strip()
-            kind = SLURM_DUE_TO.get(why, "CANCELLED")
-            detail = f"job {match['job']} " + (
-                f"cancelled due to {why.lower()}" if why else "cancelled from outside this server"
-            )
+            job, why = match["job"], (match["why"] or "").strip()
+            if why and why not in SLURM_DUE_TO:
+                return "CANCELLED", f"job {job} cancelled due to {why.lower()} (slurmstepd)"
+            kind, detail = from_job_state(job, SLURM_DUE_TO.get(why, "CANCELLED"), None, cancelled_by_us=False)
             return kind, f"{detail} (slurmstepd)"
     return None
 

@@ -64,8 +64,20 @@ def test_causes_are_read_from_nanny_lines_job_states_and_slurmstepd():
         "job 7 reached its walltime (TimeLimit)",
     )
     line = "slurmstepd: error: *** JOB 42 ON node1 CANCELLED AT 2026-12-01T14:00:00 DUE TO TIME LIMIT ***"
-    assert from_slurm_output(line)[0] == "TIMEOUT"
-    assert from_slurm_output(line.replace(" DUE TO TIME LIMIT", ""))[0] == "CANCELLED"
+    # (slurmstepd's line says what SLURM's state would: the same words, whichever source answered)
+    assert from_slurm_output(line) == ("TIMEOUT", "job 42 reached its walltime (slurmstepd)")
+    assert from_slurm_output(line.replace("TIME LIMIT", "NODE FAILURE")) == (
+        "NODE_FAIL",
+        "job 42: its node failed (slurmstepd)",
+    )
+    assert from_slurm_output(line.replace(" DUE TO TIME LIMIT", "")) == (
+        "CANCELLED",
+        "job 42 was cancelled from outside this server (scancel or an administrator) (slurmstepd)",
+    )
+    assert from_slurm_output(line.replace("TIME LIMIT", "JOB REQUEUE")) == (
+        "CANCELLED",
+        "job 42 cancelled due to job requeue (slurmstepd)",
+    )
 
 
 async def get_log(server, cluster_id: str, raw: str) -> tuple[int, dict]:
