@@ -1,7 +1,7 @@
 """clustermgr-lab: Dask cluster managers inside the Jupyter server, with a JupyterLab sidebar."""
 
 try:
-    from ._version import __version__
+    from clustermgr_lab._version import __version__
 except ImportError:  # running from a source tree that was never built
     __version__ = "dev"
 
@@ -11,7 +11,7 @@ def _jupyter_labextension_paths():
 
 
 def _jupyter_server_extension_points():
-    from .app import ClusterManagerApp
+    from clustermgr_lab.extension import ClusterManagerApp
 
     return [{"module": "clustermgr_lab", "app": ClusterManagerApp}]
 
@@ -22,6 +22,6 @@ def connect(name_or_id: str, **kwargs):
     The server is found on its own inside its kernels (else pass ``url`` and ``token``); the
     cluster's certificate files are read as this user. See :func:`clustermgr_lab.client.get_client`.
     """
-    from .client import get_client
+    from clustermgr_lab.client import get_client
 
     return get_client(name_or_id, **kwargs)

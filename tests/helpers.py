@@ -23,7 +23,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 from tornado.httpclient import HTTPClientError
 
-from clustermgr_lab.openapi import openapi_document
+from clustermgr_lab.web.openapi import openapi_document
 
 try:
     import tomllib

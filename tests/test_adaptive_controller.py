@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from clustermgr_lab.adaptive import AdaptivePolicy, GradualPolicy, Proposal, parse_adapt
-from clustermgr_lab.adaptive_controller import AdaptiveController
 from clustermgr_lab.backends.base import BackendContext
-from clustermgr_lab.cluster import ManagedCluster
-from clustermgr_lab.manager import ClusterManager
-from clustermgr_lab.spec import parse_spec
+from clustermgr_lab.cluster.adaptive_loop import AdaptiveController
+from clustermgr_lab.cluster.managed import ManagedCluster
+from clustermgr_lab.domain.adaptive import AdaptivePolicy, GradualPolicy, Proposal, parse_adapt
+from clustermgr_lab.domain.spec import parse_spec
+from clustermgr_lab.manager.cluster_manager import ClusterManager
 
 from .test_reconciler import FakeBackend, make
 
@@ -88,7 +88,7 @@ def test_the_policy_is_chosen_by_config(tmp_path):
     manager = ClusterManager(
         workdir=str(tmp_path / "work"),
         store_path=str(tmp_path / "clusters.sqlite3"),
-        adaptive_policy="clustermgr_lab.adaptive.GradualPolicy",
+        adaptive_policy="clustermgr_lab.domain.adaptive.GradualPolicy",
     )
     try:
         # When one of its clusters turns adaptive mode on

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from clustermgr_lab.adaptive import AdaptivePolicy, Load, parse_adapt
-from clustermgr_lab.spec import parse_spec
+from clustermgr_lab.domain.adaptive import AdaptivePolicy, Load, parse_adapt
+from clustermgr_lab.domain.spec import parse_spec
 
 from .helpers import until
 from .test_adaptive_controller import controller

@@ -6,7 +6,7 @@ import pytest
 from jupyter_server.auth import Authorizer
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
-from clustermgr_lab.handlers import AUTH_RESOURCE
+from clustermgr_lab.web.routes import AUTH_RESOURCE
 
 from .helpers import call, call_as, running_with, strict_json, validate_schema, wait_for, wait_gone
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from traitlets.config import Config
 
 from clustermgr_lab.backends import BACKENDS, Backend, BackendContext, BatchBackend, Capabilities, ExternalBackend
-from clustermgr_lab.backends.local import LocalBackend
+from clustermgr_lab.backends.local.backend import LocalBackend
 from clustermgr_lab.backends.ssh import SSHBackend
-from clustermgr_lab.manager import ClusterManager
+from clustermgr_lab.manager.cluster_manager import ClusterManager
 
 CAPABILITY_KEYS = {
     "can_scale", "can_stop", "multiple_groups", "readoptable", "runs_processes_here", "exact_retire", "editable_spec",

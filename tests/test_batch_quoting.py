@@ -8,9 +8,9 @@ import shlex
 import pytest
 
 from clustermgr_lab.backends import SlurmBackend
-from clustermgr_lab.errors import InvalidRequest
-from clustermgr_lab.options import parse_backend_options
-from clustermgr_lab.spec import parse_spec
+from clustermgr_lab.domain.errors import InvalidRequest
+from clustermgr_lab.domain.options import parse_backend_options
+from clustermgr_lab.domain.spec import parse_spec
 
 from .helpers import call
 

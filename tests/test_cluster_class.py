@@ -16,9 +16,9 @@ import uuid
 import dask.config
 import pytest
 
-from clustermgr_lab.manager import ClusterManager
-from clustermgr_lab.store import ClusterStore
-from clustermgr_lab.templates import labextension_template
+from clustermgr_lab.domain.templates import labextension_template
+from clustermgr_lab.manager.cluster_manager import ClusterManager
+from clustermgr_lab.manager.store import ClusterStore
 
 from .helpers import alive, call, cluster_client, requires_slurm, running_with, until, wait_for, wait_gone
 from .test_orphans import stored_cluster

@@ -14,7 +14,7 @@ from contextlib import suppress
 import psutil
 import pytest
 
-from clustermgr_lab.departures import from_nanny_log
+from clustermgr_lab.domain.departures import from_nanny_log
 
 from .helpers import call, cluster_client, create, delete_and_wait, until, wait_for
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from clustermgr_lab.announcements import MAX_ANNOUNCEMENTS
-from clustermgr_lab.discovery import PRELOAD_ENV
+from clustermgr_lab.foreign.announcements import MAX_ANNOUNCEMENTS
+from clustermgr_lab.foreign.discovery import PRELOAD_ENV
 
 from .helpers import call, subprocess_env, until
 from .test_discovery import listed, run_in_kernel, scheduler_address

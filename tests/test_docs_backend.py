@@ -8,8 +8,8 @@ import types
 
 from clustermgr_lab.backends import BACKENDS
 from clustermgr_lab.backends.base import Backend, BackendContext
-from clustermgr_lab.cluster import ManagedCluster
-from clustermgr_lab.spec import parse_spec, parse_target, resolve_target
+from clustermgr_lab.cluster.managed import ManagedCluster
+from clustermgr_lab.domain.spec import parse_spec, parse_target, resolve_target
 
 from .helpers import REPO, alive
 

@@ -16,8 +16,8 @@ import pytest
 from distributed.core import rpc
 from tornado.httpclient import HTTPClientError
 
-from clustermgr_lab.backends.local import worker_command
-from clustermgr_lab.spec import parse_group
+from clustermgr_lab.backends.local.backend import worker_command
+from clustermgr_lab.domain.spec import parse_group
 
 from .helpers import alive, call, create, running_with, subprocess_env, wait_for, wait_gone
 from .test_client_cli import clustermgr, server  # noqa: F401 - fixtures

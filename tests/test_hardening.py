@@ -8,8 +8,8 @@ import time
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from clustermgr_lab.backends.local import LocalBackend
-from clustermgr_lab.machine import detect_gpus
+from clustermgr_lab.backends.local.backend import LocalBackend
+from clustermgr_lab.manager.machine import detect_gpus
 
 from .helpers import call, requires_slurm, running_with, wait_for, wait_gone
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from clustermgr_lab.backends import BACKENDS, HTCondorBackend, LSFBackend, PBSBackend, SGEBackend, SlurmBackend
-from clustermgr_lab.backends.local import scheduler_command
-from clustermgr_lab.manager import ClusterManager
-from clustermgr_lab.spec import parse_spec
+from clustermgr_lab.backends.local.backend import scheduler_command
+from clustermgr_lab.domain.spec import parse_spec
+from clustermgr_lab.manager.cluster_manager import ClusterManager
 
 from . import helpers
 from .helpers import call, cluster_client, held_burst, requires_slurm, running_with, slurm_jobs, squeue, until, wait_for

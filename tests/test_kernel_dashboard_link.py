@@ -10,7 +10,7 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient
 from traitlets import TraitError
 
-from clustermgr_lab.kernel_dashboard_link import LINK_ENV, KernelDashboardLink, kernel_link_template
+from clustermgr_lab.web.kernel_dashboard_link import LINK_ENV, KernelDashboardLink, kernel_link_template
 
 from .helpers import REPO, call, create, delete_and_wait, running_with, until, wait_for
 from .test_discovery import run_in_kernel

@@ -15,8 +15,8 @@ import signal
 
 from tornado.httpclient import AsyncHTTPClient
 
-from clustermgr_lab.departures import from_job_state, from_nanny_log, from_slurm_output
-from clustermgr_lab.logs import read_from, tail
+from clustermgr_lab.cluster.logs import read_from, tail
+from clustermgr_lab.domain.departures import from_job_state, from_nanny_log, from_slurm_output
 
 from .helpers import call, cluster_client, create, strict_json, until, validate_response, wait_for, wait_gone
 

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from clustermgr_lab import reconciler as reconciler_module
 from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint
-from clustermgr_lab.departures import (
+from clustermgr_lab.cluster import reconciler as reconciler_module
+from clustermgr_lab.cluster.events import EventLog
+from clustermgr_lab.cluster.reconciler import Reconciler
+from clustermgr_lab.domain.departures import (
     MemoryCgroup,
     dead_worker_pids,
     kernel_oom_kills,
@@ -28,9 +30,7 @@ from clustermgr_lab.departures import (
     oom_kill_of,
     read_kernel_log,
 )
-from clustermgr_lab.events import EventLog
-from clustermgr_lab.reconciler import Reconciler
-from clustermgr_lab.spec import parse_spec
+from clustermgr_lab.domain.spec import parse_spec
 
 from .helpers import call, cluster_client, create, delete_and_wait, until, wait_for
 

@@ -7,8 +7,8 @@ import re
 import pytest
 from openapi_spec_validator import validate as validate_openapi
 
-from clustermgr_lab.handlers import route_table
-from clustermgr_lab.openapi import DOCUMENT, openapi_document
+from clustermgr_lab.web.openapi import DOCUMENT, openapi_document
+from clustermgr_lab.web.routes import route_table
 
 from .helpers import call, validate_schema
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import psutil
 
-from clustermgr_lab.manager import ClusterManager
-from clustermgr_lab.scheduler_link import scheduler_identity
-from clustermgr_lab.store import ClusterStore
+from clustermgr_lab.cluster.scheduler_link import scheduler_identity
+from clustermgr_lab.manager.cluster_manager import ClusterManager
+from clustermgr_lab.manager.store import ClusterStore
 
 from .helpers import alive, eventually
 from .server_process import free_port

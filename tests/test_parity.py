@@ -8,9 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from clustermgr_lab.errors import InvalidRequest
-from clustermgr_lab.limits import Limits
-from clustermgr_lab.spec import WorkerGroup, WorkerSpec, parse_count, parse_size, parse_spec, parse_target, workers_for
+from clustermgr_lab.domain.errors import InvalidRequest
+from clustermgr_lab.domain.limits import Limits
+from clustermgr_lab.domain.spec import (
+    WorkerGroup,
+    WorkerSpec,
+    parse_count,
+    parse_size,
+    parse_spec,
+    parse_target,
+    workers_for,
+)
 
 CASES = json.loads((Path(__file__).parent / "parity_cases.json").read_text())
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from clustermgr_lab.backends.processes import LocalProcesses, TrackedProcess
+from clustermgr_lab.backends.local.processes import LocalProcesses, TrackedProcess
 
 SLEEPER = [sys.executable, "-c", "import sys, time; time.sleep(float(sys.argv[1])); sys.exit(3)"]
 

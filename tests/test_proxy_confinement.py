@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from clustermgr_lab.cluster import PENDING, RUNNING
+from clustermgr_lab.cluster.managed import PENDING, RUNNING
 
 from .helpers import call, wait_for
 from .test_external import ECHO_PRELOAD, start_process, stop_process

@@ -19,7 +19,7 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
-from clustermgr_lab.dashboard_proxy import SANDBOX_POLICY
+from clustermgr_lab.web.dashboard_proxy import SANDBOX_POLICY
 
 from .helpers import call, running_with, wait_for
 from .test_external import ECHO_PRELOAD
@@ -265,7 +265,7 @@ class HeadlessChromium:
 
 
 def test_a_secret_file_that_others_could_read_or_that_is_a_link_is_not_used(tmp_path, caplog):
-    from clustermgr_lab.dashboard_keys import DashboardKeys
+    from clustermgr_lab.manager.dashboard_keys import DashboardKeys
 
     # Given a secret file made by the server, Then a second server on the same folder derives the same keys
     path = tmp_path / "store" / "dashboard-secret"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from clustermgr_lab.backends.base import Backend, SchedulerEndpoint
-from clustermgr_lab.errors import BackendError
-from clustermgr_lab.events import EventLog
-from clustermgr_lab.reconciler import Reconciler
-from clustermgr_lab.spec import parse_spec
+from clustermgr_lab.cluster.events import EventLog
+from clustermgr_lab.cluster.reconciler import Reconciler
+from clustermgr_lab.domain.errors import BackendError
+from clustermgr_lab.domain.spec import parse_spec
 
 
 class FakeBackend(Backend):

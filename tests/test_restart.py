@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from clustermgr_lab.client import ClusterManagerAPIError
-from clustermgr_lab.security import ClusterCredentials
+from clustermgr_lab.common.security import ClusterCredentials
 
 from .helpers import cluster_client, eventually, requires_slurm, running_with, slurm_jobs
 from .server_process import (

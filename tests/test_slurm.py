@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from clustermgr_lab.backends.slurm import SlurmBackend
-from clustermgr_lab.manager import ClusterManager
-from clustermgr_lab.spec import parse_spec
-from clustermgr_lab.store import ClusterStore
+from clustermgr_lab.backends.batch.slurm import SlurmBackend
+from clustermgr_lab.domain.spec import parse_spec
+from clustermgr_lab.manager.cluster_manager import ClusterManager
+from clustermgr_lab.manager.store import ClusterStore
 
 from .helpers import (
     alive,
@@ -307,7 +307,7 @@ def test_importing_dask_jobqueue_keeps_the_servers_sigint_handler():
         "import signal\n"
         "def mine(*_): pass\n"
         "signal.signal(signal.SIGINT, mine)\n"
-        "from clustermgr_lab.backends.slurm import SlurmBackend\n"
+        "from clustermgr_lab.backends.batch.slurm import SlurmBackend\n"
         "SlurmBackend.job_class()\n"  # When dask-jobqueue is imported (it sets SIGINT to sys.exit at import)
         "assert signal.getsignal(signal.SIGINT) is mine, signal.getsignal(signal.SIGINT)\n"
     )

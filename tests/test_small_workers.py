@@ -11,9 +11,9 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
-from clustermgr_lab.backends.local import LocalBackend
-from clustermgr_lab.errors import InvalidRequest
-from clustermgr_lab.options import parse_backend_options
+from clustermgr_lab.backends.local.backend import LocalBackend
+from clustermgr_lab.domain.errors import InvalidRequest
+from clustermgr_lab.domain.options import parse_backend_options
 
 from .helpers import call, cluster_client, delete_and_wait, running_with, wait_for
 

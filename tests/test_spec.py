@@ -2,10 +2,10 @@
 
 import pytest
 
-from clustermgr_lab.adaptive import AdaptivePolicy, Load, parse_adapt
-from clustermgr_lab.errors import InvalidRequest
-from clustermgr_lab.limits import Limits
-from clustermgr_lab.spec import parse_spec, parse_target, resolve_target
+from clustermgr_lab.domain.adaptive import AdaptivePolicy, Load, parse_adapt
+from clustermgr_lab.domain.errors import InvalidRequest
+from clustermgr_lab.domain.limits import Limits
+from clustermgr_lab.domain.spec import parse_spec, parse_target, resolve_target
 
 MiB, GiB = 2**20, 2**30
 ONE_GROUP = {"groups": [{"name": "default", "count": 1, "threads": 2, "memory": "256 MiB"}]}

@@ -26,10 +26,10 @@ import dask.config
 import psutil
 import pytest
 
-from clustermgr_lab.backends.local import SCHEDULER
+from clustermgr_lab.backends.local.backend import SCHEDULER
 from clustermgr_lab.backends.ssh import SSHBackend
-from clustermgr_lab.errors import BackendError
-from clustermgr_lab.spec import parse_spec
+from clustermgr_lab.domain.errors import BackendError
+from clustermgr_lab.domain.spec import parse_spec
 
 from .helpers import (
     alive,

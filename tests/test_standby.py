@@ -7,8 +7,8 @@ import signal
 import psutil
 import pytest
 
-from clustermgr_lab.backends.launcher import WarmLauncher
-from clustermgr_lab.backends.standby import MARKER, StandbySchedulers
+from clustermgr_lab.backends.local.launcher import WarmLauncher
+from clustermgr_lab.backends.local.standby import MARKER, StandbySchedulers
 
 from .helpers import alive, call, cluster_client, running_with, until, wait_for
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from clustermgr_lab.store import MAX_EVENTS_PER_CLUSTER, ClusterStore, StoreLocked
+from clustermgr_lab.manager.store import MAX_EVENTS_PER_CLUSTER, ClusterStore, StoreLocked
 
 from .helpers import REPO, subprocess_env
 from .test_orphans import stored_cluster
@@ -15,7 +15,7 @@ from .test_orphans import stored_cluster
 WRITER = """
 import sys
 from pathlib import Path
-from clustermgr_lab.store import ClusterStore
+from clustermgr_lab.manager.store import ClusterStore
 from tests.test_orphans import stored_cluster
 
 store = ClusterStore(sys.argv[1])

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from clustermgr_lab.backends.standby import MARKER as STANDBY_MARKER
+from clustermgr_lab.backends.local.standby import MARKER as STANDBY_MARKER
 from clustermgr_lab.client import ClusterManagerAPIError
 
 from .helpers import validate_response, validate_stream_message

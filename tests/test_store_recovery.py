@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from clustermgr_lab.manager import ClusterManager
-from clustermgr_lab.store import ClusterStore
+from clustermgr_lab.manager.cluster_manager import ClusterManager
+from clustermgr_lab.manager.store import ClusterStore
 
 from .server_process import (
     JupyterServer,

@@ -12,18 +12,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from clustermgr_lab import record as codec
-from clustermgr_lab.adaptive import parse_adapt
 from clustermgr_lab.backends.base import BackendContext, SchedulerEndpoint
-from clustermgr_lab.backends.local import (
-    LocalBackend,
-    TrackedProcess,
-    scheduler_command,
-    worker_command,
-)
-from clustermgr_lab.cluster import ManagedCluster, WorkerRecord, shape_of
-from clustermgr_lab.spec import parse_spec
-from clustermgr_lab.store import SCHEMA_VERSION, ClusterStore
+from clustermgr_lab.backends.local.backend import LocalBackend, TrackedProcess, scheduler_command, worker_command
+from clustermgr_lab.cluster.managed import ManagedCluster, WorkerRecord, shape_of
+from clustermgr_lab.domain import record as codec
+from clustermgr_lab.domain.adaptive import parse_adapt
+from clustermgr_lab.domain.spec import parse_spec
+from clustermgr_lab.manager.store import SCHEMA_VERSION, ClusterStore
 
 from .helpers import subprocess_env
 from .server_process import (

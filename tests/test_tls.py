@@ -15,10 +15,10 @@ import pytest
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
-from clustermgr_lab.backends.local import worker_command
-from clustermgr_lab.manager import ClusterManager
-from clustermgr_lab.security import PLAIN_WARNING, ClusterCredentials, UnsafePath
-from clustermgr_lab.spec import parse_group
+from clustermgr_lab.backends.local.backend import worker_command
+from clustermgr_lab.common.security import PLAIN_WARNING, ClusterCredentials, UnsafePath
+from clustermgr_lab.domain.spec import parse_group
+from clustermgr_lab.manager.cluster_manager import ClusterManager
 
 from .helpers import (
     SMALL,

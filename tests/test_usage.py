@@ -10,8 +10,8 @@ import time
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from clustermgr_lab.timeline import Timeline
-from clustermgr_lab.usage import UsageMeter
+from clustermgr_lab.domain.timeline import Timeline
+from clustermgr_lab.domain.usage import UsageMeter
 
 from .helpers import call, strict_json, until, validate_response, wait_for
 

@@ -4,15 +4,15 @@
 backends from here (or the contract from :mod:`.base`), never from a backend's own module.
 """
 
-from .base import Backend, BackendContext, Capabilities, SchedulerEndpoint, Waiting
-from .batch import BatchBackend, HTCondorBackend, LSFBackend, PBSBackend, SGEBackend
-from .cluster_class import ClusterClassBackend
-from .external import ExternalBackend, parse_scheduler_address
-from .launcher import WarmLauncher
-from .local import LocalBackend
-from .slurm import SlurmBackend
-from .ssh import SSHBackend
-from .standby import StandbySchedulers
+from clustermgr_lab.backends.base import Backend, BackendContext, Capabilities, SchedulerEndpoint, Waiting
+from clustermgr_lab.backends.batch.backend import BatchBackend, HTCondorBackend, LSFBackend, PBSBackend, SGEBackend
+from clustermgr_lab.backends.batch.slurm import SlurmBackend
+from clustermgr_lab.backends.cluster_class import ClusterClassBackend
+from clustermgr_lab.backends.external import ExternalBackend, parse_scheduler_address
+from clustermgr_lab.backends.local.backend import LocalBackend
+from clustermgr_lab.backends.local.launcher import WarmLauncher
+from clustermgr_lab.backends.local.standby import StandbySchedulers
+from clustermgr_lab.backends.ssh import SSHBackend
 
 BACKENDS: dict[str, type[Backend]] = {
     cls.name: cls

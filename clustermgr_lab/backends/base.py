@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from traitlets.config import LoggingConfigurable
 from traitlets.traitlets import MetaHasTraits
 
-from ..options import BackendOption
-from ..spec import WorkerGroup
+from clustermgr_lab.domain.options import BackendOption
+from clustermgr_lab.domain.spec import WorkerGroup
 
 if TYPE_CHECKING:
-    from ..security import ClusterCredentials
-    from .launcher import WarmLauncher
-    from .standby import Standby
+    from clustermgr_lab.backends.local.launcher import WarmLauncher
+    from clustermgr_lab.backends.local.standby import Standby
+    from clustermgr_lab.common.security import ClusterCredentials
 
 WorkerExited = Callable[[str, "int | None"], None]
 #: The name under which a backend tracks and records its scheduler process (next to the worker names).
@@ -86,7 +86,7 @@ class BackendContext:
     idle_timeout : float, optional
         Seconds without tasks and clients after which the scheduler shuts itself down.
     security : ClusterCredentials, optional
-        The cluster's TLS files (see :mod:`clustermgr_lab.security`): scheduler and workers must be
+        The cluster's TLS files (see :mod:`clustermgr_lab.common.security`): scheduler and workers must be
         started with them (``security.cli_arguments()`` on their command lines,
         ``security.environment()`` in their environment; ``security.security()`` is the
         ``distributed.Security``). None: TLS is off for this cluster (plain ``tcp://``).
@@ -241,7 +241,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
 
     @abc.abstractmethod
     async def start_scheduler(self) -> SchedulerEndpoint:
-        """Start the scheduler (loading ``clustermgr_lab.scheduler_preload``) and return its endpoint."""
+        """Start the scheduler (loading ``clustermgr_lab.preloads.scheduler``) and return its endpoint."""
 
     @abc.abstractmethod
     async def scale_up(self, group: WorkerGroup, names: list[str]) -> None:

@@ -28,12 +28,12 @@ from distributed.comm import parse_address, parse_host_port, unparse_host_port
 from distributed.scheduler import Scheduler, WorkerStatusPlugin
 from traitlets import Float
 
-from ..errors import BackendError, InvalidRequest
-from ..options import BackendOption
-from ..scheduler_link import SchedulerLink
-from ..scheduler_preload import dask_setup
-from ..spec import WorkerGroup
-from .base import SCHEDULER_PROCESS, Backend, Capabilities, SchedulerEndpoint
+from clustermgr_lab.backends.base import SCHEDULER_PROCESS, Backend, Capabilities, SchedulerEndpoint
+from clustermgr_lab.cluster.scheduler_link import SchedulerLink
+from clustermgr_lab.domain.errors import BackendError, InvalidRequest
+from clustermgr_lab.domain.options import BackendOption
+from clustermgr_lab.domain.spec import WorkerGroup
+from clustermgr_lab.preloads.scheduler import dask_setup
 
 CLASS_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 #: Arguments the server sets itself: the Cluster object runs synchronously, on a loop of its own.
@@ -162,7 +162,7 @@ class ClusterClassBackend(Backend):
     The requested workers are names the server gives (``default-1``...); the class names its workers
     itself, so each worker that connects is claimed by the oldest requested name not yet claimed
     (:meth:`claim_worker`). The scheduler must run in this process (it does for ``LocalCluster`` and
-    every dask-jobqueue class): the server adds its handlers (:mod:`clustermgr_lab.scheduler_preload`)
+    every dask-jobqueue class): the server adds its handlers (:mod:`clustermgr_lab.preloads.scheduler`)
     to it once the object is built.
 
     Parameters

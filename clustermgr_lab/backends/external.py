@@ -8,10 +8,10 @@ from typing import Any, ClassVar
 from distributed.comm import parse_address, parse_host_port, unparse_host_port
 from traitlets import Float
 
-from ..errors import BackendError, Conflict, InvalidRequest
-from ..foreign_scheduler import ForeignSchedulerError, ForeignSchedulerLink, foreign_identity
-from ..spec import WorkerGroup
-from .base import Backend, Capabilities, SchedulerEndpoint
+from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint
+from clustermgr_lab.domain.errors import BackendError, Conflict, InvalidRequest
+from clustermgr_lab.domain.spec import WorkerGroup
+from clustermgr_lab.foreign.scheduler import ForeignSchedulerError, ForeignSchedulerLink, foreign_identity
 
 NOT_OURS = "its workers are started and stopped by whoever started it, not by this server; scale it there"
 

@@ -26,11 +26,11 @@ import dask.config
 from distributed.deploy.ssh import Worker as SSHWorker
 from traitlets import Dict, Float, List, Unicode
 
-from ..errors import BackendError
-from ..spec import WorkerGroup
-from .base import SCHEDULER_PROCESS, Backend, Capabilities, SchedulerEndpoint
-from .local_scheduler import LocalScheduler
-from .processes import LocalProcesses, exit_reason
+from clustermgr_lab.backends.base import SCHEDULER_PROCESS, Backend, Capabilities, SchedulerEndpoint
+from clustermgr_lab.backends.local.processes import LocalProcesses, exit_reason
+from clustermgr_lab.backends.local.scheduler import LocalScheduler
+from clustermgr_lab.domain.errors import BackendError
+from clustermgr_lab.domain.spec import WorkerGroup
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""Batch backends: the scheduler next to the server (or as a job), each worker one batch job."""

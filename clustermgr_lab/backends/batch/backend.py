@@ -1,0 +1,716 @@
+"""Batch backends: the scheduler runs next to the Jupyter server, each worker is one batch job.
+
+One engine over dask-jobqueue's ``Job`` classes: the job script comes from the class
+(``SLURMJob``, ``PBSJob``, ``SGEJob``, ``LSFJob``, ``HTCondorJob``), so do the submit and cancel
+commands and the parsing of a job id. What differs per queueing system is that class and one
+status command (:meth:`BatchBackend.job_states`). Every command runs through
+``asyncio.create_subprocess_exec``, never blocking the server's event loop.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import os
+import re
+import shlex
+import signal
+import sys
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from traitlets import Float
+
+from clustermgr_lab.backends.base import SCHEDULER_PROCESS as SCHEDULER
+from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint, Waiting
+from clustermgr_lab.backends.batch.scheduler_job import SchedulerJob
+from clustermgr_lab.backends.local.processes import LocalProcesses, exit_reason
+from clustermgr_lab.backends.local.scheduler import LocalScheduler
+from clustermgr_lab.common.security import REQUIRE_ENCRYPTION
+from clustermgr_lab.common.tasks import cancel_and_wait
+from clustermgr_lab.domain import options as opt
+from clustermgr_lab.domain.departures import from_job_state
+from clustermgr_lab.domain.errors import BackendError
+from clustermgr_lab.domain.spec import WorkerGroup
+
+log = logging.getLogger(__name__)
+
+
+async def run_command(*command: str, timeout: float = 60, env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
+    """Run a queueing-system command without blocking the event loop; returns (returncode, stdout, stderr).
+
+    ``env``: variables set on top of the server's environment (e.g. ``SLURM_CONF``).
+    """
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **env} if env else None,
+        )
+    except OSError as exc:
+        raise BackendError(f"cannot run {command[0]}: {exc}") from exc
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout)
+    except asyncio.TimeoutError:
+        process.kill()
+        await process.wait()
+        raise BackendError(f"{command[0]} did not answer within {timeout:g} s") from None
+    return process.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def jobqueue_class(module: str, name: str):
+    """A dask-jobqueue ``Job`` class, imported on first use.
+
+    Importing dask_jobqueue replaces the process's SIGINT handler (``dask_jobqueue/runner.py``
+    calls ``signal.signal(SIGINT, sys.exit)`` at import); the Jupyter server's own handler is put back.
+    """
+    sigint = signal.getsignal(signal.SIGINT)
+    job_class = getattr(__import__(f"dask_jobqueue.{module}", fromlist=[name]), name)
+    if sigint is not None and signal.getsignal(signal.SIGINT) is not sigint:
+        signal.signal(signal.SIGINT, sigint)
+    return job_class
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A job as the queueing system lists it: its name, whether it still queues or runs, and why it waits."""
+
+    name: str
+    active: bool
+    pending_reason: str | None = None  # None once it runs
+    #: no worker runs any more, but the system still lists it while it cleans up (SLURM's COMPLETING)
+    finishing: bool = False
+    #: the system's own word for the state (SLURM: RUNNING, NODE_FAIL, TIMEOUT...), when it gives one
+    state: str | None = None
+
+
+class SubmitRefused(BackendError):
+    """The queueing system refused a job (unknown partition, bad account, impossible request...)."""
+
+
+#: A path written into the job script's command line: no shell metacharacters, spaces or line breaks can reach it.
+script_path = opt.matching(
+    re.compile(r"/[A-Za-z0-9_./+@%=,:~-]*"),
+    "an absolute path of letters, digits and _ . / + @ % = , : ~ - only (it is written into the job script)",
+)
+
+BATCH_OPTIONS: dict[str, opt.BackendOption] = {
+    "queue": opt.BackendOption(opt.word, "partition / queue the jobs go to"),
+    "account": opt.BackendOption(opt.word, "account (project) the jobs are charged to"),
+    "walltime": opt.BackendOption(opt.walltime, "time limit per job, e.g. 04:00:00"),
+    "job_extra_directives": opt.BackendOption(opt.lines, "extra directives, e.g. ['--qos=debug'] or ['-l h_vmem=4G']"),
+    "job_script_prologue": opt.BackendOption(opt.lines, "shell lines before the worker, e.g. ['module load cuda']"),
+    "interface": opt.BackendOption(opt.word, "network interface the workers listen on, e.g. ib0 (lo: single node)"),
+    "scheduler_host": opt.BackendOption(opt.host, "address the scheduler listens on, reachable from the compute nodes"),
+    "scheduler_interface": opt.BackendOption(
+        opt.word, "network interface the scheduler listens on (wins over scheduler_host)"
+    ),
+    "python": opt.BackendOption(script_path, "the Python that runs the workers on the compute nodes"),
+    "local_directory": opt.BackendOption(script_path, "node-local scratch folder for the workers' spilled data"),
+    "gpu_directive": opt.BackendOption(opt.gpu_directive, "directive for groups with GPUs, with {gpus}; null: none"),
+    "scheduler": opt.BackendOption(
+        opt.matching(re.compile("local|job"), "'local' (next to the server) or 'job' (a batch job near the workers)"),
+        "where the scheduler runs: 'local' (this machine) or 'job' (a batch job; it listens on `interface`)",
+    ),
+    "scheduler_memory": opt.BackendOption(opt.text, "memory of the scheduler's job (scheduler: 'job'), e.g. '2 GiB'"),
+    "worker_config": opt.BackendOption(
+        opt.dask_config,
+        "dask configuration of the workers, exported in their job scripts, e.g. "
+        "{'distributed.worker.multiprocessing-method': 'spawn'}",
+    ),
+}
+
+#: dask configuration of every batch worker, under the template's ``worker_config``. The nanny forks its
+#: worker, as it does for local workers, instead of starting a second interpreter that imports
+#: distributed again: about a second of a compute node's CPU less per worker (4 workers on the two-node
+#: test bed: create 2.9 s against 4.1 s, SLURM's queue wait left out).
+WORKER_DEFAULTS = {"distributed.worker.multiprocessing-method": "fork"}
+
+
+class BatchBackend(Backend):
+    """Each worker is one batch job; the scheduler is a local process (:class:`~.local_scheduler.LocalScheduler`).
+
+    Subclasses name their dask-jobqueue ``Job`` class (:meth:`job_class`) and implement
+    :meth:`job_states`. Templates set the options in :attr:`template_options`
+    (``{"backend": "slurm", "options": {"queue": "gpu", "walltime": "04:00:00"}}``); ``None``
+    leaves a setting to dask-jobqueue's configuration (``jobqueue.<system>.*``).
+
+    Jobs that end on their own (walltime, node failure, cancelled from outside) are noticed by a
+    status poll every ``poll_interval`` seconds while this cluster has jobs, and reported through
+    ``on_worker_exit(name, None)``. The same poll keeps why queued jobs wait (:meth:`waiting`).
+    Job ids and names are stored with the cluster (:meth:`process_records`), so that a restarted
+    server re-adopts the jobs that still run (:meth:`adopt`), or cancels them with the rest of a
+    cluster it cannot re-adopt.
+
+    Where the scheduler runs is the template's ``scheduler`` option: ``"local"`` (default; a
+    process next to the server, listening on ``scheduler_interface`` / ``scheduler_host``) or
+    ``"job"`` (:class:`~.scheduler_job.SchedulerJob`: a batch job of its own, listening on the
+    compute nodes' ``interface``, its address read from the scheduler file it writes).
+    """
+
+    workers_before_scheduler = False  # a job script needs the scheduler's address
+    template_options = BATCH_OPTIONS
+    capabilities = Capabilities(runs_processes_here=False)  # workers run on compute nodes
+
+    queue: str | None = None
+    account: str | None = None
+    walltime: str | None = None
+    job_extra_directives: tuple[str, ...] = ()
+    job_script_prologue: tuple[str, ...] = ()
+    interface: str | None = "lo"
+    python: str = sys.executable
+    local_directory: str | None = None
+    gpu_directive: str | None = None
+    scheduler_host = "127.0.0.1"  # where the scheduler listens, reachable from the compute nodes
+    scheduler_interface: str | None = None  # or: the network interface it listens on (wins over the host)
+    scheduler: str = "local"
+    scheduler_memory: str = "1 GiB"
+    worker_config: dict[str, str | int | float | bool] = {}  # a template's replaces it; never changed in place
+    scheduler_job_cores = 1
+    job_name_prefix = "clustermgr"
+    poll_interval = 2.0
+    command_timeout = Float(
+        60.0, config=True, help="Seconds a queueing-system command (submit, cancel, status) may take."
+    )
+    stop_timeout = Float(10.0, config=True, help="Seconds the scheduler and other local processes get to stop.")
+    cancel_timeout = Float(
+        60.0,
+        config=True,
+        help="Seconds a scale-down waits for cancelled jobs to leave the queue's listing (SLURM COMPLETING included).",
+    )
+    scheduler_start_timeout = Float(60.0, config=True, help="Seconds the scheduler gets to write its address.")
+    #: LSF's bsub reads the script from stdin
+    submit_from_stdin: ClassVar[bool] = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.processes = LocalProcesses(self.workdir, self.launcher, on_change=self._notify_change)
+        self.local_scheduler = LocalScheduler(self.processes, self.security)
+        self.scheduler_job = SchedulerJob(self)
+        self._stopping: set[str] = set()
+        self._jobs: dict[str, str] = {}  # worker name -> job id
+        self._waiting: dict[str, Waiting] = {}
+        self._poller: asyncio.Task | None = None
+        self._ended: dict[
+            str, tuple[str, str]
+        ] = {}  # worker name -> (cause kind, detail) of a job that ended on its own
+
+    @property
+    def scheduler_job_memory(self) -> str:
+        return self.scheduler_memory
+
+    def command_env(self) -> dict[str, str]:
+        """Variables the queueing-system commands run with, on top of the server's environment."""
+        return {}
+
+    def job_record_extra(self) -> dict[str, Any]:
+        """What a job record carries besides its id and name, so that a later server reaches the same system."""
+        return {}
+
+    # -- the scheduler: next to the server, or a batch job -----------------------------------------------
+
+    async def start_scheduler(self) -> SchedulerEndpoint:
+        if self.scheduler == "job":
+            endpoint = await self.scheduler_job.start(
+                idle_timeout=self.idle_timeout, timeout=self.scheduler_start_timeout
+            )
+            self.address = endpoint.address
+            return endpoint
+        endpoint = await self.local_scheduler.start(
+            host=self.scheduler_host,
+            interface=self.scheduler_interface,
+            idle_timeout=self.idle_timeout,
+            timeout=self.scheduler_start_timeout,
+            stop_timeout=self.stop_timeout,
+        )
+        self.address = endpoint.address
+        return endpoint
+
+    def stopped_for_idleness(self) -> bool:
+        if self.scheduler == "job":
+            return self.scheduler_job.stopped_for_idleness(self.idle_timeout)
+        return self.local_scheduler.stopped_for_idleness(self.idle_timeout)
+
+    def pids(self) -> dict[str, int]:
+        return self.processes.pids()
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        if name == SCHEDULER and self.scheduler == "job":
+            return self.scheduler_job.log_tail(lines)
+        return self.processes.log_tail(name, lines)
+
+    # -- job scripts -------------------------------------------------------------------------------
+
+    @classmethod
+    @abc.abstractmethod
+    def job_class(cls):
+        """The dask-jobqueue ``Job`` class that writes this system's job scripts."""
+
+    def job_name(self, name: str) -> str:
+        return f"{self.job_name_prefix}-{self.cluster_id}-{name}"
+
+    def directives(self, group: WorkerGroup) -> list[str]:
+        """Extra directives for one worker of ``group``: the site's, then the GPU request."""
+        directives = list(self.job_extra_directives)
+        if group.gpus and self.gpu_directive:
+            directives.append(self.gpu_directive.format(gpus=group.gpus))
+        return directives
+
+    def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
+        """Arguments of the ``Job`` class for worker ``name`` of ``group``."""
+        # dask-jobqueue rounds --memory-limit to 3 digits; a later flag wins, so give the exact bytes.
+        extra = ["--memory-limit", str(group.memory)]
+        if group.worker_resources:
+            resources = " ".join(f"{k}={v}" for k, v in group.worker_resources.items())
+            extra += ["--resources", shlex.quote(resources)]  # the command line is joined into a shell script
+        worker_config = {**WORKER_DEFAULTS, **self.worker_config}
+        prologue = [
+            f"export {key}={shlex.quote(value)}" for key, value in opt.dask_config_environment(worker_config).items()
+        ]
+        prologue += self.job_script_prologue
+        if self.security is not None:  # the work folder must be visible to the compute nodes (it is for the logs)
+            extra += [shlex.quote(argument) for argument in self.security.cli_arguments()]
+            prologue += [f"export {name}={value}" for name, value in REQUIRE_ENCRYPTION.items()]
+        return dict(
+            scheduler=self.address,
+            name=name,  # becomes `dask worker --name NAME`: how connected workers are matched
+            job_name=self.job_name(name),
+            cores=group.threads,
+            memory=group.memory,
+            processes=1,
+            interface=self.interface,
+            # Checked by script_path already; quoted as well, since dask-jobqueue joins them into a shell line.
+            # `exec`: the worker replaces the job's shell. Cancelling a job signals every process of it at once;
+            # a shell killed first would leave the worker to init, out of reach of a system that tracks a
+            # job's processes by parentage (SLURM's proctrack/linuxproc), still running after the job ended.
+            python=f"exec {shlex.quote(self.python)}",
+            local_directory=shlex.quote(self.local_directory) if self.local_directory else None,
+            log_directory=str(self.workdir),
+            queue=self.queue,
+            walltime=self.walltime,
+            job_extra_directives=self.directives(group),
+            job_script_prologue=prologue,
+            worker_extra_args=extra,
+        )
+
+    def job(self, group: WorkerGroup, name: str):
+        return self.job_class()(**self.job_kwargs(group, name))
+
+    def job_script(self, group: WorkerGroup, name: str) -> str:
+        """The batch script of worker ``name``, as dask-jobqueue writes it."""
+        return self.job(group, name).job_script()
+
+    # -- starting and stopping workers ---------------------------------------------------------------
+
+    async def submit(self, job, name: str) -> str:
+        """Submit a dask-jobqueue ``Job`` (its script saved as ``<name>.job.sh``); its job id.
+
+        Raises
+        ------
+        SubmitRefused
+            When the system refuses it or gives no job id.
+        """
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        script = self.workdir / f"{name}.job.sh"
+        script.write_text(job.job_script())
+        command = shlex.split(job.submit_command)
+        if self.submit_from_stdin:
+            command = ["sh", "-c", f'{job.submit_command} < "$0"', str(script)]
+        else:
+            command.append(str(script))
+        code, out, err = await run_command(*command, timeout=self.command_timeout, env=self.command_env())
+        what = "the scheduler" if name == SCHEDULER else f"worker {name}"
+        if code != 0:
+            raise SubmitRefused(f"{command[0]} refused {what}: {(err or out).strip()}")
+        try:
+            return job._job_id_from_submit_output(out)
+        except ValueError:
+            raise SubmitRefused(f"{command[0]} gave no job id for {what}: {(err or out).strip()}") from None
+
+    async def _submit(self, group: WorkerGroup, name: str) -> None:
+        job_id = await self.submit(self.job(group, name), name)
+        self._ended.pop(name, None)
+        self._jobs[name] = job_id
+        self._waiting[name] = Waiting("submitted", job_id)
+        self._notify_change()
+        log.info("cluster %s: worker %s is job %s", self.cluster_id, name, job_id)
+
+    async def scale_up(self, group: WorkerGroup, names: list[str]) -> None:
+        if self.address is None:
+            raise BackendError("the scheduler is not running")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        results = await asyncio.gather(*(self._submit(group, name) for name in names), return_exceptions=True)
+        if self._jobs and (self._poller is None or self._poller.done()):
+            self._poller = asyncio.ensure_future(self._poll())
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+
+    @abc.abstractmethod
+    async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
+        """job id -> state of those of ``job_ids`` the system still lists; None if it did not answer."""
+
+    async def _active(self, names: list[str]) -> dict[str, JobState] | None:
+        """Those of ``names`` whose job is still queued or running, with its state.
+
+        The state a listed job has ended in (SLURM: ``NODE_FAIL``, ``TIMEOUT``...) is kept for :meth:`exit_reason`.
+        """
+        wanted = {self._jobs[n]: n for n in names if n in self._jobs}
+        if not wanted:
+            return {}
+        jobs = await self.job_states(list(wanted))
+        if jobs is None:
+            return None
+        for job_id, name in wanted.items():
+            state = jobs.get(job_id)
+            if state is not None and not state.active and state.state:
+                found = from_job_state(job_id, state.state, None, cancelled_by_us=name in self._stopping)
+                if found is not None:
+                    self._ended.setdefault(name, found)
+        return {
+            name: jobs[job_id]
+            for job_id, name in wanted.items()
+            if job_id in jobs and jobs[job_id].active and jobs[job_id].name in (self.job_name(name), "")
+        }
+
+    async def _poll(self) -> None:
+        """Notice jobs that ended on their own, and why queued ones wait, while there are jobs to watch."""
+        first = True
+        while self._jobs:
+            await asyncio.sleep(0.2 if first else self.poll_interval)
+            first = False
+            watched = [n for n in self._jobs if n not in self._stopping]
+            try:
+                active = await self._active(watched)
+            except BackendError as exc:
+                log.warning("cluster %s: job status failed: %s", self.cluster_id, exc)
+                continue
+            if active is None:
+                continue
+            waiting = {
+                name: Waiting(state.pending_reason, self._jobs[name])
+                for name, state in active.items()
+                if state.pending_reason is not None
+            }
+            if waiting != self._waiting:
+                self._waiting = waiting
+                self._notify_change()
+            for name in set(watched) - set(active):
+                if name in self._stopping or name not in self._jobs:
+                    continue  # being cancelled by us meanwhile
+                job_id = self._jobs.pop(name)
+                self._notify_change()
+                log.warning("cluster %s: job %s of worker %s ended on its own", self.cluster_id, job_id, name)
+                try:
+                    ended = await self.final_state(name, job_id)
+                except BackendError as exc:
+                    log.warning("cluster %s: final state of job %s: %s", self.cluster_id, job_id, exc)
+                    ended = None
+                if ended is not None:
+                    self._ended[name] = ended
+                self._report_exit(name, None)
+
+    async def final_state(self, name: str, job_id: str) -> tuple[str, str] | None:
+        """``(kind, detail)`` of why job ``job_id`` (of worker ``name``) ended, from the queueing system, if it says."""
+        return None
+
+    def departure_evidence(self, name: str) -> tuple[str, str] | None:
+        return self._ended.pop(name, None)
+
+    @property
+    def departure_grace(self) -> float:  # a job's end is noticed by the status poll
+        return 2 * self.poll_interval + 2
+
+    def log_files(self) -> dict[str, Path]:
+        """The scheduler's log, and each job's standard error (by worker name) and output (``<worker>.stdout``)."""
+        files = {name: path for name, path in super().log_files().items() if name == SCHEDULER}
+        prefix = f"{self.job_name_prefix}-{self.cluster_id}-"
+        try:
+            entries = sorted(self.workdir.glob(f"{prefix}*"), key=lambda p: p.stat().st_mtime)
+        except OSError:
+            return files
+        for path in entries:  # <prefix><worker>-<job id>.err / .out; the latest job of a name wins
+            stem, suffix = path.stem, path.suffix
+            if suffix not in (".err", ".out") or "-" not in stem:
+                continue
+            worker = stem.removeprefix(prefix).rsplit("-", 1)[0]
+            files[worker if suffix == ".err" else f"{worker}.stdout"] = path
+        return files
+
+    def log_owner(self, log_name: str) -> str | None:
+        return None if log_name == SCHEDULER else log_name.removesuffix(".stdout")
+
+    def started(self) -> set[str]:
+        return set(self._jobs)
+
+    def waiting(self) -> dict[str, Waiting]:
+        return {name: w for name, w in self._waiting.items() if name in self._jobs}
+
+    async def scale_down(self, names: list[str]) -> None:
+        """Cancel the jobs, then wait (up to ``cancel_timeout``) until the system no longer lists them."""
+        names = [n for n in names if n in self._jobs]
+        if not names:
+            return
+        self._stopping.update(names)
+        try:
+            await self.cancel_jobs([self._jobs[n] for n in names])
+            for name in names:
+                self._jobs.pop(name, None)
+                self._waiting.pop(name, None)
+            self._notify_change()
+        finally:
+            self._stopping.difference_update(names)
+
+    async def cancel_jobs(self, job_ids: list[str]) -> None:
+        """Cancel jobs, then wait (up to ``cancel_timeout``) until the system no longer lists them."""
+        cancel = shlex.split(self.job_class().cancel_command)
+        code, out, err = await run_command(*cancel, *job_ids, timeout=self.command_timeout, env=self.command_env())
+        if code != 0:
+            log.warning("cluster %s: %s %s: %s", self.cluster_id, cancel[0], " ".join(job_ids), (err or out).strip())
+        # A cancelled job is listed (SLURM: COMPLETING) until the system has killed and cleaned up after
+        # it, up to its kill grace time after the signal: only then is it gone, and its resources free.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.cancel_timeout
+        while loop.time() < deadline:
+            jobs = await self.job_states(job_ids)
+            if jobs is not None and not any(j.active or j.finishing for j in jobs.values()):
+                return
+            await asyncio.sleep(0.25)
+        log.warning(
+            "cluster %s: jobs %s still listed %g s after cancelling", self.cluster_id, job_ids, self.cancel_timeout
+        )
+
+    async def close(self) -> None:
+        await self._stop_polling()
+        await self.scale_down(list(self._jobs))
+        await self.scheduler_job.cancel()
+        await self.processes.stop_all(self.stop_timeout)
+        self.address = None
+
+    async def _stop_polling(self) -> None:
+        if self._poller is not None:
+            await cancel_and_wait(self._poller)
+            self._poller = None
+
+    async def detach(self) -> None:
+        await self._stop_polling()
+        await self.processes.detach()
+
+    # -- what is left behind ---------------------------------------------------------------------------
+
+    def exit_reason(self, name: str) -> str | None:
+        """The state its job ended in (e.g. ``job ended: NODE_FAIL``) and what its log says last."""
+        ended = self._ended.get(name)
+        logged = exit_reason(self.worker_log(name))
+        if ended:
+            return f"{ended[0]}: {ended[1]}" + (f"; {logged}" if logged else "")
+        return logged
+
+    def adopt_system(self, records: dict[str, dict[str, Any]]) -> None:
+        """Take from the job records which queueing system their jobs belong to (see :meth:`job_record_extra`)."""
+
+    def job_ids(self) -> dict[str, str]:
+        """Job ids by worker name."""
+        return dict(self._jobs)
+
+    def worker_log(self, name: str) -> Path | None:
+        """The latest file the job of worker ``name`` wrote its output to, named after the job."""
+        logs = sorted(self.workdir.glob(f"{self.job_name(name)}*"), key=lambda p: p.stat().st_mtime)
+        logs = [p for p in logs if not p.name.endswith(".job.sh")]
+        return logs[-1] if logs else None
+
+    def process_records(self) -> dict[str, dict[str, Any]]:
+        """The scheduler's PID, and each worker's job id and job name."""
+        records = self.scheduler_job.record() if self.scheduler == "job" else self.local_scheduler.record()
+        extra = self.job_record_extra()
+        records.update(
+            {name: {"job_id": job_id, "job_name": self.job_name(name), **extra} for name, job_id in self._jobs.items()}
+        )
+        return records
+
+    async def adopt(self, endpoint: SchedulerEndpoint, records: dict[str, dict[str, Any]]) -> set[str]:
+        """Adopt the scheduler process, and the recorded jobs that the system lists, under their recorded name, as active.
+
+        A recorded id that the system has since given to another job (e.g. after a restart) is
+        left alone: the job name must match too.
+        """
+        self.address = endpoint.address
+        self.adopt_system(records)
+        scheduler = records.get(SCHEDULER) or {}
+        if scheduler.get("job_id"):
+            self.scheduler = "job"
+            self.scheduler_job.adopt(endpoint, scheduler)
+        else:
+            self.local_scheduler.adopt(endpoint, {n: r for n, r in records.items() if n == SCHEDULER and "pid" in r})
+        jobs = {
+            n: str(r["job_id"])
+            for n, r in records.items()
+            if n != SCHEDULER and r.get("job_id") and r.get("job_name") == self.job_name(n)
+        }
+        if jobs:
+            self._jobs.update(jobs)
+            active = await self._active(list(jobs))
+            if active is None:
+                log.warning(
+                    "cluster %s: the job status did not answer; keeping the recorded jobs %s", self.cluster_id, jobs
+                )
+                active = dict.fromkeys(jobs)
+            for name in set(jobs) - set(active):
+                del self._jobs[name]
+            self._notify_change()
+            if self._jobs:
+                self._poller = asyncio.ensure_future(self._poll())
+        return set(self._jobs)
+
+
+class SGEBackend(BatchBackend):
+    """Grid Engine (SGE, Son of Grid Engine, Univa/Altair): ``qsub`` / ``qdel`` / ``qstat -xml``.
+
+    A queued job's reason is its state code (``qw``, ``hqw``, ``Eqw``): qstat gives no more
+    unless the site turns on ``schedd_job_info``.
+    """
+
+    name = "sge"
+    description = "Scheduler on this machine, each worker one Grid Engine job (dask-jobqueue job scripts)"
+    template_options = {
+        **{k: v for k, v in BATCH_OPTIONS.items() if k != "account"},
+        "project": opt.BackendOption(opt.word, "project (-P) the jobs belong to"),
+        "resource_spec": opt.BackendOption(opt.text, "resources (-l), e.g. h_vmem=4G,mem_req=4G"),
+    }
+    project: str | None = None
+    resource_spec: str | None = None
+
+    @classmethod
+    def job_class(cls):
+        return jobqueue_class("sge", "SGEJob")
+
+    def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
+        return {**super().job_kwargs(group, name), "project": self.project, "resource_spec": self.resource_spec}
+
+    @staticmethod
+    def parse_qstat_xml(text: str) -> dict[str, JobState]:
+        """job id -> state, from ``qstat -xml`` (its queued and running jobs)."""
+        jobs = {}
+        for entry in ElementTree.fromstring(text).iter("job_list"):
+            state = entry.findtext("state", "")
+            running = "r" in state or "t" in state
+            jobs[entry.findtext("JB_job_number", "")] = JobState(
+                name=entry.findtext("JB_name", ""),
+                active="d" not in state,
+                pending_reason=None if running else state,
+                finishing="d" in state,  # deleted, still listed until the execd has killed it
+            )
+        return jobs
+
+    async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
+        code, out, err = await run_command(
+            "qstat", "-xml", "-u", "*", timeout=self.command_timeout, env=self.command_env()
+        )
+        if code != 0:
+            return None
+        listed = self.parse_qstat_xml(out)
+        return {job_id: state for job_id, state in listed.items() if job_id in job_ids}
+
+
+class PBSBackend(BatchBackend):
+    """PBS Pro / OpenPBS / Torque: ``qsub`` / ``qdel`` / ``qstat``. Not tested against a real PBS here."""
+
+    name = "pbs"
+    description = "Scheduler on this machine, each worker one PBS job (dask-jobqueue job scripts)"
+
+    @classmethod
+    def job_class(cls):
+        return jobqueue_class("pbs", "PBSJob")
+
+    def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
+        return {**super().job_kwargs(group, name), "account": self.account}
+
+    async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
+        # `qstat JOBID...`: "Job id  Name  User  Time Use S Queue"; state Q (queued), H (held), R, E...
+        code, out, err = await run_command("qstat", *job_ids, timeout=self.command_timeout, env=self.command_env())
+        jobs = {}
+        for line in out.splitlines():
+            fields = line.split()
+            if len(fields) >= 6 and fields[0].split(".")[0] in {j.split(".")[0] for j in job_ids}:
+                full = next(j for j in job_ids if j.split(".")[0] == fields[0].split(".")[0])
+                state = fields[4]
+                jobs[full] = JobState(
+                    "", active=state not in ("C", "F", "X"), pending_reason=None if state in ("R", "E") else state
+                )
+        return jobs if code == 0 or jobs or "Unknown Job" in err else None
+
+
+class LSFBackend(BatchBackend):
+    """IBM Spectrum LSF: ``bsub < script`` / ``bkill`` / ``bjobs``. Not tested against a real LSF here."""
+
+    name = "lsf"
+    description = "Scheduler on this machine, each worker one LSF job (dask-jobqueue job scripts)"
+    submit_from_stdin = True
+
+    @classmethod
+    def job_class(cls):
+        return jobqueue_class("lsf", "LSFJob")
+
+    def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
+        return {**super().job_kwargs(group, name), "project": self.account}
+
+    async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
+        fmt = "jobid job_name stat pend_reason delimiter='|'"
+        code, out, err = await run_command(
+            "bjobs", "-noheader", "-o", fmt, *job_ids, timeout=self.command_timeout, env=self.command_env()
+        )
+        jobs = {}
+        for line in out.splitlines():
+            parts = line.split("|")
+            if len(parts) == 4 and parts[0] in job_ids:
+                stat = parts[2]
+                reason = (parts[3].strip() or stat) if stat in ("PEND", "PSUSP") else None
+                jobs[parts[0]] = JobState(parts[1], active=stat not in ("DONE", "EXIT"), pending_reason=reason)
+        return jobs
+
+
+class HTCondorBackend(BatchBackend):
+    """HTCondor: ``condor_submit`` / ``condor_rm`` / ``condor_q``. Not tested against a real HTCondor here."""
+
+    name = "htcondor"
+    description = "Scheduler on this machine, each worker one HTCondor job (dask-jobqueue job scripts)"
+    template_options = {k: v for k, v in BATCH_OPTIONS.items() if k not in ("queue", "account", "walltime")}
+    STATUS = {"1": "Idle", "5": "Held", "7": "Suspended"}
+
+    @classmethod
+    def job_class(cls):
+        return jobqueue_class("htcondor", "HTCondorJob")
+
+    def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
+        kwargs = super().job_kwargs(group, name)
+        for unsupported in ("queue", "walltime", "job_name"):
+            kwargs.pop(unsupported)
+        kwargs["disk"] = "1 GiB"
+        return kwargs
+
+    async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
+        code, out, err = await run_command(
+            "condor_q",
+            *job_ids,
+            "-af",
+            "ClusterId",
+            "ProcId",
+            "JobStatus",
+            timeout=self.command_timeout,
+            env=self.command_env(),
+        )
+        if code != 0:
+            return None
+        jobs = {}
+        for line in out.splitlines():
+            cluster, proc, status = (line.split() + ["", "", ""])[:3]
+            job_id = f"{cluster}.{proc}"
+            if job_id in job_ids:
+                jobs[job_id] = JobState("", active=status not in ("3", "4"), pending_reason=self.STATUS.get(status))
+        return jobs

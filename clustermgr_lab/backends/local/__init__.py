@@ -1,0 +1,1 @@
+"""Processes on this machine: the local backend, the scheduler process, process tracking and the warm launcher."""

@@ -1,0 +1,1 @@
+"""One managed cluster at run time: lifecycle, reconciler, adaptive loop, scheduler link, events and logs."""

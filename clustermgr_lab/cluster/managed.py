@@ -1,0 +1,773 @@
+"""One managed cluster: the lifecycle facade over its backend, its plan and its adaptive mode.
+
+What it delegates: the plan, requested and observed workers, and the one routine that starts or
+stops workers to :class:`~.reconciler.Reconciler` (the only writer of the plan); adaptive mode's
+periodic callback to :class:`~.adaptive_controller.AdaptiveController`; processes to its
+:class:`~.backends.base.Backend`. What it keeps: lifecycle (pending, running, stopping...), the
+scheduler link, errors, and what callers and the store see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import itertools
+import json
+import logging
+import ssl
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from clustermgr_lab.backends.base import SCHEDULER_PROCESS, Backend, BackendContext, SchedulerEndpoint
+from clustermgr_lab.cluster.adaptive_loop import AdaptiveController, Policy
+from clustermgr_lab.cluster.events import Event, EventLog, utcnow
+from clustermgr_lab.cluster.reconciler import Reconciler, WorkerRecord, shape_of
+from clustermgr_lab.cluster.scheduler_link import SchedulerLink, scheduler_identity
+from clustermgr_lab.common import metrics
+from clustermgr_lab.common.tasks import cancel_and_wait
+from clustermgr_lab.domain import record as cluster_record
+from clustermgr_lab.domain.adaptive import AdaptivePolicy, AdaptOff, AdaptRange, AdaptSettings
+from clustermgr_lab.domain.errors import Conflict
+from clustermgr_lab.domain.spec import Resolution, WorkerSpec
+from clustermgr_lab.domain.timeline import Timeline
+from clustermgr_lab.domain.usage import UsageMeter
+
+log = logging.getLogger(__name__)
+
+PENDING, RUNNING, SCALING, STOPPING, STOPPED, FAILED = "pending", "running", "scaling", "stopping", "stopped", "failed"
+UNRESPONSIVE = "unresponsive"  # running, but the scheduler does not answer: what it holds is unknown
+SCHEDULER_SILENT = "the scheduler has not answered"
+
+__all__ = [
+    "FAILED", "PENDING", "RUNNING", "SCALING", "STOPPED", "STOPPING", "UNRESPONSIVE", "ManagedCluster", "WorkerRecord",
+    "shape_of",
+]  # fmt: skip
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as words: its message, or its type's name when it has none (e.g. a bare timeout)."""
+    return str(exc).strip() or type(exc).__name__
+
+
+def _shape_to_json(shape: tuple) -> list:
+    threads, memory, resources = shape
+    return [threads, memory, [list(item) for item in resources]]
+
+
+def _shape_from_json(data: list) -> tuple:
+    threads, memory, resources = data
+    return (threads, memory, tuple(tuple(item) for item in resources))
+
+
+class ManagedCluster:
+    """A Dask cluster owned by the Jupyter server.
+
+    Parameters
+    ----------
+    cluster_id, name, template : str
+    backend : callable
+        Makes the backend (it starts and stops the processes; never decides when) from the
+        context it is given: ``context`` with this cluster's callbacks.
+    spec : WorkerSpec
+        The desired workers, per group.
+    on_change : callable
+        Called with the cluster after every observable change (for the push stream).
+    max_workers : int
+        The per-cluster limit that every plan is checked against.
+    context : BackendContext
+        The backend's work folder, launcher and idle timeout (seconds with no tasks and no client
+        after which the scheduler shuts itself down).
+    policy_class : callable, optional
+        Makes adaptive mode's policy from its settings (default :class:`~.adaptive.AdaptivePolicy`).
+    config_parent : traitlets Configurable, optional
+        Whose config the scheduler link reads (``c.SchedulerLink.*``).
+    sample_interval : float, optional
+        Seconds between two samples of the workers' memory and CPU for :attr:`timeline`.
+    """
+
+    def __init__(
+        self,
+        cluster_id: str,
+        name: str,
+        template: str,
+        backend: Callable[[BackendContext], Backend],
+        spec: WorkerSpec,
+        on_change: Callable[[ManagedCluster], None],
+        max_workers: int,
+        context: BackendContext,
+        policy_class: Callable[[AdaptSettings], Policy] = AdaptivePolicy,
+        config_parent: Any = None,
+        sample_interval: float = 5.0,
+    ):
+        self.id = cluster_id
+        self.name = name
+        self.template = template
+        self.max_workers = max_workers
+        self.lifecycle = PENDING
+        self.error: str | None = None
+        self.ended: str | None = None  # how a cluster that ended by itself ended normally, in words
+        self.created = utcnow()
+        self._created_clock = time.monotonic()
+        self.usage = UsageMeter()
+        self.sample_interval = sample_interval
+        self.timeline = Timeline(resolution=sample_interval)
+        self._sampler: asyncio.Task | None = None
+        self.endpoint: SchedulerEndpoint | None = None
+        self.events = EventLog()
+        self._on_change = on_change
+        self._link: SchedulerLink | None = None
+        self._change_count = 0  # calls of _changed: part of what keys the cached description
+        self._description: tuple[tuple, dict[str, Any], str] | None = None  # (key, to_dict(), its JSON)
+        self._security = None
+        self._dashboard_ssl: ssl.SSLContext | None = None
+        self._config_parent = config_parent
+        self.options: dict[str, Any] = {}  # the template's user options, as set at creation
+        self.idle_timeout = context.idle_timeout
+        self._released = asyncio.Event()  # set once a failed or stopped cluster has stopped what was left of it
+        self.backend = backend(replace(context, on_worker_exit=self._worker_exited, on_change=self._changed))
+        self.reconciler = Reconciler(
+            cluster_id,
+            spec,
+            self.backend,
+            self.events,
+            link=lambda: self._link,
+            is_running=lambda: self.lifecycle == RUNNING,
+            on_change=self._changed,
+            on_error=self._set_error,
+        )
+        self.adaptive = AdaptiveController(
+            cluster_id,
+            self.reconciler,
+            self.events,
+            read_load=self._read_load,
+            is_running=lambda: self.lifecycle == RUNNING and self._link is not None,
+            on_change=self._changed,
+            policy_class=policy_class,
+        )
+
+    # -- the pieces' state, under the names the record codec reads -----------------------------
+
+    @property
+    def spec(self) -> WorkerSpec:
+        return self.reconciler.spec
+
+    @property
+    def adapt(self) -> AdaptSettings | None:
+        return self.adaptive.settings
+
+    @adapt.setter
+    def adapt(self, settings: AdaptSettings | None) -> None:
+        self.adaptive.configure(settings, run=False)
+
+    @property
+    def _policy(self) -> Policy | None:
+        return self.adaptive.policy
+
+    @_policy.setter
+    def _policy(self, policy: Policy | None) -> None:
+        self.adaptive.policy = policy
+
+    @property
+    def _workers(self) -> dict[str, WorkerRecord]:
+        return self.reconciler.workers
+
+    @property
+    def _external(self) -> dict[str, dict]:
+        return self.reconciler.external
+
+    @property
+    def _names(self) -> itertools.count:
+        return self.reconciler.names
+
+    @_names.setter
+    def _names(self, names: itertools.count) -> None:
+        self.reconciler.names = names
+
+    @property
+    def _plan_source(self) -> dict[str, str]:
+        return self.reconciler.plan_source
+
+    @property
+    def group_errors(self) -> dict[str, str]:
+        """Why a group stopped growing (e.g. the batch system refused its jobs)."""
+        return self.reconciler.group_errors
+
+    # -- state as callers see it ---------------------------------------------------------
+
+    @property
+    def status(self) -> str:
+        if self.lifecycle == RUNNING and self._link is not None and not self._link.responsive:
+            return UNRESPONSIVE
+        if self.lifecycle == RUNNING and (self.pending_workers or self.reconciler.stopping_workers):
+            return SCALING
+        return self.lifecycle
+
+    @property
+    def pending_workers(self) -> int:
+        return self.reconciler.pending_workers
+
+    def worker_counts(self) -> dict[str, Any]:
+        return self.reconciler.worker_counts()
+
+    def resources(self) -> dict[str, int]:
+        return self.reconciler.resources()
+
+    @property
+    def dashboard_address(self) -> str | None:
+        """The dashboard's ``host:port`` while the scheduler is alive; None once it failed or stopped.
+
+        A dead scheduler's port may be taken by another process, which must never see our users' requests;
+        so until the scheduler is confirmed (``running``: its id checked after a restart), there is none either.
+        """
+        if self.endpoint is None or self.lifecycle != RUNNING:
+            return None
+        return self.endpoint.dashboard_address
+
+    def describe(self, base_url: str = "/", dashboard_key: str = "") -> tuple[dict[str, Any], str]:
+        """:meth:`to_dict` and its JSON, made again only when the cluster has changed since the last call.
+
+        A list of 100 clusters is asked for far more often than any of them changes. The cache is
+        keyed by everything :meth:`to_dict` reads that can change without a :meth:`_changed` (cheap to
+        compare), plus the count of those calls, which the workers, resources and usage change through.
+        The dict is shared: read it, never modify it. Two calls with no change between them return
+        the same objects (``tests/test_description_cache.py`` checks that, and that a change is never missed).
+        """
+        link = self._link
+        key = (
+            self._change_count,
+            self.events.appended,
+            self.lifecycle,
+            self.error,
+            self.ended,
+            self.name,
+            self.idle_timeout,
+            self.endpoint,
+            self.spec,
+            self.adapt,
+            dict(self.options),  # a copy: a change in place must not change the key kept
+            link is not None and link.responsive,
+            self.backend.capabilities,
+            self.backend.security,
+            base_url,
+            dashboard_key,
+        )
+        if self._description is None or self._description[0] != key:
+            description = self.to_dict(base_url, dashboard_key)
+            self._description = (key, description, json.dumps(description))
+        return self._description[1], self._description[2]
+
+    def to_dict(self, base_url: str = "/", dashboard_key: str = "") -> dict[str, Any]:
+        """The cluster as the API shows it; ``dashboard_key`` is the key segment of its dashboard's URL."""
+        dashboard = "/".join(part for part in ("clustermgr/dashboard", self.id, dashboard_key, "status") if part)
+        last = self.events.last_decision
+        return {
+            "id": self.id,
+            "name": self.name,
+            "template": self.template,
+            "backend": self.backend.name,
+            "capabilities": self.backend.capabilities.to_dict(),
+            "status": self.status,
+            "error": self.error,
+            "ended": self.ended,
+            "scheduler_address": self.endpoint.address if self.endpoint else None,
+            # the cluster's TLS files (null: plain TCP): their owner's Client builds a distributed.Security from them
+            "tls": self.backend.security.to_dict() if self.backend.security is not None else None,
+            "dashboard_url": f"{base_url}{dashboard}" if self.dashboard_address else None,
+            "spec": self.spec.to_dict(),
+            "workers": self.worker_counts(),
+            "resources": self.resources(),
+            "adapt": self.adapt.to_dict() if self.adapt else None,
+            "options": dict(self.options),
+            "idle_timeout": self.idle_timeout,
+            "last_decision": last.to_dict() if last else None,
+            "last_departure": self.events.last_departure.to_dict() if self.events.last_departure else None,
+            "created": self.created.isoformat(),
+            "usage": self.usage.to_dict(),
+        }
+
+    # -- what a store keeps, and what a restarted server makes of it -------------------------
+
+    def to_record(self) -> dict[str, Any]:
+        """Everything a restarted server needs to re-adopt this cluster (JSON-ready; the fields: :mod:`.record`)."""
+        processes = self.backend.process_records()
+        workers = [
+            {"name": r.name, "group": r.group, "shape": _shape_to_json(r.shape), "process": processes.get(r.name, {})}
+            for r in self._workers.values()
+        ]
+        # Processes of workers the cluster already let go of, still being stopped: recorded until gone.
+        workers += [
+            {"name": name, "group": None, "shape": None, "process": process}
+            for name, process in processes.items()
+            if name not in self._workers and name != SCHEDULER_PROCESS
+        ]
+        return cluster_record.build(
+            {
+                "id": self.id,
+                "name": self.name,
+                "template": self.template,
+                "backend": self.backend.name,
+                "status": self.lifecycle,
+                "error": self.error,
+                "spec": self.spec.to_dict(),
+                "adapt": self.adapt.to_dict() if self.adapt else None,
+                "idle_timeout": self.idle_timeout,
+                "options": dict(self.options),
+                "scheduler_address": self.endpoint.address if self.endpoint else None,
+                "scheduler_id": self.endpoint.scheduler_id if self.endpoint else None,
+                "dashboard_address": self.endpoint.dashboard_address if self.endpoint else None,
+                "workdir": str(self.backend.workdir),
+                "created": self.created.isoformat(),
+                "backend_state": {
+                    SCHEDULER_PROCESS: processes.get(SCHEDULER_PROCESS),
+                    "tls": self.backend.security.to_dict() if self.backend.security is not None else None,
+                },
+                "usage": self.usage.to_record(),
+                "workers": workers,
+            }
+        )
+
+    def restore(self, record: Mapping[str, Any]) -> None:
+        """Take the state of a stored cluster (before :meth:`readopt`); nothing is started or stopped."""
+        record = cluster_record.checked(record)
+        # Until re-adopted, a cluster that was running is pending: nothing has been checked yet.
+        self.lifecycle = record["status"] if record["status"] in (FAILED, STOPPED, STOPPING) else PENDING
+        self.error = record.get("error")
+        self.options = dict(record.get("options") or {})
+        self.created = datetime.datetime.fromisoformat(record["created"])
+        self.usage = UsageMeter.from_record(record.get("usage"))
+        if record.get("scheduler_address"):
+            self.endpoint = SchedulerEndpoint(
+                record["scheduler_address"], record.get("dashboard_address"), record.get("scheduler_id")
+            )
+        if record.get("adapt"):
+            adapt = record["adapt"]
+            self.adapt = AdaptSettings(
+                ranges=tuple(AdaptRange(**r) for r in adapt["groups"]),
+                interval=adapt["interval"],
+                wait_count=adapt["wait_count"],
+                target_duration=adapt["target_duration"],
+            )
+            self._plan_source.update({r.group: "adaptive" for r in self.adapt.ranges})
+        self.events.restore([Event.from_dict(e) for e in record.get("events", [])])
+        numbers = [0]
+        for worker in record.get("workers", []):
+            number = worker["name"].rsplit("-", 1)[-1]
+            numbers.append(int(number) if number.isdigit() else 0)
+            if worker.get("group") is not None:
+                shape = _shape_from_json(worker["shape"])
+                self._workers[worker["name"]] = WorkerRecord(worker["name"], worker["group"], shape)
+        self._names = itertools.count(max(numbers) + 1)
+
+    async def readopt(self, record: Mapping[str, Any]) -> None:
+        """Re-adopt a stored cluster after a server restart, or fail it and stop what is left of it.
+
+        Re-adopted when its scheduler answers at the stored address with the stored scheduler id:
+        workers that still run are counted (not started again), adaptive mode resumes. Otherwise
+        the cluster ends ``failed`` with the reason (or ``stopped``, when its scheduler shut itself
+        down for being idle), and its processes or jobs that still run are stopped.
+        """
+        records = {w["name"]: w["process"] for w in record.get("workers", []) if w.get("process")}
+        if (record.get("backend_state") or {}).get(SCHEDULER_PROCESS):
+            records[SCHEDULER_PROCESS] = record["backend_state"][SCHEDULER_PROCESS]
+        endpoint = self.endpoint or SchedulerEndpoint("", None)
+        stored_lifecycle = self.lifecycle
+        # What ran when the last server stopped counts while no server watched only if it is re-adopted.
+        last_seen, last_rates, readopt_started = self.usage.as_of, self.usage.rates, time.time()
+        self.usage.rates = {}
+        try:
+            alive = await self.backend.adopt(endpoint, records)
+        except Exception as exc:
+            log.exception("cluster %s: could not adopt its processes", self.id)
+            await self._fail(f"could not re-adopt its processes: {exc}")
+            return
+        self.reconciler.keep_only(alive)
+        if stored_lifecycle in (FAILED, STOPPED, STOPPING):
+            self.lifecycle = stored_lifecycle
+            await self._teardown()
+            self._changed()
+            return
+        reason = await self._scheduler_mismatch()
+        if reason is not None:
+            if self._shut_down_for_idleness():
+                await self._idle_stopped()
+            else:
+                await self._fail(reason)
+            return
+        try:
+            self._link = self._new_link()
+            await self._link.start()
+        except Exception as exc:
+            await self._fail(f"could not reconnect to the scheduler at {self.endpoint.address}: {exc}")
+            return
+        self.lifecycle = RUNNING
+        if last_seen is not None:
+            self.usage.accrue(last_rates, last_seen, readopt_started)
+        counts = self.worker_counts()
+        self.events.lifecycle(
+            f"re-adopted after a server restart: scheduler {self.endpoint.address}, "
+            f"{counts['running']} workers running, {counts['pending']} starting"
+            + (", adaptive mode resumed" if self.adapt else "")
+        )
+        self.reconciler.start()
+        self.adaptive.start()
+        self._start_sampling()
+        self._changed()
+
+    # -- the timeline of workers, memory and CPU in use ------------------------------------------
+
+    def _start_sampling(self) -> None:
+        if self._sampler is None:
+            self._sampler = asyncio.ensure_future(self._sample_forever())
+
+    async def _sample_forever(self) -> None:
+        while True:
+            try:
+                await self.sample()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one failed sample (e.g. the scheduler is busy) must not end sampling
+                log.debug("cluster %s: could not sample its workers", self.id, exc_info=True)
+            await asyncio.sleep(self.sample_interval)
+
+    async def sample(self) -> None:
+        """Add one point to :attr:`timeline`: connected workers, their memory in use and limit, CPU in use (cores)."""
+        link = self._link
+        read = getattr(link, "worker_metrics", None)  # a foreign scheduler's link does not have it
+        observed = self.reconciler.observed()
+        measured = await read() if read is not None and link.responsive and observed else {}
+        self.timeline.add(
+            time.time(),
+            workers=len(observed),
+            memory=sum(m["memory"] for m in measured.values()),
+            memory_limit=sum(float(info.get("memory_limit") or 0) for info in observed),
+            cpu=sum(m["cpu"] for m in measured.values()) / 100,
+        )
+
+    async def reattach(self) -> None:
+        """Attach a stored external cluster again after a server restart, when its scheduler answers with its stored id.
+
+        Otherwise it ends ``failed`` with the reason; it is never stopped (it is not ours).
+        """
+        if self.lifecycle != PENDING:  # stored failed or stopped: listed as it was, until restarted or removed
+            self._released.set()
+            return
+        stored_id = self.endpoint.scheduler_id if self.endpoint else None
+        try:
+            endpoint = await self.backend.start_scheduler()
+        except Exception as exc:
+            await self._fail(f"could not attach it again after the server restarted: {_reason(exc)}")
+            return
+        if stored_id and endpoint.scheduler_id != stored_id:
+            await self._fail(
+                f"{endpoint.address} now answers with another scheduler (id {endpoint.scheduler_id}, not {stored_id})"
+            )
+            return
+        self.endpoint = endpoint
+        try:
+            self._link = self._new_link()
+            await self._link.start()
+        except Exception as exc:
+            await self._fail(f"could not attach it again after the server restarted: {_reason(exc)}")
+            return
+        self.lifecycle = RUNNING
+        self.events.lifecycle(f"attached again after a server restart: scheduler {endpoint.address}")
+        self.reconciler.start()
+        self.adaptive.start()
+        self._changed()
+
+    def _new_link(self) -> SchedulerLink:
+        """The link to this cluster's scheduler: its worker stream and heartbeat feed the reconciler."""
+        link = getattr(self.backend, "scheduler_link", SchedulerLink)  # foreign schedulers: observed by polling
+        security = self.security()
+        link = link(
+            self.endpoint.address,
+            self.reconciler.worker_added,
+            self.reconciler.worker_removed,
+            self._scheduler_lost,
+            on_responsive=self._scheduler_responsive,
+            parent=self._config_parent,
+            **({"security": security} if security is not None else {}),
+        )
+        link.on_work = self.adaptive.wake
+        return link
+
+    def dashboard_ssl_context(self) -> ssl.SSLContext | None:
+        """What the dashboard proxy presents to this cluster's HTTPS dashboard (None: plain HTTP); made once."""
+        over_tls = getattr(self.backend, "dashboard_over_tls", True)
+        if self._dashboard_ssl is None and self.backend.security is not None and over_tls:
+            self._dashboard_ssl = self.backend.security.client_ssl_context()
+        return self._dashboard_ssl
+
+    def security(self):
+        """The ``distributed.Security`` of this cluster's scheduler (None: plain TCP); made once."""
+        if self._security is None and self.backend.security is not None:
+            self._security = self.backend.security.security()
+        return self._security
+
+    async def _read_load(self, target_duration: float) -> dict[str, Any]:
+        return await self._link.load(target_duration)
+
+    async def _scheduler_mismatch(self) -> str | None:
+        """Why the stored scheduler cannot be re-adopted, or None when it answers with its stored id."""
+        if self.endpoint is None or not self.endpoint.address:
+            return "the server stopped before the scheduler had started"
+        try:
+            identity = await scheduler_identity(self.endpoint.address, security=self.security())
+        except (OSError, asyncio.TimeoutError) as exc:
+            return f"its scheduler at {self.endpoint.address} is gone ({exc or type(exc).__name__})"
+        if identity.get("id") != self.endpoint.scheduler_id:
+            return (
+                f"{self.endpoint.address} now answers with another scheduler "
+                f"(id {identity.get('id')}, not {self.endpoint.scheduler_id})"
+            )
+        return None
+
+    async def detach(self) -> None:
+        """Stop managing, and leave every process running for the next server to re-adopt."""
+        await self._stop_managing()
+        await self.backend.detach()
+
+    def _changed(self) -> None:
+        self._change_count += 1
+        self.usage.update(self.reconciler.usage_rates())
+        self.reconciler.observe_scale()
+        try:
+            self._on_change(self)
+        except Exception:
+            log.exception("change listener failed")
+
+    def _set_error(self, message: str | None) -> None:
+        self.error = message
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the scheduler, subscribe to its workers, then reconcile towards the plan."""
+        self.events.lifecycle(f"starting ({self.backend.name} backend)")
+        credentials = self.backend.security
+        if credentials is not None and not credentials.exist():
+            try:  # made here, in an executor: key generation must not hold up the server's event loop
+                await asyncio.get_running_loop().run_in_executor(None, credentials.make)
+            except Exception as exc:
+                await self._fail(f"could not make its TLS credentials: {exc}")
+                return
+        scheduler = asyncio.ensure_future(self.backend.start_scheduler())
+        if self.backend.workers_before_scheduler:
+            self.reconciler.start()
+        try:
+            self.endpoint = await scheduler
+            if self.lifecycle == PENDING:
+                # Workers can be asked for once the scheduler has an address (a batch job waits in its queue
+                # meanwhile); those that connect before the link subscribes are in its first answer.
+                self.reconciler.start()
+                self._link = self._new_link()
+                await self._link.start()
+                if seconds := getattr(self.backend, "idle_timeout_to_push", None):  # a standby scheduler's
+                    asyncio.ensure_future(self._push_idle_timeout(seconds))
+        except Exception as exc:
+            if self.lifecycle == PENDING:
+                action = "start the scheduler" if self.backend.capabilities.can_stop else "attach it"
+                await self._fail(f"could not {action}: {_reason(exc)}")
+            return
+        if self.lifecycle != PENDING:  # deleted while starting: close() may already have torn down
+            await self._teardown()
+            return
+        self.lifecycle = RUNNING
+        metrics.CLUSTER_START_SECONDS.labels(backend=self.backend.name).observe(time.monotonic() - self._created_clock)
+        self.events.lifecycle(f"scheduler running at {self.endpoint.address}")
+        self.reconciler.start()
+        self.adaptive.start()
+        self._start_sampling()
+        self._changed()
+
+    async def _fail(self, message: str) -> None:
+        log.error("cluster %s failed: %s", self.id, message)
+        self.lifecycle = FAILED
+        self.error = message
+        self.events.lifecycle(message)
+        self._changed()
+        await self._teardown()
+        self._changed()  # what it used, now that nothing of it runs
+
+    async def _stop_managing(self) -> None:
+        """Stop the adaptive loop, the reconcile loop, sampling and the scheduler link (not the processes)."""
+        self.adaptive.stop()
+        if self._sampler is not None:
+            await cancel_and_wait(self._sampler)
+            self._sampler = None
+        await self.reconciler.stop()
+        if self._link is not None:
+            await self._link.close()
+            self._link = None
+
+    async def _teardown(self) -> None:
+        await self._stop_managing()
+        await self.backend.close()
+        self.reconciler.clear()
+        self.usage.update(self.reconciler.usage_rates())  # its usage stops here (pushed with the next change)
+        self._released.set()
+
+    async def released(self) -> None:
+        """Wait until what was left of this (failed or stopped) cluster has been stopped, e.g. before a restart."""
+        await self._released.wait()
+
+    async def close(self) -> None:
+        """Stop every worker and the scheduler; the cluster ends ``stopped``."""
+        if self.lifecycle == FAILED:
+            await self._teardown()
+            return
+        self.lifecycle = STOPPING
+        self.events.lifecycle("stopping")
+        self._changed()
+        await self._teardown()
+        self.lifecycle = STOPPED
+        self.events.lifecycle("stopped")
+        self._changed()
+
+    async def end_with_server(self) -> None:
+        """At a clean server stop, for a cluster that cannot be re-adopted: stop it, ``stopped`` with the reason."""
+        reasons = self.backend.capabilities.reasons
+        why = reasons.get("readoptable", "it cannot be re-adopted by the next server")
+        await self.close()
+        self.error = f"stopped with the Jupyter server: {why}"
+        self.events.lifecycle(self.error)
+        self._changed()
+
+    def _require_running(self, action: str) -> None:
+        if self.lifecycle not in (PENDING, RUNNING):
+            raise Conflict(f"cannot {action} cluster {self.id}: it is {self.status}")
+
+    # -- changing the plan: parsed values in, applied, then reconciled in the background --------
+
+    def scale(self, resolution: Resolution) -> Resolution:
+        """Set one group's plan to a resolved target; a manual scale turns adaptive mode off for that group."""
+        self._require_running("scale")
+        reason = "manual scale"
+        if self.adapt and self.adapt.range_for(resolution.group):
+            self._keep_adapt_ranges(lambda r: r.group != resolution.group)
+            reason = "manual scale (adaptive mode turned off)"
+        self.reconciler.set_plan(resolution.group, resolution.workers, reason, source="manual")
+        return resolution
+
+    def set_spec(self, spec: WorkerSpec) -> None:
+        """Replace the Worker Spec; workers whose group changed shape or vanished are replaced."""
+        self._require_running("change the spec of")
+        if self.adapt:
+            names = {g.name for g in spec.groups}
+            self._keep_adapt_ranges(lambda r: r.group in names)
+        self.reconciler.replace_spec(spec)
+        self._changed()
+
+    def adapt_to(self, change: AdaptSettings | AdaptOff | None) -> None:
+        """Turn adaptive mode on or change it (settings), off for one group (:class:`AdaptOff`), or off (None)."""
+        self._require_running("change adaptive mode of")
+        if change is None:
+            self._set_adapt(None)
+            self.events.lifecycle("adaptive mode turned off")
+        elif isinstance(change, AdaptOff):
+            if self.adapt and self.adapt.range_for(change.group):
+                self._keep_adapt_ranges(lambda r: r.group != change.group)
+                self.events.lifecycle(f"adaptive mode turned off for group {change.group}")
+        else:
+            self._set_adapt(change)
+            self.events.lifecycle(
+                "adaptive mode on: " + ", ".join(f"{r.group} {r.minimum}-{r.maximum} {r.unit}" for r in change.ranges)
+            )
+        self._changed()
+
+    def _keep_adapt_ranges(self, keep: Callable[[AdaptRange], bool]) -> None:
+        """Drop the adaptive ranges ``keep`` refuses; adaptive mode goes off with the last one."""
+        ranges = tuple(r for r in self.adapt.ranges if keep(r))
+        self._set_adapt(replace(self.adapt, ranges=ranges) if ranges else None)
+
+    def _set_adapt(self, settings: AdaptSettings | None) -> None:
+        self.adaptive.configure(settings, run=self.lifecycle == RUNNING)
+
+    def rename(self, name: str) -> None:
+        self.name = name
+        self._changed()
+
+    # -- what the scheduler and the backend tell us --------------------------------------------
+
+    def _worker_exited(self, name: str, returncode: int | None) -> None:
+        self.reconciler.worker_exited(name, returncode)
+
+    def _scheduler_responsive(self, responsive: bool) -> None:
+        if responsive:
+            self.events.lifecycle("the scheduler answers again")
+            if self.error and self.error.startswith(SCHEDULER_SILENT):
+                self.error = None
+            self.reconciler.wake()  # whatever the plan asked for meanwhile
+        else:
+            seconds = self._link.heartbeat_interval + self._link.heartbeat_timeout
+            self.error = (
+                f"{SCHEDULER_SILENT} for {seconds:g} s (stopped or overloaded?): the workers and resources shown are "
+                "as last seen, and the plan cannot be carried out until it answers"
+            )
+            self.events.lifecycle(self.error)
+        self._changed()
+
+    def _scheduler_lost(self) -> None:
+        if self.lifecycle == RUNNING:
+            if self._shut_down_for_idleness():
+                asyncio.ensure_future(self._idle_stopped())
+            else:
+                asyncio.ensure_future(self._scheduler_gone(getattr(self._link, "lost_reason", None)))
+
+    def _shut_down_for_idleness(self) -> bool:
+        return bool(self.idle_timeout) and self.backend.stopped_for_idleness()
+
+    async def _idle_stopped(self) -> None:
+        """The scheduler shut itself down after its idle timeout."""
+        await self.ended_by_itself(
+            f"shut down: idle (no tasks and no client) for {self.idle_timeout:g} s, the cluster's idle timeout"
+        )
+
+    async def _scheduler_gone(self, reason: str | None) -> None:
+        """The scheduler went: closed normally by whoever started it (the backend knows), else lost: ``failed``."""
+        closed_by_owner = getattr(self.backend, "closed_by_owner", None)  # external clusters whose owner tells
+        how = await closed_by_owner() if closed_by_owner is not None else None
+        if self.lifecycle != RUNNING:  # ended meanwhile (deleted, or told of the close another way)
+            return
+        if how:
+            await self.ended_by_itself(how)
+        else:
+            await self._fail(reason or "lost the connection to the scheduler")
+
+    async def ended_by_itself(self, how: str) -> None:
+        """The scheduler shut down normally, unasked: stop what is left, end ``stopped`` saying ``how``, with no error.
+
+        E.g. its idle timeout, or a discovered cluster closed in its notebook.
+        """
+        if self.lifecycle not in (PENDING, RUNNING):
+            return
+        self.lifecycle = STOPPING
+        self.ended = how
+        self.events.lifecycle(how)
+        self._changed()
+        await self._teardown()
+        self.lifecycle = STOPPED
+        self._changed()
+
+    def set_idle_timeout(self, seconds: float | None) -> None:
+        """Change the idle timeout; a running scheduler takes it at once (it also starts counting anew)."""
+        self._require_running("change the idle timeout of")
+        self.idle_timeout = seconds
+        self.backend.set_idle_timeout(seconds)
+        if self._link is not None:
+            asyncio.ensure_future(self._push_idle_timeout(seconds))
+        self.events.lifecycle(f"idle timeout set to {seconds:g} s" if seconds else "idle timeout off")
+        self._changed()
+
+    async def _push_idle_timeout(self, seconds: float | None) -> None:
+        try:
+            await self._link.set_idle_timeout(seconds)
+        except Exception as exc:
+            log.warning("cluster %s: could not set the scheduler's idle timeout: %s", self.id, exc)
+            self.events.lifecycle(f"could not set the scheduler's idle timeout: {exc}")
+            self._changed()
+
+    def pids(self) -> dict[str, int]:
+        return self.backend.pids()

@@ -1,0 +1,536 @@
+"""The plan of one cluster and the one routine that reconciles it: the only writer of the plan.
+
+The Worker Spec's group counts are the *plan*. Workers the backend was asked to start are
+*requested*; those that have connected to the scheduler are *observed* (as in distributed's
+``AdaptiveCore``). :meth:`Reconciler.reconcile` compares the three and is the only place that
+starts or stops workers: manual scaling, spec edits and adaptive mode all change the plan
+(through :meth:`Reconciler.set_plan` or :meth:`Reconciler.replace_spec`) and wake it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from clustermgr_lab.backends.base import Backend
+from clustermgr_lab.cluster.events import EventLog
+from clustermgr_lab.cluster.logs import read_tail
+from clustermgr_lab.common.metrics import EXTERNAL_GROUP, ScaleTimer
+from clustermgr_lab.common.tasks import cancel_and_wait
+from clustermgr_lab.domain.departures import (
+    BATCH_KINDS,
+    Cause,
+    dead_worker_pids,
+    from_nanny_log,
+    from_returncode,
+    oom_kill_of,
+    oom_kills,
+    read_kernel_log,
+)
+from clustermgr_lab.domain.errors import ClusterManagerError
+from clustermgr_lab.domain.spec import GPU_RESOURCE, WorkerGroup, WorkerSpec
+
+log = logging.getLogger(__name__)
+
+
+def shape_of(group: WorkerGroup) -> tuple:
+    """What a worker of ``group`` looks like: a worker of another shape is replaced."""
+    return (group.threads, group.memory, tuple(sorted(group.worker_resources.items())))
+
+
+@dataclass
+class WorkerRecord:
+    """A worker the backend was asked to start; ``address`` is set once it has connected.
+
+    ``pid`` is the process the backend started for it (if it runs here), ``connected_at`` the
+    ``time.monotonic()`` of its last connection: the kernel log's OOM kills before then are not its.
+    """
+
+    name: str
+    group: str
+    shape: tuple
+    address: str | None = None
+    info: dict = field(default_factory=dict)
+    stopping: bool = False
+    connected_once: bool = False
+    pid: int | None = None
+    connected_at: float | None = None
+
+
+class RetiringLink(Protocol):
+    """What the reconciler asks of the scheduler (a :class:`~.scheduler_link.SchedulerLink`, or a fake)."""
+
+    async def workers_to_close(self, candidates: list[str], n: int) -> list[str]: ...
+
+    async def retire_workers(self, addresses: list[str]) -> list[str]: ...
+
+
+class Reconciler:
+    """Holds a cluster's plan, requested and observed workers, and brings requested in line with the plan.
+
+    Parameters
+    ----------
+    cluster_id : str
+        For log lines.
+    spec : WorkerSpec
+        The first plan.
+    backend : Backend
+        Starts and stops the workers it is told to.
+    events : EventLog
+        Where plan changes are recorded.
+    link : callable
+        Returns the current scheduler link (None while there is none).
+    is_running : callable
+        True while the cluster runs (a worker exit is only acted on then).
+    on_change : callable
+        Called after every observable change.
+    on_error : callable
+        Called with the cluster's new error message (None clears it).
+    """
+
+    def __init__(
+        self,
+        cluster_id: str,
+        spec: WorkerSpec,
+        backend: Backend,
+        events: EventLog,
+        link: Callable[[], RetiringLink | None],
+        is_running: Callable[[], bool],
+        on_change: Callable[[], None],
+        on_error: Callable[[str | None], None],
+    ):
+        self.cluster_id = cluster_id
+        self._spec = spec
+        self.backend = backend
+        self.events = events
+        self._link = link
+        self._is_running = is_running
+        self._on_change = on_change
+        self._on_error = on_error
+        self.workers: dict[str, WorkerRecord] = {}
+        self.external: dict[str, dict] = {}  # connected workers this cluster did not start
+        self.names = itertools.count(1)
+        self.plan_source: dict[str, str] = {}
+        self.group_errors: dict[str, str] = {}  # why a group stopped growing (e.g. the batch system refused its jobs)
+        self._wake = asyncio.Event()
+        self._loop: asyncio.Task | None = None
+        self._explaining: dict[
+            str, tuple[asyncio.Task, str | None, int | None, WorkerRecord]
+        ] = {}  # worker name -> finding out why it went away
+        self._oom_kills = oom_kills()  # the OOM killer's count when this cluster started
+        self._created = time.monotonic()
+        self.scale_timer = ScaleTimer(getattr(backend, "name", "unknown"))
+
+    # -- the plan: written here only ------------------------------------------------------------
+
+    @property
+    def spec(self) -> WorkerSpec:
+        """The plan (read-only: change it with :meth:`set_plan` or :meth:`replace_spec`)."""
+        return self._spec
+
+    def set_plan(self, group: str, count: int, reason: str, *, source: str) -> None:
+        """Plan ``count`` workers for ``group`` (``source``: manual, adaptive, spec or system) and wake the loop."""
+        before = self._spec.group(group).count
+        if source == "manual":
+            self._on_error(None)  # a new request from a person starts from a clean slate
+            self.group_errors.pop(group, None)
+        self._spec = self._spec.with_count(group, count)
+        self.plan_source[group] = source
+        self.scale_timer.planned(group, before, count)
+        self.events.scale(group, before, count, reason, source=source)
+        log.info("cluster %s group %s: %d -> %d workers (%s)", self.cluster_id, group, before, count, reason)
+        self._on_change()  # before waking the reconcile loop, so the new plan is pushed first
+        self._wake.set()
+
+    def replace_spec(self, spec: WorkerSpec) -> None:
+        """Replace the Worker Spec; workers whose group changed shape or vanished are replaced."""
+        before = {g.name: g.count for g in self._spec.groups}
+        self.group_errors.clear()
+        self._spec = spec
+        for group in spec.groups:
+            if before.get(group.name) != group.count:
+                self.events.scale(
+                    group.name, before.get(group.name, 0), group.count, "worker spec edited", source="spec"
+                )
+                self.plan_source[group.name] = "spec"
+                self.scale_timer.planned(group.name, before.get(group.name, 0), group.count)
+        self._wake.set()
+
+    def _write_count(self, group: str, count: int) -> None:
+        self._spec = self._spec.with_count(group, count)
+
+    # -- requested and observed ------------------------------------------------------------------
+
+    def live(self, group: str | None = None) -> list[WorkerRecord]:
+        """Requested workers not being stopped (of ``group``, or all)."""
+        return [r for r in self.workers.values() if not r.stopping and (group is None or r.group == group)]
+
+    @property
+    def pending_workers(self) -> int:
+        return sum(1 for r in self.live() if r.address is None)
+
+    @property
+    def stopping_workers(self) -> int:
+        return sum(1 for r in self.workers.values() if r.stopping)
+
+    def members(self) -> dict[str, list[str]]:
+        """The names of each group's live workers."""
+        return {g.name: [r.name for r in self.live(g.name)] for g in self._spec.groups}
+
+    def observed(self) -> list[dict]:
+        return [r.info for r in self.workers.values() if r.address] + list(self.external.values())
+
+    def worker_counts(self) -> dict[str, Any]:
+        waiting = self.backend.waiting()
+
+        def counts(records: list[WorkerRecord]) -> dict[str, Any]:
+            running = sum(1 for r in records if r.address)
+            reasons: dict[str, int] = {}
+            for record in records:
+                if record.address is None:
+                    reason = waiting[record.name].reason if record.name in waiting else "starting"
+                    reasons[reason] = reasons.get(reason, 0) + 1
+            return {
+                "requested": len(records),
+                "running": running,
+                "pending": len(records) - running,
+                "pending_reasons": reasons,
+            }
+
+        groups = [
+            {"name": g.name, **counts(self.live(g.name)), "error": self.group_errors.get(g.name)}
+            for g in self._spec.groups
+        ]
+        total = counts(self.live())
+        total["running"] += len(self.external)
+        pending_jobs = [
+            {"name": r.name, "group": r.group, "reason": waiting[r.name].reason, "job_id": waiting[r.name].job_id}
+            for r in self.live()
+            if r.address is None and r.name in waiting
+        ]
+        return {**total, "stopping": self.stopping_workers, "groups": groups, "waiting": pending_jobs}
+
+    def workers_by_group_and_state(self) -> dict[tuple[str, str], int]:
+        """How many workers each group has in each state: pending, running (connected) or stopping.
+
+        Workers that connected without being started here are group ``external``, running.
+        """
+        counts: dict[tuple[str, str], int] = {}
+        for group in self._spec.groups:
+            for state in ("pending", "running", "stopping"):
+                counts[(group.name, state)] = 0
+        for record in self.workers.values():
+            state = "stopping" if record.stopping else "running" if record.address else "pending"
+            counts[(record.group, state)] = counts.get((record.group, state), 0) + 1
+        if self.external:
+            counts[(EXTERNAL_GROUP, "running")] = len(self.external)
+        return counts
+
+    def usage_rates(self) -> dict[str, tuple[float, float, float]]:
+        """What each group's connected workers have: (cores, GPUs, bytes of memory limit)."""
+        rates: dict[str, list[float]] = {}
+        observed = [(r.group, r.info) for r in self.workers.values() if r.address]
+        observed += [(EXTERNAL_GROUP, info) for info in self.external.values()]
+        for group, info in observed:
+            rate = rates.setdefault(group, [0.0, 0.0, 0.0])
+            rate[0] += float(info.get("nthreads") or 0)
+            rate[1] += float((info.get("resources") or {}).get(GPU_RESOURCE, 0))
+            rate[2] += float(info.get("memory_limit") or 0)
+        return {group: tuple(rate) for group, rate in rates.items()}
+
+    def observe_scale(self) -> None:
+        """Close the scale timers whose plan is now met (see :class:`~.metrics.ScaleTimer`)."""
+        running: dict[str, int] = {}
+        present: dict[str, int] = {}
+        for record in self.workers.values():
+            present[record.group] = present.get(record.group, 0) + 1
+            if record.address and not record.stopping:
+                running[record.group] = running.get(record.group, 0) + 1
+        self.scale_timer.observe(running, present)
+
+    def resources(self) -> dict[str, int]:
+        observed = self.observed()
+        return {
+            "cores": sum(int(info.get("nthreads", 0)) for info in observed),
+            "memory": sum(int(info.get("memory_limit") or 0) for info in observed),
+            "gpus": int(sum((info.get("resources") or {}).get(GPU_RESOURCE, 0) for info in observed)),
+        }
+
+    def worker_states(self) -> dict[str, str]:
+        """Each requested worker's state by name: ``running`` (connected), ``pending`` or ``stopping``."""
+        return {
+            name: "stopping" if r.stopping else "running" if r.address else "pending"
+            for name, r in self.workers.items()
+        }
+
+    def keep_only(self, alive: set[str]) -> None:
+        """Forget the requested workers not in ``alive`` (after a server restart)."""
+        for name in list(self.workers):
+            if name not in alive:
+                del self.workers[name]
+
+    def clear(self) -> None:
+        self.scale_timer.cancel()
+        self.workers.clear()
+        self.external.clear()
+
+    # -- what the scheduler and the backend tell us --------------------------------------------
+
+    def worker_added(self, address: str, info: dict) -> None:
+        record = self.workers.get(self.backend.claim_worker(info))
+        if record is None:
+            self.external[address] = info
+        else:
+            record.address, record.info, record.connected_once = address, info, True
+            record.pid, record.connected_at = self.backend.pids().get(record.name), time.monotonic()
+        self._on_change()
+
+    def worker_removed(self, address: str) -> None:
+        self.external.pop(address, None)
+        for record in self.workers.values():
+            if record.address == address:
+                memory_limit = record.info.get("memory_limit")
+                record.address, record.info = None, {}
+                if not record.stopping and self._is_running():  # not one we retired: find out why
+                    self._explain(record, address, memory_limit, exited=False, returncode=None)
+        self._on_change()
+
+    def worker_exited(self, name: str, returncode: int | None) -> None:
+        """A worker ended on its own: replaced if it had connected, else its group's plan drops by one."""
+        record = self.workers.pop(name, None)
+        if record is None or not self._is_running():
+            return
+        if record.connected_once:
+            self._explain(record, None, None, exited=True, returncode=returncode)
+            self._wake.set()
+        else:
+            # Replacing a worker that never got as far as the scheduler would only repeat the crash.
+            why = self.backend.exit_reason(name)
+            code = f" with code {returncode}" if returncode is not None else ""  # a batch job's is not known
+            error = f"worker {name} exited{code} before it connected" + (
+                f": {why}" if why else f"; see {self.backend.workdir}"
+            )
+            self._on_error(error)
+            group = self._spec.group(record.group)
+            self._write_count(group.name, max(0, group.count - 1))
+            self.events.scale(
+                group.name, group.count, group.count - 1, f"not replacing {name}: {error}", source="system"
+            )
+        self._on_change()
+
+    # -- why a worker went away ------------------------------------------------------------------
+
+    def _explain(self, record: WorkerRecord, address: str | None, memory_limit, *, exited: bool, returncode) -> None:
+        """Find out, in the background, why worker ``record`` went away, and log it as an event with its cause."""
+        record = replace(record)  # as it was when it went away (a restarted worker process reconnects meanwhile)
+        previous = self._explaining.pop(record.name, None)
+        if previous is not None:  # the scheduler lost it first; its exit explains more, with what we knew then
+            task, address, memory_limit, record = previous
+            task.cancel()
+        memory_limit = memory_limit or record_memory(self._spec, record)
+        task = asyncio.ensure_future(self._find_cause(record, address, memory_limit, exited, returncode))
+        self._explaining[record.name] = (task, address, memory_limit, record)
+
+        def done(_, name=record.name) -> None:
+            if self._explaining.get(name, (None,))[0] is task:
+                del self._explaining[name]
+
+        task.add_done_callback(done)
+
+    async def _find_cause(self, record: WorkerRecord, address, memory_limit, exited: bool, returncode) -> None:
+        loop = asyncio.get_running_loop()
+        if not exited:  # the process or job may be about to end: its exit code or job state says more
+            await asyncio.sleep(self.backend.departure_grace)
+        deadline = loop.time() + (0 if exited else 3.0)
+        pids = {record.pid} - {None}  # the processes whose death may be the OOM killer's
+        while True:
+            found = self.backend.departure_evidence(record.name) if exited else None
+            if found is None:
+                found, logged = await self._from_log(record.name, address, memory_limit)
+                pids |= logged
+            found = found or (from_returncode(returncode) if exited else None)
+            if found is not None or loop.time() >= deadline:
+                break
+            await asyncio.sleep(0.25)
+        if found is None:
+            found = ("unknown", "its process ended; nothing says why") if exited else (
+                "connection-lost", f"the scheduler lost its connection to {address} (its process still runs, or its host is unreachable)"
+            )  # fmt: skip
+        kind, detail = found
+        sigkill = (kind == "signal" and "SIGKILL" in detail) or kind == "unknown"  # the OOM killer sends SIGKILL
+        if sigkill and self.backend.capabilities.runs_processes_here:  # this kernel's log tells of this host only
+            kind, detail = await self._oom_killer(record, pids, kind, detail)
+        cause = Cause(kind, record.name, record.group, detail)
+        back = (
+            "; replacing it"
+            if exited
+            else ("; its nanny restarts it" if kind in ("memory-limit", "oom-killer", "signal", "exit") else "")
+        )
+        said = f" ({kind})" if kind in BATCH_KINDS else ""  # the batch system's own word, as its users know it
+        self.events.departure(f"worker {record.name} went away{said}: {detail}{back}", cause.to_dict())
+        self._on_change()
+
+    async def _oom_killer(self, record: WorkerRecord, pids: set[int], kind: str, detail: str) -> tuple[str, str]:
+        """``("oom-killer", detail)`` if the kernel's OOM killer killed one of ``pids`` (the kernel log says so,
+        by PID), else ``(kind, detail)`` unchanged. Where the kernel log cannot be read (or no PID is known), a
+        rise in the OOM-kill count of this server's memory cgroup is taken as the sign (a whole cgroup's count:
+        the detail says so)."""
+        loop = asyncio.get_running_loop()
+        records = await loop.run_in_executor(None, read_kernel_log) if pids else None
+        if records is not None:
+            kill = oom_kill_of(records, pids, record.connected_at or self._created)
+            return ("oom-killer", kill.describe()) if kill is not None else (kind, detail)
+        if kind != "signal" or self._oom_kills is None:
+            return kind, detail
+        now, before = await loop.run_in_executor(None, oom_kills), self._oom_kills
+        self._oom_kills = now if now is not None else before
+        if now is not None and now > before:
+            return "oom-killer", (
+                f"{detail}: the kernel's OOM killer, as the OOM-kill count of this server's memory cgroup rose "
+                "(the kernel log, which names the process, could not be read)"
+            )
+        return kind, detail
+
+    async def _from_log(self, name: str, address: str | None, memory_limit) -> tuple[tuple[str, str] | None, set[int]]:
+        """What the nanny's log says of the departure, and the PIDs of the worker processes it saw die."""
+        path = self.backend.worker_log(name)
+        if path is None:
+            return None, set()
+        text = await asyncio.get_running_loop().run_in_executor(None, read_tail, path)
+        return from_nanny_log(text, address, memory_limit), dead_worker_pids(text, address)
+
+    async def stop_explaining(self) -> None:
+        await cancel_and_wait(*(task for task, *_ in self._explaining.values()))
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        """Run the reconcile loop (once), and reconcile at once."""
+        if self._loop is None:
+            self._loop = asyncio.ensure_future(self._run())
+        self._wake.set()
+
+    @property
+    def started(self) -> bool:
+        return self._loop is not None
+
+    async def stop(self) -> None:
+        await self.stop_explaining()
+        if self._loop is not None:
+            await cancel_and_wait(self._loop)
+            self._loop = None
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.reconcile()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("cluster %s: reconcile failed", self.cluster_id)
+                self.events.lifecycle(f"scaling failed: {exc}")
+                if isinstance(exc, ClusterManagerError):
+                    self._on_error(exc.message)
+            self._on_change()
+
+    async def reconcile(self) -> None:
+        """Bring requested workers in line with the plan, group by group.
+
+        Up: ask the backend for the missing workers (counting those requested but not yet
+        connected, so repeated calls never launch twice). Down: stop never-connected workers
+        first, then ask the scheduler which connected ones are cheapest to close, retire them
+        (their data moves to survivors), and only then have the backend stop them.
+        """
+        for group in self._spec.groups:
+            shape = shape_of(group)
+            live = [r for r in self.live(group.name) if r.shape == shape]
+            missing = group.count - len(live)
+            if missing > 0:
+                names = [f"{group.name}-{next(self.names)}" for _ in range(missing)]
+                for name in names:
+                    self.workers[name] = WorkerRecord(name, group.name, shape)
+                self._on_change()
+                try:
+                    await self.backend.scale_up(group, names)
+                except Exception as exc:
+                    self._launch_failed(group, names, exc)
+            elif missing < 0:
+                await self._shrink(group.name, live, -missing)
+        current = {g.name: shape_of(g) for g in self._spec.groups}
+        outdated = [r for r in self.live() if current.get(r.group) != r.shape]
+        if outdated:
+            await self._retire_and_stop(outdated, group=None, force=True)
+
+    def _launch_failed(self, group: WorkerGroup, names: list[str], exc: Exception) -> None:
+        """Workers the backend could not start: the plan drops to what did start, and the group says why.
+
+        Not retried (a refused job would be refused again): a manual scale or a spec edit tries again.
+        """
+        started = self.backend.started()
+        failed = [name for name in names if name not in started]
+        for name in failed:  # what did not start must not count as requested
+            self.workers.pop(name, None)
+        message = exc.message if isinstance(exc, ClusterManagerError) else str(exc)
+        log.error(
+            "cluster %s group %s: %d worker(s) not started: %s", self.cluster_id, group.name, len(failed), message
+        )
+        self.group_errors[group.name] = message
+        self._on_error(message)
+        current = self._spec.group(group.name).count
+        after = max(0, current - len(failed))
+        self._write_count(group.name, after)
+        self.events.scale(group.name, current, after, f"not retrying: {message}", source="system")
+
+    async def _shrink(self, group: str, live: list[WorkerRecord], n: int) -> None:
+        never_connected = [r for r in live if r.address is None][:n]
+        chosen = list(never_connected)
+        link = self._link()
+        if n > len(chosen) and link is not None:
+            by_address = {r.address: r for r in live if r.address}
+            addresses = await link.workers_to_close(list(by_address), n - len(chosen))
+            chosen += [by_address[a] for a in addresses if a in by_address]
+        force = self.plan_source.get(group) != "adaptive"
+        await self._retire_and_stop(chosen, group=group, force=force)
+
+    async def _retire_and_stop(self, records: list[WorkerRecord], *, group: str | None, force: bool) -> None:
+        """Retire connected workers (their data moves first), then have the backend stop them all."""
+        for record in records:
+            record.stopping = True
+        self._on_change()
+        connected = [r.address for r in records if r.address]
+        retired: set[str] = set()
+        link = self._link()
+        if connected and link is not None:
+            retired = set(await link.retire_workers(connected))
+        kept = [r for r in records if r.address and r.address not in retired]
+        if kept and not force:
+            # Adaptive mode never drops data: keep those workers and raise the plan back.
+            for record in kept:
+                record.stopping = False
+            records = [r for r in records if r not in kept]
+            if group is not None:
+                self._write_count(group, self._spec.group(group).count + len(kept))
+                self.events.note(group, "cannot shrink: worker holds data a client still references", source="adaptive")
+        elif kept:
+            self.events.note(group, f"data on {len(kept)} worker(s) could not be moved before closing", source="manual")
+        await self.backend.scale_down([r.name for r in records])
+        for record in records:
+            self.workers.pop(record.name, None)
+
+
+def record_memory(spec: WorkerSpec, record: WorkerRecord) -> int | None:
+    """The memory limit of ``record``'s group (bytes), if the group still exists."""
+    try:
+        return spec.group(record.group).memory
+    except ClusterManagerError:
+        return None

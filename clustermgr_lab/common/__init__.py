@@ -1,0 +1,1 @@
+"""What every runtime shares: TLS credentials and private files, task cancellation, the Prometheus series."""

@@ -1,0 +1,1 @@
+"""Pure domain: Worker Specs, limits, adaptive policy, options, templates and records, with no I/O loop (doctested)."""

@@ -1,0 +1,55 @@
+"""The Jupyter server extension: owns the ClusterManager for the server's lifetime."""
+
+from __future__ import annotations
+
+import asyncio
+
+from jupyter_server.extension.application import ExtensionApp
+
+from clustermgr_lab.backends.local.launcher import WarmLauncher
+from clustermgr_lab.foreign.discovery import ClusterDiscovery
+from clustermgr_lab.manager.cluster_manager import ClusterManager
+from clustermgr_lab.manager.gc_pauses import freeze_startup_objects
+from clustermgr_lab.web.kernel_dashboard_link import KernelDashboardLink
+from clustermgr_lab.web.routes import route_table
+
+
+class ClusterManagerApp(ExtensionApp):
+    """Registers the API routes, re-adopts stored clusters at start, and keeps (or stops) them at a clean stop."""
+
+    name = "clustermgr_lab"
+    load_other_extensions = True
+    classes = [ClusterManager, ClusterDiscovery, KernelDashboardLink, WarmLauncher]
+
+    def initialize_settings(self) -> None:
+        try:
+            self.manager = ClusterManager(parent=self.serverapp, base_url=self.serverapp.base_url, log=self.log)
+        except ValueError as exc:  # a misconfigured template: say which, and do not load the extension
+            self.log.error("clustermgr_lab is not loaded: %s", exc)
+            raise
+        self.settings["clustermgr_manager"] = self.manager
+        self.discovery = ClusterDiscovery(self.manager, parent=self.serverapp, log=self.log)
+        self.serverapp.io_loop.add_callback(self.discovery.start)
+        self.kernel_dashboard_link = KernelDashboardLink(
+            base_url=self.serverapp.base_url, parent=self.serverapp, log=self.log
+        )
+        self.kernel_dashboard_link.start()
+        if self.manager.freeze_startup_objects:  # at the event loop's first turn: every extension has loaded by then
+            self.serverapp.io_loop.add_callback(freeze_startup_objects, self.log)
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(route_table())
+
+    async def _start_jupyter_server_extension(self, serverapp) -> None:
+        if hasattr(self, "manager"):  # else it did not load (e.g. its store is locked by another server)
+            self.manager.warm_up()  # the warm launcher starts (or is re-used) in the background
+            self._readopt = asyncio.ensure_future(self.manager.readopt_all())
+
+    async def stop_extension(self) -> None:
+        manager = getattr(self, "manager", None)
+        if manager is None:  # never started (e.g. its store was locked by another server)
+            return
+        self.log.info("clustermgr_lab: %s the clusters", "keeping" if manager.on_shutdown == "keep" else "stopping")
+        await self.discovery.stop()
+        self.kernel_dashboard_link.stop()
+        await manager.close_all()

@@ -1,0 +1,1 @@
+"""The web layer: tornado handlers only, thin adapters from HTTP and WebSocket to the manager."""
