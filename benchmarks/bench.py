@@ -412,7 +412,7 @@ def idle_cpu(*groups: list[int], seconds: float = 2.0) -> list[float]:
 
 def launcher_process(server: Server) -> psutil.Process | None:
     for child in psutil.Process(server.process.pid).children():
-        if "clustermgr_lab.backends.local.launcher" in " ".join(child.cmdline()):
+        if "clustermgr_lab.backends.local.forkserver" in " ".join(child.cmdline()):
             return child
     return None
 

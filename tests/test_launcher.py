@@ -48,7 +48,7 @@ async def test_scheduler_and_workers_are_forked_from_the_launcher_in_sessions_of
             assert os.getsid(pid) == pid, name
         # And the launcher is in its own session too, so a signal to the server's group misses it
         assert os.getsid(launcher.pid) == launcher.pid != os.getsid(0)
-        assert "clustermgr_lab.backends.local.launcher" in " ".join(launcher.cmdline())
+        assert "clustermgr_lab.backends.local.forkserver" in " ".join(launcher.cmdline())
         # And each worker kept its nanny, memory limit, resources and CUDA_VISIBLE_DEVICES; logs go to files
         async with cluster_client(cluster, asynchronous=True) as client:
             workers = (await client.scheduler.identity(n_workers=-1))["workers"].values()

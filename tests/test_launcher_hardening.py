@@ -23,7 +23,8 @@ import pytest
 
 from clustermgr_lab.backends.base import BackendContext
 from clustermgr_lab.backends.local.backend import LocalBackend
-from clustermgr_lab.backends.local.launcher import LauncherUnavailable, WarmLauncher, socket_path_for
+from clustermgr_lab.backends.local.forkserver import socket_path_for
+from clustermgr_lab.backends.local.launcher import LauncherUnavailable, WarmLauncher
 
 from .helpers import alive, subprocess_env
 
@@ -39,7 +40,7 @@ def start_launcher(socket_path: Path, log: Path, max_fds: int | None = None) -> 
 
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "clustermgr_lab.backends.local.launcher", str(socket_path), "--idle-timeout", "30", "--preload", ""],
+            [sys.executable, "-m", "clustermgr_lab.backends.local.forkserver", str(socket_path), "--idle-timeout", "30", "--preload", ""],
             env=subprocess_env(PYTHONUNBUFFERED="1"), stdin=subprocess.DEVNULL, stdout=out, stderr=out, preexec_fn=limit,
         )  # fmt: skip
     deadline = time.monotonic() + 120
@@ -223,7 +224,7 @@ async def test_a_fallback_socket_folder_someone_else_could_write_is_refused(tmp_
             await launcher.ensure()
         # And a launcher started there by hand refuses to serve, with a log line
         result = subprocess.run(
-            [sys.executable, "-m", "clustermgr_lab.backends.local.launcher", str(folder / "launcher.sock"), "--preload", ""],
+            [sys.executable, "-m", "clustermgr_lab.backends.local.forkserver", str(folder / "launcher.sock"), "--preload", ""],
             capture_output=True, text=True, timeout=60, env=subprocess_env(),
         )  # fmt: skip
         assert result.returncode == 2 and "refusing to serve" in result.stdout, (result.stdout, result.stderr)
@@ -246,7 +247,7 @@ async def test_a_killed_launcher_is_replaced_at_once_and_forked_processes_show_t
         held = [os.readlink(f"/proc/{scheduler}/fd/{fd}") for fd in os.listdir(f"/proc/{scheduler}/fd")]
         assert lock not in held, held
         deadline = time.monotonic() + 20  # the title is set in the child once it runs the dask command
-        while "clustermgr_lab.backends.local.launcher" in (title := " ".join(psutil.Process(scheduler).cmdline())):
+        while "clustermgr_lab.backends.local.forkserver" in (title := " ".join(psutil.Process(scheduler).cmdline())):
             assert time.monotonic() < deadline, title
             await asyncio.sleep(0.1)
         assert "dask" in title, title

@@ -5,7 +5,11 @@ backends from here (or the contract from :mod:`.base`), never from a backend's o
 """
 
 from clustermgr_lab.backends.base import Backend, BackendContext, Capabilities, SchedulerEndpoint, Waiting
-from clustermgr_lab.backends.batch.backend import BatchBackend, HTCondorBackend, LSFBackend, PBSBackend, SGEBackend
+from clustermgr_lab.backends.batch.backend import BatchBackend
+from clustermgr_lab.backends.batch.gridengine import SGEBackend
+from clustermgr_lab.backends.batch.htcondor import HTCondorBackend
+from clustermgr_lab.backends.batch.lsf import LSFBackend
+from clustermgr_lab.backends.batch.pbs import PBSBackend
 from clustermgr_lab.backends.batch.slurm import SlurmBackend
 from clustermgr_lab.backends.cluster_class import ClusterClassBackend
 from clustermgr_lab.backends.external import ExternalBackend, parse_scheduler_address

@@ -1,4 +1,4 @@
-"""Batch backends: the scheduler runs next to the Jupyter server, each worker is one batch job.
+"""The batch engine every queueing system shares: options, job scripts, submit, poll, cancel, re-adopt.
 
 One engine over dask-jobqueue's ``Job`` classes: the job script comes from the class
 (``SLURMJob``, ``PBSJob``, ``SGEJob``, ``LSFJob``, ``HTCondorJob``), so do the submit and cancel
@@ -12,14 +12,9 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-import os
 import re
 import shlex
-import signal
 import sys
-import xml.etree.ElementTree as ElementTree
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,6 +22,7 @@ from traitlets import Float
 
 from clustermgr_lab.backends.base import SCHEDULER_PROCESS as SCHEDULER
 from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint, Waiting
+from clustermgr_lab.backends.batch.jobs import JobState, SubmitRefused, run_command
 from clustermgr_lab.backends.batch.scheduler_job import SchedulerJob
 from clustermgr_lab.backends.local.processes import LocalProcesses, exit_reason
 from clustermgr_lab.backends.local.scheduler import LocalScheduler
@@ -38,60 +34,6 @@ from clustermgr_lab.domain.errors import BackendError
 from clustermgr_lab.domain.spec import WorkerGroup
 
 log = logging.getLogger(__name__)
-
-
-async def run_command(*command: str, timeout: float = 60, env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
-    """Run a queueing-system command without blocking the event loop; returns (returncode, stdout, stderr).
-
-    ``env``: variables set on top of the server's environment (e.g. ``SLURM_CONF``).
-    """
-    try:
-        process = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, **env} if env else None,
-        )
-    except OSError as exc:
-        raise BackendError(f"cannot run {command[0]}: {exc}") from exc
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), timeout)
-    except asyncio.TimeoutError:
-        process.kill()
-        await process.wait()
-        raise BackendError(f"{command[0]} did not answer within {timeout:g} s") from None
-    return process.returncode, out.decode(errors="replace"), err.decode(errors="replace")
-
-
-def jobqueue_class(module: str, name: str):
-    """A dask-jobqueue ``Job`` class, imported on first use.
-
-    Importing dask_jobqueue replaces the process's SIGINT handler (``dask_jobqueue/runner.py``
-    calls ``signal.signal(SIGINT, sys.exit)`` at import); the Jupyter server's own handler is put back.
-    """
-    sigint = signal.getsignal(signal.SIGINT)
-    job_class = getattr(__import__(f"dask_jobqueue.{module}", fromlist=[name]), name)
-    if sigint is not None and signal.getsignal(signal.SIGINT) is not sigint:
-        signal.signal(signal.SIGINT, sigint)
-    return job_class
-
-
-@dataclass(frozen=True)
-class JobState:
-    """A job as the queueing system lists it: its name, whether it still queues or runs, and why it waits."""
-
-    name: str
-    active: bool
-    pending_reason: str | None = None  # None once it runs
-    #: no worker runs any more, but the system still lists it while it cleans up (SLURM's COMPLETING)
-    finishing: bool = False
-    #: the system's own word for the state (SLURM: RUNNING, NODE_FAIL, TIMEOUT...), when it gives one
-    state: str | None = None
-
-
-class SubmitRefused(BackendError):
-    """The queueing system refused a job (unknown partition, bad account, impossible request...)."""
 
 
 #: A path written into the job script's command line: no shell metacharacters, spaces or line breaks can reach it.
@@ -192,7 +134,7 @@ class BatchBackend(Backend):
         super().__init__(*args, **kwargs)
         self.processes = LocalProcesses(self.workdir, self.launcher, on_change=self._notify_change)
         self.local_scheduler = LocalScheduler(self.processes, self.security)
-        self.scheduler_job = SchedulerJob(self)
+        self.scheduler_job = SchedulerJob(self, on_change=self._notify_change)
         self._stopping: set[str] = set()
         self._jobs: dict[str, str] = {}  # worker name -> job id
         self._waiting: dict[str, Waiting] = {}
@@ -567,150 +509,3 @@ class BatchBackend(Backend):
             if self._jobs:
                 self._poller = asyncio.ensure_future(self._poll())
         return set(self._jobs)
-
-
-class SGEBackend(BatchBackend):
-    """Grid Engine (SGE, Son of Grid Engine, Univa/Altair): ``qsub`` / ``qdel`` / ``qstat -xml``.
-
-    A queued job's reason is its state code (``qw``, ``hqw``, ``Eqw``): qstat gives no more
-    unless the site turns on ``schedd_job_info``.
-    """
-
-    name = "sge"
-    description = "Scheduler on this machine, each worker one Grid Engine job (dask-jobqueue job scripts)"
-    template_options = {
-        **{k: v for k, v in BATCH_OPTIONS.items() if k != "account"},
-        "project": opt.BackendOption(opt.word, "project (-P) the jobs belong to"),
-        "resource_spec": opt.BackendOption(opt.text, "resources (-l), e.g. h_vmem=4G,mem_req=4G"),
-    }
-    project: str | None = None
-    resource_spec: str | None = None
-
-    @classmethod
-    def job_class(cls):
-        return jobqueue_class("sge", "SGEJob")
-
-    def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
-        return {**super().job_kwargs(group, name), "project": self.project, "resource_spec": self.resource_spec}
-
-    @staticmethod
-    def parse_qstat_xml(text: str) -> dict[str, JobState]:
-        """job id -> state, from ``qstat -xml`` (its queued and running jobs)."""
-        jobs = {}
-        for entry in ElementTree.fromstring(text).iter("job_list"):
-            state = entry.findtext("state", "")
-            running = "r" in state or "t" in state
-            jobs[entry.findtext("JB_job_number", "")] = JobState(
-                name=entry.findtext("JB_name", ""),
-                active="d" not in state,
-                pending_reason=None if running else state,
-                finishing="d" in state,  # deleted, still listed until the execd has killed it
-            )
-        return jobs
-
-    async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
-        code, out, err = await run_command(
-            "qstat", "-xml", "-u", "*", timeout=self.command_timeout, env=self.command_env()
-        )
-        if code != 0:
-            return None
-        listed = self.parse_qstat_xml(out)
-        return {job_id: state for job_id, state in listed.items() if job_id in job_ids}
-
-
-class PBSBackend(BatchBackend):
-    """PBS Pro / OpenPBS / Torque: ``qsub`` / ``qdel`` / ``qstat``. Not tested against a real PBS here."""
-
-    name = "pbs"
-    description = "Scheduler on this machine, each worker one PBS job (dask-jobqueue job scripts)"
-
-    @classmethod
-    def job_class(cls):
-        return jobqueue_class("pbs", "PBSJob")
-
-    def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
-        return {**super().job_kwargs(group, name), "account": self.account}
-
-    async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
-        # `qstat JOBID...`: "Job id  Name  User  Time Use S Queue"; state Q (queued), H (held), R, E...
-        code, out, err = await run_command("qstat", *job_ids, timeout=self.command_timeout, env=self.command_env())
-        jobs = {}
-        for line in out.splitlines():
-            fields = line.split()
-            if len(fields) >= 6 and fields[0].split(".")[0] in {j.split(".")[0] for j in job_ids}:
-                full = next(j for j in job_ids if j.split(".")[0] == fields[0].split(".")[0])
-                state = fields[4]
-                jobs[full] = JobState(
-                    "", active=state not in ("C", "F", "X"), pending_reason=None if state in ("R", "E") else state
-                )
-        return jobs if code == 0 or jobs or "Unknown Job" in err else None
-
-
-class LSFBackend(BatchBackend):
-    """IBM Spectrum LSF: ``bsub < script`` / ``bkill`` / ``bjobs``. Not tested against a real LSF here."""
-
-    name = "lsf"
-    description = "Scheduler on this machine, each worker one LSF job (dask-jobqueue job scripts)"
-    submit_from_stdin = True
-
-    @classmethod
-    def job_class(cls):
-        return jobqueue_class("lsf", "LSFJob")
-
-    def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
-        return {**super().job_kwargs(group, name), "project": self.account}
-
-    async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
-        fmt = "jobid job_name stat pend_reason delimiter='|'"
-        code, out, err = await run_command(
-            "bjobs", "-noheader", "-o", fmt, *job_ids, timeout=self.command_timeout, env=self.command_env()
-        )
-        jobs = {}
-        for line in out.splitlines():
-            parts = line.split("|")
-            if len(parts) == 4 and parts[0] in job_ids:
-                stat = parts[2]
-                reason = (parts[3].strip() or stat) if stat in ("PEND", "PSUSP") else None
-                jobs[parts[0]] = JobState(parts[1], active=stat not in ("DONE", "EXIT"), pending_reason=reason)
-        return jobs
-
-
-class HTCondorBackend(BatchBackend):
-    """HTCondor: ``condor_submit`` / ``condor_rm`` / ``condor_q``. Not tested against a real HTCondor here."""
-
-    name = "htcondor"
-    description = "Scheduler on this machine, each worker one HTCondor job (dask-jobqueue job scripts)"
-    template_options = {k: v for k, v in BATCH_OPTIONS.items() if k not in ("queue", "account", "walltime")}
-    STATUS = {"1": "Idle", "5": "Held", "7": "Suspended"}
-
-    @classmethod
-    def job_class(cls):
-        return jobqueue_class("htcondor", "HTCondorJob")
-
-    def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
-        kwargs = super().job_kwargs(group, name)
-        for unsupported in ("queue", "walltime", "job_name"):
-            kwargs.pop(unsupported)
-        kwargs["disk"] = "1 GiB"
-        return kwargs
-
-    async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
-        code, out, err = await run_command(
-            "condor_q",
-            *job_ids,
-            "-af",
-            "ClusterId",
-            "ProcId",
-            "JobStatus",
-            timeout=self.command_timeout,
-            env=self.command_env(),
-        )
-        if code != 0:
-            return None
-        jobs = {}
-        for line in out.splitlines():
-            cluster, proc, status = (line.split() + ["", "", ""])[:3]
-            job_id = f"{cluster}.{proc}"
-            if job_id in job_ids:
-                jobs[job_id] = JobState("", active=status not in ("3", "4"), pending_reason=self.STATUS.get(status))
-        return jobs

@@ -5,17 +5,41 @@ from __future__ import annotations
 import asyncio
 import logging
 import shlex
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
 
 from dask.utils import parse_bytes
 
 from clustermgr_lab.backends.base import SCHEDULER_PROCESS, SchedulerEndpoint
+from clustermgr_lab.backends.batch.jobs import JobState
 from clustermgr_lab.backends.local.scheduler import IDLE_SHUTDOWN_LOG_LINE, read_scheduler_file, scheduler_command
+from clustermgr_lab.common.security import ClusterCredentials
 from clustermgr_lab.domain.errors import BackendError
 from clustermgr_lab.domain.spec import WorkerGroup
 
-if TYPE_CHECKING:
-    from clustermgr_lab.backends.batch.backend import BatchBackend
+
+class BatchBackend(Protocol):
+    """What a scheduler job needs of its batch backend (:class:`~.backend.BatchBackend` provides it)."""
+
+    cluster_id: str
+    workdir: Path
+    security: ClusterCredentials | None
+    interface: str | None
+    python: str
+    scheduler_job_cores: int
+
+    @property
+    def scheduler_job_memory(self) -> str: ...
+    def job_class(self) -> type: ...
+    def job_name(self, name: str) -> str: ...
+    def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]: ...
+    def job_record_extra(self) -> dict[str, Any]: ...
+    def worker_log(self, name: str) -> Path | None: ...
+    async def submit(self, job: Any, name: str) -> str: ...
+    async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None: ...
+    async def cancel_jobs(self, job_ids: list[str]) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +58,13 @@ class SchedulerJob:
     ----------
     backend : BatchBackend
         Submits, lists and cancels the job.
+    on_change : callable
+        Called when the job's id or address changes (the cluster stores them at once).
     """
 
-    def __init__(self, backend: BatchBackend):
+    def __init__(self, backend: BatchBackend, on_change: Callable[[], None]):
         self.backend = backend
+        self._on_change = on_change
         self.job_id: str | None = None
         self.address: str | None = None
 
@@ -92,7 +119,7 @@ class SchedulerJob:
         """
         self.scheduler_file.unlink(missing_ok=True)
         self.job_id = await self.backend.submit(self.job(idle_timeout), SCHEDULER_PROCESS)
-        self.backend._notify_change()  # stored at once: a server that dies now still knows the job
+        self._on_change()  # stored at once: a server that dies now still knows the job
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         next_check = loop.time() + 0.5
@@ -111,7 +138,7 @@ class SchedulerJob:
                 if states is not None and (state is None or not state.active):
                     ended = state.state if state is not None and state.state else "ended"
                     job_id, self.job_id = self.job_id, None
-                    self.backend._notify_change()
+                    self._on_change()
                     raise BackendError(
                         f"the scheduler job {job_id} {ended} before the scheduler started: {self.log_tail(5) or 'no log'}"
                     )
@@ -138,7 +165,7 @@ class SchedulerJob:
         await self.backend.cancel_jobs([self.job_id])
         self.job_id = None
         self.address = None
-        self.backend._notify_change()
+        self._on_change()
 
     async def _terminate_scheduler(self, timeout: float = 10.0) -> None:
         """Ask the scheduler to close (over the cluster's credentials), then wait a little for its job to end."""

@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from clustermgr_lab.backends.batch.backend import BATCH_OPTIONS, BatchBackend, JobState, jobqueue_class, run_command
+from clustermgr_lab.backends.batch.backend import BATCH_OPTIONS, BatchBackend
+from clustermgr_lab.backends.batch.jobs import JobState, jobqueue_class, run_command
 from clustermgr_lab.cluster.logs import read_tail
 from clustermgr_lab.domain import options as opt
 from clustermgr_lab.domain.departures import from_job_state, from_slurm_output
