@@ -20,8 +20,8 @@ def connect(name_or_id: str, **kwargs):
     """A ``distributed.Client`` for a cluster of this Jupyter server, by name or id, with its TLS credentials.
 
     The server is found on its own inside its kernels (else pass ``url`` and ``token``); the
-    cluster's certificate files are read as this user. See :func:`clustermgr_lab.client.get_client`.
+    cluster's certificate files are read as this user. See :func:`clustermgr_lab.client.connect.get_client`.
     """
-    from clustermgr_lab.client import get_client
+    from clustermgr_lab.client.connect import get_client
 
     return get_client(name_or_id, **kwargs)

@@ -1,4 +1,4 @@
-"""Python client of the REST and WebSocket API, and ``get_client``: a notebook's one call to a managed cluster.
+"""Python client of the REST and WebSocket API.
 
 A client finds its server the way ``jupyter server list`` does, unless it is told where to look::
 
@@ -17,7 +17,6 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -25,150 +24,17 @@ import requests
 import websocket
 
 if TYPE_CHECKING:
-    import distributed
-
-API = "clustermgr/api/"
-SCHEDULER_UP = ("running", "scaling")
-HTTP_CODES = {400: "invalid", 403: "forbidden", 404: "not_found", 405: "method_not_allowed", 409: "conflict"}
+    pass
 
 
-class ClientError(Exception):
-    """Base class of every error this client raises."""
-
-
-class ServerNotFoundError(ClientError):
-    """No Jupyter server with the clustermgr extension could be found or reached."""
-
-
-class ClusterManagerAPIError(ClientError):
-    """The server refused a request, or the cluster asked for does not exist.
-
-    Parameters
-    ----------
-    status : int or None
-        The HTTP status (None when the client itself found the problem, e.g. an ambiguous name).
-    code : str
-        ``invalid``, ``not_found``, ``conflict``, ``forbidden``...
-    message : str
-        The server's explanation.
-    field : str, optional
-        Dotted path of the request field at fault, e.g. ``"scale.workers"``.
-    """
-
-    def __init__(self, status: int | None, code: str, message: str, field: str | None = None):
-        super().__init__(f"{field}: {message}" if field and field not in message else message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.field = field
-
-
-class ClusterFailedError(ClientError):
-    """A cluster being waited for failed; ``cluster`` is its last state and ``cluster["error"]`` says why."""
-
-    def __init__(self, cluster: Mapping[str, Any]):
-        super().__init__(f"cluster {cluster['name']} ({cluster['id']}) failed: {cluster['error']}")
-        self.cluster = cluster
-
-
-class WaitTimeout(ClientError, TimeoutError):
-    """Nothing happened in time; ``cluster`` is the last state seen of the cluster waited for, if any."""
-
-    def __init__(self, message: str, cluster: Mapping[str, Any] | None = None):
-        super().__init__(message)
-        self.cluster = cluster
-
-
-def _parent_pids() -> set[int]:
-    pids = {os.getppid()}
-    parent = os.environ.get("JPY_PARENT_PID", "")  # set by jupyter_client for the kernels it starts
-    if parent.isdigit():
-        pids.add(int(parent))
-    return pids
-
-
-def running_servers() -> list[dict[str, Any]]:
-    """The running Jupyter servers, as ``jupyter server list`` finds them; this process's parent first.
-
-    Returns
-    -------
-    list of dict
-        Their server info (``url``, ``token``, ``pid``, ...). In a kernel, the server that started
-        it comes first.
-    """
-    # What jupyter_server.serverapp.list_running_servers reads (jpserver-*.json of live PIDs in the runtime dir),
-    # without importing that module: all of jupyter_server, 1-2 s on a quiet machine and 15-50 s under load.
-    import psutil
-    from jupyter_core.paths import jupyter_runtime_dir
-
-    servers = []
-    for path in sorted(Path(jupyter_runtime_dir()).glob("jpserver-*.json")):
-        try:
-            info = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(info, dict) and isinstance(info.get("pid"), int) and psutil.pid_exists(info["pid"]):
-            servers.append(info)
-    parents = _parent_pids()
-    return sorted(servers, key=lambda info: info.get("pid") not in parents)
-
-
-def discover(timeout: float = 5.0) -> tuple[str, str]:
-    """The URL and token of the first running Jupyter server whose clustermgr API answers.
-
-    Parameters
-    ----------
-    timeout : float
-        Seconds to wait for each server's answer.
-
-    Returns
-    -------
-    (str, str)
-        The server's URL (with its base URL) and token.
-
-    Raises
-    ------
-    ServerNotFoundError
-        When no server answers; the message lists what was tried.
-    """
-    tried = []
-    for info in running_servers():
-        # A JupyterHub single-user server lists no token of its own: its kernels hold the user's hub token.
-        url, token = info.get("url"), info.get("token") or os.environ.get("JUPYTERHUB_API_TOKEN", "")
-        if not url or info.get("sock"):
-            continue
-        try:
-            response = requests.get(_join(url, API + "templates"), headers=_auth(token), timeout=timeout)
-        except requests.RequestException as exc:
-            tried.append(f"{url} ({type(exc).__name__})")
-            continue
-        if response.status_code == 200:
-            return url, token
-        tried.append(f"{url} (HTTP {response.status_code})")
-    where = f"; tried {', '.join(tried)}" if tried else ""
-    raise ServerNotFoundError(
-        "found no running Jupyter server with the clustermgr extension"
-        + where
-        + "; give its URL and token (--url/--token, or JUPYTER_URL/JUPYTER_TOKEN)"
-    )
-
-
-def _join(url: str, path: str) -> str:
-    return url.rstrip("/") + "/" + path
-
-
-def _auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"token {token}"} if token else {}
-
-
-def _api_error(status: int, text: str) -> ClusterManagerAPIError:
-    try:
-        body = json.loads(text)
-        return ClusterManagerAPIError(status, body["code"], body["message"], body.get("field"))
-    except (ValueError, KeyError, TypeError):
-        return ClusterManagerAPIError(
-            status, HTTP_CODES.get(status, "http_error"), f"HTTP {status}: {text[:200].strip()}"
-        )
+from clustermgr_lab.client.errors import (
+    ClusterFailedError,
+    ClusterManagerAPIError,
+    ServerNotFoundError,
+    WaitTimeout,
+    api_error,
+)
+from clustermgr_lab.client.servers import API, auth_header, discover
 
 
 class ClusterManagerClient:
@@ -204,7 +70,7 @@ class ClusterManagerClient:
         self.token = token
         self.timeout = timeout
         self._session = requests.Session()
-        self._session.headers.update(_auth(token))
+        self._session.headers.update(auth_header(token))
 
     def __repr__(self) -> str:
         return f"ClusterManagerClient({self.url!r})"
@@ -222,7 +88,7 @@ class ClusterManagerClient:
         except requests.RequestException as exc:
             raise ServerNotFoundError(f"cannot reach {self.url}: {exc}") from None
         if response.status_code >= 400:
-            raise _api_error(response.status_code, response.text)
+            raise api_error(response.status_code, response.text)
         return response.json()
 
     @staticmethod
@@ -545,7 +411,7 @@ class ClusterManagerClient:
     def _connect(self) -> websocket.WebSocket:
         parts = urlsplit(self.url + API + "stream")
         url = urlunsplit(parts._replace(scheme="wss" if parts.scheme == "https" else "ws"))
-        header = [f"{key}: {value}" for key, value in _auth(self.token).items()]
+        header = [f"{key}: {value}" for key, value in auth_header(self.token).items()]
         try:
             # A script has no origin; the server refuses foreign ones.
             return websocket.create_connection(url, header=header, suppress_origin=True, timeout=self.timeout)
@@ -553,7 +419,7 @@ class ClusterManagerClient:
             body = (
                 exc.resp_body.decode(errors="replace") if isinstance(exc.resp_body, bytes) else str(exc.resp_body or "")
             )
-            raise _api_error(exc.status_code, body) from None
+            raise api_error(exc.status_code, body) from None
         except (OSError, websocket.WebSocketException) as exc:
             raise ServerNotFoundError(f"cannot open the stream at {url}: {exc}") from None
 
@@ -579,54 +445,3 @@ class ClusterManagerClient:
             raise WaitTimeout(f"no message on the stream within {timeout:g} s") from None
         except (OSError, websocket.WebSocketConnectionClosedException) as exc:
             raise ServerNotFoundError(f"the stream was closed: {str(exc) or 'by the server'}") from None
-
-
-def get_client(
-    name_or_id: str,
-    *,
-    url: str | None = None,
-    token: str | None = None,
-    timeout: float = 120.0,
-    **client_kwargs: Any,
-) -> distributed.Client:
-    """A ``distributed.Client`` for a managed cluster, by name or id: the notebook's one call.
-
-    Inside a kernel started by the Jupyter server, the server is found on its own (see
-    :class:`ClusterManagerClient`); a cluster that is still starting is waited for.
-
-    Parameters
-    ----------
-    name_or_id : str
-        The cluster's name (as in the sidebar) or id.
-    url, token : str, optional
-        Where the Jupyter server is, when it cannot be discovered.
-    timeout : float
-        Seconds to wait for the scheduler to run.
-    **client_kwargs
-        Passed on to ``distributed.Client`` (e.g. ``asynchronous=True``).
-
-    Returns
-    -------
-    distributed.Client
-    """
-    from distributed import Client
-
-    manager = ClusterManagerClient(url, token)
-    cluster = manager.find(name_or_id)
-    if cluster["status"] not in SCHEDULER_UP:
-        cluster = manager.wait(cluster["id"], lambda c: c["status"] in SCHEDULER_UP, timeout)
-    client_kwargs.setdefault("timeout", manager.timeout)
-    client_kwargs.setdefault("security", cluster_security(cluster))
-    return Client(cluster["scheduler_address"], **client_kwargs)
-
-
-def cluster_security(cluster: dict[str, Any]) -> distributed.Security | None:
-    """The ``distributed.Security`` of a cluster as the API lists it (None when it has no TLS).
-
-    Made from the files its ``tls`` object names, which only the server's user can read: a Client of
-    another user fails to read them, and a Client without them is refused by the scheduler.
-    """
-    from clustermgr_lab.common.security import ClusterCredentials
-
-    tls = cluster.get("tls")
-    return ClusterCredentials.from_paths(tls).security() if tls else None

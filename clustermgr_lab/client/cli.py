@@ -12,11 +12,11 @@ from typing import Any
 
 from dask.utils import format_bytes
 
-from clustermgr_lab.client.api import (
+from clustermgr_lab.client.api import ClusterManagerClient
+from clustermgr_lab.client.errors import (
     ClientError,
     ClusterFailedError,
     ClusterManagerAPIError,
-    ClusterManagerClient,
     ServerNotFoundError,
     WaitTimeout,
 )
