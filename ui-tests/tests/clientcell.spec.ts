@@ -1,7 +1,7 @@
 /**
  * The inserted Client cell, run for real: inserting it again replaces the
  * notebook's client rather than leaving one more connected. (With one
- * cluster the palette inserts it without asking which: issue21.spec.ts.)
+ * cluster the palette inserts it without asking which: notices.spec.ts.)
  */
 import { expect, IJupyterLabPageFixture, test } from './fixtures';
 

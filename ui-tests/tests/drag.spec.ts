@@ -1,5 +1,5 @@
 /**
- * Issue 21, point 1: a dashboard tab dragged with a real mouse (not
+ * A dashboard tab dragged with a real mouse (not
  * `shell.add(..., 'split-right')`) splits the main area; its Bokeh frame
  * must not swallow the drag.
  */

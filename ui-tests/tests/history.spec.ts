@@ -1,7 +1,7 @@
 /**
- * Issue 21, point 10: a cluster's History tab in a narrow panel (a split of
- * a 1400×900 window, the width of JupyterLab's narrowest sidebar) keeps every
- * column readable: nothing is cut off, nothing runs past the panel's edge.
+ * A cluster's History tab in a narrow panel (a split of a 1400×900 window,
+ * the width of JupyterLab's narrowest sidebar) keeps every column readable:
+ * nothing is cut off, nothing runs past the panel's edge.
  */
 import { expect, test } from './fixtures';
 

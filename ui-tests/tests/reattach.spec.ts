@@ -1,8 +1,8 @@
 /**
- * Issue 21, point 2: a cluster attached by address survives a real restart
- * of the Jupyter server. This spec runs a server of its own (its own port,
- * one store across the restart, the default on_shutdown "keep") beside the
- * suite's, and a scheduler and worker started outside any server.
+ * A cluster attached by address survives a real restart of the Jupyter
+ * server. This spec runs a server of its own (its own port, one store across
+ * the restart, the default on_shutdown "keep") beside the suite's, and a
+ * scheduler and worker started outside any server.
  */
 import { expect, test } from './fixtures';
 import { ChildProcess, execFileSync, spawn } from 'child_process';

@@ -1,10 +1,10 @@
 /**
- * Issue 21, points 6, 7 and 10: a cluster whose every worker was refused
- * says "refused" (not "running") and its error once; New Cluster and Attach
- * wait while the server is out of reach; History tabs come back after a
- * reload, and tabs of a cluster gone meanwhile keep its name, not its id;
- * cards turn compact by height and names stay whole at 250 px; selects show
- * an arrow; rename and idle timeout from the context menu.
+ * A cluster whose every worker was refused says "refused" (not "running")
+ * and its error once; New Cluster and Attach wait while the server is out of
+ * reach; History tabs come back after a reload, and tabs of a cluster gone
+ * meanwhile keep its name, not its id; cards turn compact by height and
+ * names stay whole at 250 px; selects show an arrow; rename and idle timeout
+ * from the context menu.
  */
 import { expect, test } from './fixtures';
 

@@ -1,9 +1,9 @@
 /**
- * When the server cannot write its store (disk full, read-only, deleted), the
- * sidebar says so at once, with the server's reason, and stops saying it once
- * the store can be written again (issue: observe without touching, lose
- * nothing). The server side is tested for real in tests/test_store_failures.py;
- * here a fake stream sends the same messages.
+ * When the server cannot write its store (disk full, read-only, deleted),
+ * the sidebar says so at once, with the server's reason, and stops saying it
+ * once the store can be written again (observe without touching, lose
+ * nothing). The server side is tested for real in
+ * tests/test_store_failures.py; here a fake stream sends the same messages.
  */
 import { expect, test } from './fixtures';
 

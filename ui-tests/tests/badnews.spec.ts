@@ -1,6 +1,6 @@
 /**
- * Issue 21: the sidebar tells the truth, bad news included. A real cluster
- * whose scheduler is killed (SIGKILL) shows its true numbers, says why, is
+ * The sidebar tells the truth, bad news included. A real cluster whose
+ * scheduler is killed (SIGKILL) shows its true numbers, says why, is
  * notified, and comes back with Restart; bad news from events is notified;
  * words say what happened (Detach, Remove, no doubled words, the focus on
  * Cancel); a cluster started elsewhere is never said to have lost its data.

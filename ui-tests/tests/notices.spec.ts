@@ -1,11 +1,11 @@
 /**
- * Issue 21, the points no other spec covered: a template whose backend
- * cannot work here is marked in New Cluster with the reason (point 6); a
- * dashboard of a cluster named "Cluster 1" says "Cluster 1 is gone", not
- * "Cluster Cluster 1" (point 5); the palette inserts the Client cell of the
- * only cluster without asking which (point 10); a refused job, an
+ * What the sidebar tells the user without being asked, against a fake
+ * server: a template whose backend cannot work here is marked in New Cluster
+ * with the reason; the dashboard of a cluster named "Cluster 1" says
+ * "Cluster 1 is gone", not "Cluster Cluster 1"; a refused job, an
  * unresponsive scheduler and a cluster gone while offline are notified once
- * each (point 4).
+ * each. And the palette inserts the Client cell of the only cluster without
+ * asking which.
  */
 import { expect, test } from './fixtures';
 

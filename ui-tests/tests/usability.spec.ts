@@ -1,9 +1,9 @@
 /**
- * What a new user meets in the sidebar (issue 13), against a fake server:
- * many clusters stay readable, editors explain and warn, adaptive mode says
- * how to release data and shows its history, stopped and gone clusters are
- * explained, the sidebar is reachable from the keyboard and the palette,
- * Client code goes into consoles and files, and counts read as English.
+ * What a new user meets in the sidebar, against a fake server: many clusters
+ * stay readable, editors explain and warn, adaptive mode says how to release
+ * data and shows its history, stopped and gone clusters are explained, the
+ * sidebar is reachable from the keyboard and the palette, Client code goes
+ * into consoles and files, and counts read as English.
  */
 import { expect, test } from './fixtures';
 
