@@ -10,6 +10,7 @@ from traitlets import Float
 
 from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint
 from clustermgr_lab.domain.errors import BackendError, Conflict, InvalidRequest
+from clustermgr_lab.domain.fields import check_number
 from clustermgr_lab.domain.spec import WorkerGroup
 from clustermgr_lab.foreign.scheduler import ForeignSchedulerError, ForeignSchedulerLink, foreign_identity
 
@@ -41,8 +42,8 @@ def parse_scheduler_address(value: Any, field: str = "attach", schemes: tuple[st
     if scheme not in schemes or not host or not port:
         kinds = " or ".join(f"{s}://" for s in schemes)
         raise InvalidRequest(f"must be a {kinds} scheduler address with a host and a port, not {value!r}", field)
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        raise InvalidRequest(f"must name a port from 1 to 65535, not {port!r} (in {value!r})", field)
+    message = f"must name a port from 1 to 65535, not {port!r} (in {value!r})"
+    check_number(port, field, message, integer=True, minimum=1, maximum=65535)
     if not host.isprintable() or len(host) > 253:
         raise InvalidRequest(f"must name a printable host of at most 253 characters, not {value!r}", field)
     if host.lower() == "localhost":  # the same scheduler as 127.0.0.1: one name, so it is listed once

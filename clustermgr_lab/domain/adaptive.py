@@ -16,7 +16,7 @@ from typing import Any
 from dask.utils import format_bytes
 
 from clustermgr_lab.domain.errors import InvalidRequest
-from clustermgr_lab.domain.fields import reject_unknown_fields
+from clustermgr_lab.domain.fields import check_number, reject_unknown_fields
 from clustermgr_lab.domain.spec import WorkerGroup, WorkerSpec, parse_count, parse_size, workers_for
 
 UNITS = ("workers", "cores", "memory")
@@ -76,9 +76,8 @@ def counted(n: int, noun: str) -> str:
 
 
 def _positive_seconds(value: Any, field_name: str, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise InvalidRequest(f"must be a number of seconds from {low:g} to {high:g}, not {value!r}", field_name)
-    return float(value)
+    message = f"must be a number of seconds from {low:g} to {high:g}, not {value!r}"
+    return float(check_number(value, field_name, message, minimum=low, maximum=high))
 
 
 def parse_adapt(

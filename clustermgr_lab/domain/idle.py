@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clustermgr_lab.domain.errors import InvalidRequest
+from clustermgr_lab.domain.fields import check_number
 
 MAX_IDLE_TIMEOUT = 30 * 86400.0
 #: Shorter timeouts (e.g. 1e-300) would stop a cluster before anyone could use it.
@@ -25,13 +25,5 @@ def parse_idle_timeout(value: Any, field_name: str = "idle_timeout") -> float | 
     """
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not MIN_IDLE_TIMEOUT <= value <= MAX_IDLE_TIMEOUT
-    ):
-        raise InvalidRequest(
-            f"must be a number of seconds from {MIN_IDLE_TIMEOUT:g} to {MAX_IDLE_TIMEOUT:g} (30 days), or null, not {value!r}",
-            field_name,
-        )
-    return float(value)
+    message = f"must be a number of seconds from {MIN_IDLE_TIMEOUT:g} to {MAX_IDLE_TIMEOUT:g} (30 days), or null, not {value!r}"
+    return float(check_number(value, field_name, message, minimum=MIN_IDLE_TIMEOUT, maximum=MAX_IDLE_TIMEOUT))

@@ -8,14 +8,13 @@ choices, min/max). Both are checked when the server starts; user values again at
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from clustermgr_lab.domain.errors import InvalidRequest
-from clustermgr_lab.domain.fields import reject_unknown_fields
+from clustermgr_lab.domain.fields import is_number, reject_unknown_fields
 
 Parser = Callable[[Any, str], Any]
 
@@ -71,9 +70,14 @@ def lines(value: Any, field_name: str) -> tuple[str, ...]:
 
 def integer(value: Any, field_name: str) -> int:
     """A whole number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
+    if not _whole(value):
         raise _where(field_name, f"must be a whole number, not {value!r}")
     return int(value)
+
+
+def _whole(value: Any) -> bool:
+    """A number with no fraction: ``3`` or ``3.0``, not ``3.5`` nor ``True``."""
+    return is_number(value) and float(value).is_integer()
 
 
 def boolean(value: Any, field_name: str) -> bool:
@@ -100,7 +104,7 @@ def dask_config(value: Any, field_name: str) -> dict[str, str | int | float | bo
             raise _where(f"{field_name}.{key}", "must be a dotted dask key such as 'distributed.admin.tick.interval'")
         if isinstance(item, str):
             item = text(item, f"{field_name}.{key}")
-        elif not isinstance(item, (bool, int, float)) or (isinstance(item, float) and not math.isfinite(item)):
+        elif not (isinstance(item, bool) or is_number(item)):
             raise _where(f"{field_name}.{key}", f"must be a string, number or true/false, not {item!r}")
         parsed[key] = item
     return parsed
@@ -168,10 +172,10 @@ class UserOption:
         if self.type == "boolean":
             ok = isinstance(value, bool)
         elif self.type == "integer":
-            ok = not isinstance(value, bool) and isinstance(value, (int, float)) and float(value).is_integer()
+            ok = _whole(value)
             value = int(value) if ok else value
         elif self.type == "number":
-            ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+            ok = is_number(value)
         else:
             ok = isinstance(value, str)
         if not ok:
@@ -203,7 +207,7 @@ def parse_backend_options(data: Any, declared: Mapping[str, BackendOption], fiel
 def _bound(value: Any, field_name: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_number(value):
         raise _where(field_name, f"must be a number, not {value!r}")
     return value
 

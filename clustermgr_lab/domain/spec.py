@@ -16,7 +16,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 import re
 import reprlib
 from collections.abc import Mapping
@@ -26,7 +25,7 @@ from typing import Any
 from dask.utils import format_bytes, parse_bytes
 
 from clustermgr_lab.domain.errors import InvalidRequest
-from clustermgr_lab.domain.fields import field_path, reject_unknown_fields
+from clustermgr_lab.domain.fields import check_number, field_path, is_number, reject_unknown_fields
 
 GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 RESOURCE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,39}$")
@@ -164,11 +163,9 @@ _join = field_path
 
 def parse_count(value: Any, field_name: str, *, minimum: int = 0) -> int:
     """A whole number ``>= minimum``; booleans and fractional numbers are refused."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value) or (isinstance(value, float) and not value.is_integer()):
         raise InvalidRequest(f"must be a whole number, not {_shown(value)}", field_name)
     if isinstance(value, float):
-        if not value.is_integer():
-            raise InvalidRequest(f"must be a whole number, not {_shown(value)}", field_name)
         value = int(value)
     if value < minimum:
         raise InvalidRequest(f"must be at least {minimum}, not {value}", field_name)
@@ -179,8 +176,6 @@ def parse_count(value: Any, field_name: str, *, minimum: int = 0) -> int:
 
 def parse_size(value: Any, field_name: str, *, allow_zero: bool = False) -> int:
     """A byte count from a number or a size string ``dask.utils.parse_bytes`` accepts."""
-    if isinstance(value, bool):
-        raise InvalidRequest(f"must be a size such as '4 GiB' or a byte count, not {_shown(value)}", field_name)
     if isinstance(value, str):
         try:
             if not any(c.isdigit() for c in value):  # parse_bytes reads "GiB" as 1 GiB and "" as 1 byte
@@ -191,7 +186,7 @@ def parse_size(value: Any, field_name: str, *, allow_zero: bool = False) -> int:
                 f"{_shown(value)} is not a size; use e.g. '512 MiB', '4GB', '1TB' or a byte count",
                 field_name,
             ) from None
-    elif isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+    elif is_number(value):
         size = int(value)
     else:
         raise InvalidRequest(f"must be a size such as '4 GiB' or a byte count, not {_shown(value)}", field_name)
@@ -227,9 +222,10 @@ def parse_group(data: Any, field_name: str, *, default_name: str | None = None) 
             raise InvalidRequest(f"{_shown(key)} is not a valid resource name", where)
         if key == GPU_RESOURCE:
             raise InvalidRequest("set GPUs with the group's 'gpus' field", where)
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount <= LARGEST_RESOURCE:
-            raise InvalidRequest(f"must be a positive number up to {LARGEST_RESOURCE}, not {_shown(amount)}", where)
-        resources[key] = amount
+        message = f"must be a positive number up to {LARGEST_RESOURCE}, not {_shown(amount)}"
+        resources[key] = check_number(
+            amount, where, message, minimum=0, exclusive_minimum=True, maximum=LARGEST_RESOURCE
+        )
     return WorkerGroup(
         name=name,
         count=parse_count(data.get("count", 0), _join(field_name, "count")),

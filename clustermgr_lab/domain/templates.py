@@ -14,6 +14,7 @@ from dask.utils import parse_bytes
 
 from clustermgr_lab.domain.adaptive import parse_adapt
 from clustermgr_lab.domain.errors import InvalidRequest
+from clustermgr_lab.domain.fields import is_number
 from clustermgr_lab.domain.idle import parse_idle_timeout
 from clustermgr_lab.domain.options import UserOption, boolean, parse_backend_options, parse_user_options
 from clustermgr_lab.domain.spec import WorkerSpec, parse_spec
@@ -130,11 +131,11 @@ def _class_worker_shape(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """
     default = machine_default_group()
     processes = kwargs.get("processes")
-    per_job = processes if isinstance(processes, int) and not isinstance(processes, bool) and processes > 0 else 1
+    per_job = processes if is_number(processes, integer=True) and processes > 0 else 1
     threads = kwargs.get("threads_per_worker")
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+    if not is_number(threads, integer=True) or threads < 1:
         cores = kwargs.get("cores")
-        ok = isinstance(cores, int) and not isinstance(cores, bool) and cores >= per_job
+        ok = is_number(cores, integer=True) and cores >= per_job
         threads = cores // per_job if ok else 1
     memory = default["memory"]
     for key, divisor in (("memory_limit", 1), ("memory", per_job)):
@@ -143,7 +144,7 @@ def _class_worker_shape(kwargs: Mapping[str, Any]) -> dict[str, Any]:
             size = parse_bytes(value) if isinstance(value, str) else value
         except ValueError:  # e.g. memory_limit="auto"
             continue
-        if isinstance(size, (int, float)) and not isinstance(size, bool) and size >= divisor:
+        if is_number(size, finite=False) and size >= divisor:
             memory = int(size // divisor)
             break
     return {"name": "default", "threads": threads, "memory": memory, "gpus": 0}
@@ -162,7 +163,7 @@ def labextension_template(max_workers: int) -> list[dict[str, Any]]:
     kwargs = factory.get("kwargs") or {}
     default = dask.config.get("labextension.default", None) or {}
     workers = default.get("workers") if isinstance(default, Mapping) else None
-    count = workers if isinstance(workers, int) and not isinstance(workers, bool) and workers >= 0 else 0
+    count = workers if is_number(workers, integer=True) and workers >= 0 else 0
     template: dict[str, Any] = {
         "name": LABEXTENSION_TEMPLATE,
         "description": f"{path} from the Dask config (labextension.factory)",

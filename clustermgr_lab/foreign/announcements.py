@@ -23,6 +23,8 @@ from typing import Any
 import psutil
 from distributed.comm.addressing import parse_address, parse_host_port
 
+from clustermgr_lab.domain.fields import is_number
+
 MAX_FILE_BYTES = 4096
 MAX_ANNOUNCEMENTS = 64
 MAX_PID = 2**22  # Linux's largest pid_max
@@ -78,7 +80,7 @@ def check_address(value: Any, allowed: set) -> str:
 
 def check_pid(value: Any, server_pid: int) -> int:
     """A live pid of a process started under ``server_pid`` (a kernel of this server), or :class:`BadAnnouncement`."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 < value <= MAX_PID:
+    if not is_number(value, integer=True) or not 1 < value <= MAX_PID:
         raise BadAnnouncement(f"its pid {str(value)[:30]!r} is not a process id")
     try:
         parents = psutil.Process(value).parents()

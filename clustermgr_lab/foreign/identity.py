@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from clustermgr_lab.domain.fields import is_number
+
 #: Most workers read from one foreign scheduler (the identity call asks for no more).
 MAX_WORKERS = 4096
 #: Most resources (e.g. ``GPU``) one worker may declare.
@@ -39,7 +41,7 @@ class ForeignIdentity:
 
 
 def _text(value: Any, where: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
+    if not (isinstance(value, str) or is_number(value, integer=True)):
         raise InvalidIdentity(f"{where}: must be a string, not {type(value).__name__}")
     text = str(value)
     if not text or len(text) > MAX_TEXT or not text.isprintable():
@@ -50,8 +52,7 @@ def _text(value: Any, where: str) -> str:
 def _amount(value: Any, where: str, *, integer: bool, upper: float, optional: bool = False) -> Any:
     if value is None and optional:
         return None
-    numeric = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, numeric):
+    if not is_number(value, integer=integer, finite=False):  # NaN and infinity are refused below, as out of range
         kind = "an integer" if integer else "a number"
         raise InvalidIdentity(f"{where}: must be {kind}, not {type(value).__name__} {str(value)[:40]!r}")
     if not math.isfinite(value) or not 0 <= value <= upper:
@@ -62,7 +63,7 @@ def _amount(value: Any, where: str, *, integer: bool, upper: float, optional: bo
 def _port(value: Any, where: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PORT:
+    if not is_number(value, integer=True) or not 1 <= value <= MAX_PORT:
         raise InvalidIdentity(f"{where}: must be a port from 1 to {MAX_PORT}, not {str(value)[:40]!r}")
     return value
 

@@ -16,7 +16,7 @@ from clustermgr_lab.backends.base import Capabilities
 from clustermgr_lab.common.security import ClusterCredentials
 from clustermgr_lab.domain.adaptive import AdaptOff, AdaptSettings, parse_adapt, parse_adapt_change
 from clustermgr_lab.domain.errors import Conflict, InvalidRequest
-from clustermgr_lab.domain.fields import reject_unknown_fields
+from clustermgr_lab.domain.fields import check_number, reject_unknown_fields
 from clustermgr_lab.domain.idle import parse_idle_timeout
 from clustermgr_lab.domain.limits import Limits
 from clustermgr_lab.domain.options import parse_backend_options, resolve_user_options
@@ -151,9 +151,8 @@ def parse_days(value: Any, maximum: int) -> int:
     """The ``days`` of the usage summary (a query argument, so a string of digits, or a number): 1 to ``maximum``."""
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        raise InvalidRequest(f"must be a whole number of days from 1 to {maximum}, not {value!r}", "days")
-    return value
+    message = f"must be a whole number of days from 1 to {maximum}, not {value!r}"
+    return check_number(value, "days", message, integer=True, minimum=1, maximum=maximum)
 
 
 def check_adapt_limits(spec: WorkerSpec, settings: AdaptSettings, limits: Limits) -> None:
