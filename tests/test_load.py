@@ -204,7 +204,7 @@ async def test_many_clients_and_subscribers(
         assert time.monotonic() < deadline, [manager.describe(manager.get(i))["workers"] for i in ids]
         await asyncio.sleep(0.2)
     await asyncio.sleep(0.5)
-    while any(view.seq != manager.seq for view in views):
+    while any(view.seq != manager.feed.seq for view in views):
         assert time.monotonic() < deadline, [view.seq for view in views]
         await asyncio.sleep(0.1)
     sampler.cancel()
@@ -230,7 +230,7 @@ async def test_many_clients_and_subscribers(
     growth = (peak - before) / MiB
     print(
         f"{CLIENTS} clients x {REQUESTS} requests over {CLUSTERS} clusters, {SUBSCRIBERS} subscribers: {elapsed:.1f} s, "
-        f"statuses {dict(sorted(statuses.items()))}, {manager.seq} stream messages; server RSS "
+        f"statuses {dict(sorted(statuses.items()))}, {manager.feed.seq} stream messages; server RSS "
         f"{before / MiB:.0f} -> peak {peak / MiB:.0f} MiB (+{growth:.0f} MiB); {len(scrapes)} scrapes of /metrics"
     )
     # And the server's memory stayed bounded

@@ -56,7 +56,7 @@ class Reader:
 
 def bytes_waiting(manager) -> int:
     """The bytes the server holds for its subscribers: queued for their sockets, not yet written."""
-    return sum(listener.__self__._budget.waiting for listener in list(manager._listeners))
+    return sum(listener.__self__._budget.waiting for listener in list(manager.feed._listeners))
 
 
 async def change_often(manager, cluster_id: str, reader: Reader, names: range, server: psutil.Process):
@@ -90,7 +90,7 @@ async def test_silent_subscribers_are_let_go_and_memory_stays_bounded(
     reader = Reader(await jp_ws_fetch("clustermgr", "api", "stream"))
     # And ten subscribers that never read
     silent = [await silent_subscriber(jp_http_port, jp_base_url, jp_auth_header) for _ in range(SILENT)]
-    assert len(manager._listeners) == SILENT + 1
+    assert len(manager.feed._listeners) == SILENT + 1
     before = server.memory_info().rss
 
     # When the cluster changes so often that each silent subscriber would have to hold 48 MiB
@@ -103,7 +103,7 @@ async def test_silent_subscribers_are_let_go_and_memory_stays_bounded(
         f"{SILENT * changes * size / MiB:.0f} MiB were offered)"
     )
     # Then the silent subscribers were let go, each once its limit was reached
-    assert len(manager._listeners) == 1, len(manager._listeners)
+    assert len(manager.feed._listeners) == 1, len(manager.feed._listeners)
     assert held <= (SILENT + 1) * manager.stream_buffer_limit, held
     # And the server's memory grew by a bounded amount: without the limit it grows by about the 480 MiB offered
     # (+864 MiB measured); with it, by the buffers and what the allocator keeps of them (+135 MiB in a fresh process)

@@ -15,6 +15,7 @@ import pytest
 from clustermgr_lab.backends.base import BackendContext, SchedulerEndpoint
 from clustermgr_lab.backends.local.backend import LocalBackend, TrackedProcess, scheduler_command, worker_command
 from clustermgr_lab.cluster.managed import ManagedCluster, WorkerRecord, shape_of
+from clustermgr_lab.cluster.record_codec import restore, to_record
 from clustermgr_lab.domain import record as codec
 from clustermgr_lab.domain.adaptive import parse_adapt
 from clustermgr_lab.domain.spec import parse_spec
@@ -48,7 +49,7 @@ def a_cluster_with_every_field_set(workdir: Path) -> ManagedCluster:
     cluster.endpoint = SchedulerEndpoint("tcp://127.0.0.1:1234", "127.0.0.1:8787", "Scheduler-abc")
     backend.processes._processes["scheduler"] = TrackedProcess(1, 1.5)
     backend.processes._processes["default-1"] = TrackedProcess(2, 2.5)
-    cluster._workers["default-1"] = WorkerRecord("default-1", "default", shape_of(spec.groups[0]))
+    cluster.reconciler.workers["default-1"] = WorkerRecord("default-1", "default", shape_of(spec.groups[0]))
     return cluster
 
 
@@ -56,7 +57,7 @@ def test_every_field_of_a_record_survives_a_store_round_trip_and_its_manifest(tm
     # Given a cluster whose record sets every field (none left at its default)
     workdir = tmp_path / "work" / "c0ffee"
     workdir.mkdir(parents=True)
-    written = a_cluster_with_every_field_set(workdir).to_record()
+    written = to_record(a_cluster_with_every_field_set(workdir))
     assert set(written) == set(codec.RECORD_FIELDS)
     unset = [key for key, value in written.items() if value in (None, {}, [], "")]
     assert unset == [], (
@@ -79,8 +80,8 @@ def test_every_field_of_a_record_survives_a_store_round_trip_and_its_manifest(tm
     again = ManagedCluster("c0ffee", "every field", "local", lambda context: LocalBackend("c0ffee", context),
                            parse_spec(read["spec"]), on_change=lambda c: None, max_workers=8,
                            context=BackendContext(workdir, idle_timeout=read["idle_timeout"]))  # fmt: skip
-    again.restore(read)
-    restored = again.to_record()
+    restore(again, read)
+    restored = to_record(again)
     assert restored["options"] == written["options"] and restored["adapt"] == written["adapt"]
 
 

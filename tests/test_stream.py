@@ -76,14 +76,14 @@ class ChangeClock:
         self.manager = manager
         self.unsent: dict[str, float] = {}
         self.learnt: dict[int, float] = {}
-        tell_manager = manager._cluster_changed
+        tell_manager = manager.feed.cluster_changed
 
         def changed(cluster):
             self.unsent.setdefault(cluster.id, time.monotonic())
             tell_manager(cluster)
 
-        monkeypatch.setattr(manager, "_cluster_changed", changed)  # before any cluster binds it
-        manager.subscribe(self._sent)
+        monkeypatch.setattr(manager.feed, "cluster_changed", changed)  # before any cluster binds it
+        manager.feed.subscribe(self._sent)
 
     def _sent(self, message: dict) -> None:
         now = time.monotonic()
@@ -99,7 +99,7 @@ class ChangeClock:
 def change_clock(jp_serverapp, monkeypatch):
     clock = ChangeClock(jp_serverapp.web_app.settings["clustermgr_manager"], monkeypatch)
     yield clock
-    clock.manager.unsubscribe(clock._sent)
+    clock.manager.feed.unsubscribe(clock._sent)
 
 
 def about(cluster_id, kind=None, predicate=lambda cluster: True):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -91,8 +91,15 @@ class BackendContext:
         ``security.environment()`` in their environment; ``security.security()`` is the
         ``distributed.Security``). None: TLS is off for this cluster (plain ``tcp://``).
     standby : Standby, optional
-        A scheduler already running in ``workdir`` with ``security`` (see :mod:`.standby`), for the
-        backend to take over instead of starting one (only the local backend is given one).
+        A scheduler already running in ``workdir`` with ``security`` (see
+        :mod:`clustermgr_lab.backends.local.standby`), for the backend to take over instead of
+        starting one (only the local backend is given one).
+    listed_as : callable, optional
+        Given a scheduler id, the name of another cluster this server lists with that scheduler, or
+        None (a backend that attaches refuses a scheduler listed already).
+    closed_by_owner : callable, optional
+        Asked once the scheduler is gone: how whoever started it closed it normally, in words, or None
+        when it did not (it was lost). Given by discovery, which a notebook's scheduler tells.
     """
 
     workdir: Path
@@ -102,6 +109,8 @@ class BackendContext:
     idle_timeout: float | None = None
     security: ClusterCredentials | None = None
     standby: Standby | None = None
+    listed_as: Callable[[str], str | None] | None = None
+    closed_by_owner: Callable[[], Awaitable[str | None]] | None = None
 
 
 class _BackendMeta(abc.ABCMeta, MetaHasTraits):
@@ -182,6 +191,14 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     capabilities: ClassVar[Capabilities] = Capabilities()
     #: The options a template may give this backend (``"options": {...}``), checked at server start.
     template_options: ClassVar[Mapping[str, BackendOption]] = {}
+    #: True for a backend that attaches to a scheduler started elsewhere (made with ``address=``): a restarted
+    #: server attaches it again (:meth:`start_scheduler` once more) instead of re-adopting processes.
+    attaches: ClassVar[bool] = False
+    #: The class of the cluster's line to this backend's scheduler; None: the cluster's own
+    #: :class:`~clustermgr_lab.cluster.scheduler_link.SchedulerLink` (it subscribes to the worker stream).
+    scheduler_link: ClassVar[type | None] = None
+    #: Whether the scheduler's dashboard is served over HTTPS with the cluster's TLS credentials (when it has them).
+    dashboard_over_tls: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -238,6 +255,24 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     def stopped_for_idleness(self) -> bool:
         """True when the scheduler is gone because it shut itself down after its idle timeout."""
         return False
+
+    @property
+    def idle_timeout_to_push(self) -> float | None:
+        """An idle timeout the scheduler must be told once linked (e.g. one started ahead without it); None: none."""
+        return None
+
+    async def closed_by_owner(self) -> str | None:
+        """Once the scheduler is gone: how whoever started it closed it normally, in words; None: it was lost."""
+        return await self.context.closed_by_owner() if self.context.closed_by_owner is not None else None
+
+    @classmethod
+    def submit_command(cls) -> str | None:
+        """The command outside this server that the backend needs to start workers (e.g. ``sbatch``); None: none.
+
+        Called on the server's main thread (importing dask-jobqueue touches signal handlers); whether
+        it is installed is checked in an executor (:mod:`clustermgr_lab.manager.availability`).
+        """
+        return None
 
     @abc.abstractmethod
     async def start_scheduler(self) -> SchedulerEndpoint:

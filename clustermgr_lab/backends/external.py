@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from distributed.comm import parse_address, parse_host_port, unparse_host_port
@@ -76,6 +75,7 @@ class ExternalBackend(Backend):
         enforces_tls=False,
     )
     connect_timeout = Float(10.0, config=True, help="Seconds to wait for the scheduler to answer when attaching.")
+    attaches = True
     #: Observed by polling: subscribing would take the worker stream from the user's own Cluster object.
     scheduler_link: ClassVar[type] = ForeignSchedulerLink
     #: Its dashboard is proxied over plain HTTP (distributed's default, also for a tls:// scheduler).
@@ -84,11 +84,6 @@ class ExternalBackend(Backend):
     def __init__(self, *args, address: str, **kwargs):
         super().__init__(*args, **kwargs)
         self.address = address
-        #: Given a scheduler id, the name of another listed cluster with that scheduler (or None): set by the manager.
-        self.listed_as: Callable[[str], str | None] = lambda scheduler_id: None
-        #: How whoever started the scheduler closed it normally, in words, or None when it did not (it was lost):
-        #: asked once the scheduler is gone. Set by discovery, which its notebook's scheduler tells; None: unknown.
-        self.closed_by_owner: Callable[[], Awaitable[str | None]] | None = None
 
     async def start_scheduler(self) -> SchedulerEndpoint:
         """Reach the scheduler and read where its dashboard is (on the scheduler's host, and nowhere else).
@@ -100,7 +95,8 @@ class ExternalBackend(Backend):
             identity = await foreign_identity(self.address, self.connect_timeout, ssl_context=ssl_context)
         except ForeignSchedulerError as exc:
             raise BackendError(f"cannot reach the scheduler at {self.address}: {exc}") from None
-        other = self.listed_as(identity.scheduler_id)
+        listed_as = self.context.listed_as
+        other = listed_as(identity.scheduler_id) if listed_as is not None else None
         if other is not None:  # e.g. attached as 127.0.0.1 and again by this host's name
             raise BackendError(
                 f"the scheduler at {self.address} ({identity.scheduler_id}) is listed already, as {other!r}"

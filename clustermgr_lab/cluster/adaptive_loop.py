@@ -6,11 +6,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from clustermgr_lab.cluster.events import EventLog
 from clustermgr_lab.cluster.reconciler import Reconciler
-from clustermgr_lab.domain.adaptive import AdaptivePolicy, AdaptSettings, Load, Proposal
+from clustermgr_lab.domain.adaptive import AdaptivePolicy, AdaptOff, AdaptRange, AdaptSettings, Load, Proposal
 from clustermgr_lab.domain.spec import WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,30 @@ class AdaptiveController:
         self.policy = self.policy_class(settings) if settings else None
         if settings and run:
             self.start()
+
+    def change(self, change: AdaptSettings | AdaptOff | None, *, run: bool) -> None:
+        """Turn adaptive mode on or change it (settings), off for one group (:class:`AdaptOff`), or off (None).
+
+        Each change is logged as a lifecycle event; ``run``: the callback runs (the cluster runs).
+        """
+        if change is None:
+            self.configure(None, run=run)
+            self.events.lifecycle("adaptive mode turned off")
+        elif isinstance(change, AdaptOff):
+            if self.settings and self.settings.range_for(change.group):
+                self.keep_ranges(lambda r: r.group != change.group, run=run)
+                self.events.lifecycle(f"adaptive mode turned off for group {change.group}")
+        else:
+            self.configure(change, run=run)
+            ranges = ", ".join(f"{r.group} {r.minimum}-{r.maximum} {r.unit}" for r in change.ranges)
+            self.events.lifecycle(f"adaptive mode on: {ranges}")
+
+    def keep_ranges(self, keep: Callable[[AdaptRange], bool], *, run: bool) -> None:
+        """Drop the adaptive ranges ``keep`` refuses; adaptive mode goes off with the last one."""
+        if self.settings is None:
+            return
+        ranges = tuple(r for r in self.settings.ranges if keep(r))
+        self.configure(replace(self.settings, ranges=ranges) if ranges else None, run=run)
 
     def start(self) -> None:
         if self.settings is not None and self._task is None:

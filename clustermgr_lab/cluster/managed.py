@@ -2,16 +2,15 @@
 
 What it delegates: the plan, requested and observed workers, and the one routine that starts or
 stops workers to :class:`~.reconciler.Reconciler` (the only writer of the plan); adaptive mode's
-periodic callback to :class:`~.adaptive_controller.AdaptiveController`; processes to its
-:class:`~.backends.base.Backend`. What it keeps: lifecycle (pending, running, stopping...), the
-scheduler link, errors, and what callers and the store see.
+periodic callback to :class:`~.adaptive_loop.AdaptiveController`; processes to its
+:class:`~clustermgr_lab.backends.base.Backend`; the timeline to :class:`~.sampling.TimelineSampler`.
+What it keeps: lifecycle (pending, running, stopping...), the scheduler link, errors, and what callers
+see. What the store keeps of it is read and written by :mod:`.record_codec`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
-import itertools
 import json
 import logging
 import ssl
@@ -22,13 +21,13 @@ from typing import Any
 
 from clustermgr_lab.backends.base import SCHEDULER_PROCESS, Backend, BackendContext, SchedulerEndpoint
 from clustermgr_lab.cluster.adaptive_loop import AdaptiveController, Policy
-from clustermgr_lab.cluster.events import Event, EventLog, utcnow
+from clustermgr_lab.cluster.description import api_view
+from clustermgr_lab.cluster.events import EventLog, utcnow
 from clustermgr_lab.cluster.reconciler import Reconciler, WorkerRecord, shape_of
+from clustermgr_lab.cluster.sampling import TimelineSampler
 from clustermgr_lab.cluster.scheduler_link import SchedulerLink, scheduler_identity
 from clustermgr_lab.common import metrics
-from clustermgr_lab.common.tasks import cancel_and_wait
-from clustermgr_lab.domain import record as cluster_record
-from clustermgr_lab.domain.adaptive import AdaptivePolicy, AdaptOff, AdaptRange, AdaptSettings
+from clustermgr_lab.domain.adaptive import AdaptivePolicy, AdaptOff, AdaptSettings
 from clustermgr_lab.domain.errors import Conflict
 from clustermgr_lab.domain.spec import Resolution, WorkerSpec
 from clustermgr_lab.domain.timeline import Timeline
@@ -38,10 +37,12 @@ log = logging.getLogger(__name__)
 
 PENDING, RUNNING, SCALING, STOPPING, STOPPED, FAILED = "pending", "running", "scaling", "stopping", "stopped", "failed"
 UNRESPONSIVE = "unresponsive"  # running, but the scheduler does not answer: what it holds is unknown
+ATTACHED = "attached"  # the template of clusters attached by their scheduler's address
+DISCOVERED = "discovered"  # the template of clusters found in a kernel of this server
 SCHEDULER_SILENT = "the scheduler has not answered"
 
 __all__ = [
-    "FAILED", "PENDING", "RUNNING", "SCALING", "STOPPED", "STOPPING", "UNRESPONSIVE", "ManagedCluster", "WorkerRecord",
+    "ATTACHED", "DISCOVERED", "FAILED", "PENDING", "RUNNING", "SCALING", "STOPPED", "STOPPING", "UNRESPONSIVE", "ManagedCluster", "WorkerRecord",
     "shape_of",
 ]  # fmt: skip
 
@@ -49,16 +50,6 @@ __all__ = [
 def _reason(exc: BaseException) -> str:
     """An exception as words: its message, or its type's name when it has none (e.g. a bare timeout)."""
     return str(exc).strip() or type(exc).__name__
-
-
-def _shape_to_json(shape: tuple) -> list:
-    threads, memory, resources = shape
-    return [threads, memory, [list(item) for item in resources]]
-
-
-def _shape_from_json(data: list) -> tuple:
-    threads, memory, resources = data
-    return (threads, memory, tuple(tuple(item) for item in resources))
 
 
 class ManagedCluster:
@@ -111,9 +102,6 @@ class ManagedCluster:
         self.created = utcnow()
         self._created_clock = time.monotonic()
         self.usage = UsageMeter()
-        self.sample_interval = sample_interval
-        self.timeline = Timeline(resolution=sample_interval)
-        self._sampler: asyncio.Task | None = None
         self.endpoint: SchedulerEndpoint | None = None
         self.events = EventLog()
         self._on_change = on_change
@@ -146,8 +134,7 @@ class ManagedCluster:
             on_change=self._changed,
             policy_class=policy_class,
         )
-
-    # -- the pieces' state, under the names the record codec reads -----------------------------
+        self.sampler = TimelineSampler(cluster_id, sample_interval, lambda: self._link, self.reconciler.observed)
 
     @property
     def spec(self) -> WorkerSpec:
@@ -162,32 +149,8 @@ class ManagedCluster:
         self.adaptive.configure(settings, run=False)
 
     @property
-    def _policy(self) -> Policy | None:
-        return self.adaptive.policy
-
-    @_policy.setter
-    def _policy(self, policy: Policy | None) -> None:
-        self.adaptive.policy = policy
-
-    @property
-    def _workers(self) -> dict[str, WorkerRecord]:
-        return self.reconciler.workers
-
-    @property
-    def _external(self) -> dict[str, dict]:
-        return self.reconciler.external
-
-    @property
-    def _names(self) -> itertools.count:
-        return self.reconciler.names
-
-    @_names.setter
-    def _names(self, names: itertools.count) -> None:
-        self.reconciler.names = names
-
-    @property
-    def _plan_source(self) -> dict[str, str]:
-        return self.reconciler.plan_source
+    def timeline(self) -> Timeline:
+        return self.sampler.timeline
 
     @property
     def group_errors(self) -> dict[str, str]:
@@ -259,106 +222,10 @@ class ManagedCluster:
         return self._description[1], self._description[2]
 
     def to_dict(self, base_url: str = "/", dashboard_key: str = "") -> dict[str, Any]:
-        """The cluster as the API shows it; ``dashboard_key`` is the key segment of its dashboard's URL."""
-        dashboard = "/".join(part for part in ("clustermgr/dashboard", self.id, dashboard_key, "status") if part)
-        last = self.events.last_decision
-        return {
-            "id": self.id,
-            "name": self.name,
-            "template": self.template,
-            "backend": self.backend.name,
-            "capabilities": self.backend.capabilities.to_dict(),
-            "status": self.status,
-            "error": self.error,
-            "ended": self.ended,
-            "scheduler_address": self.endpoint.address if self.endpoint else None,
-            # the cluster's TLS files (null: plain TCP): their owner's Client builds a distributed.Security from them
-            "tls": self.backend.security.to_dict() if self.backend.security is not None else None,
-            "dashboard_url": f"{base_url}{dashboard}" if self.dashboard_address else None,
-            "spec": self.spec.to_dict(),
-            "workers": self.worker_counts(),
-            "resources": self.resources(),
-            "adapt": self.adapt.to_dict() if self.adapt else None,
-            "options": dict(self.options),
-            "idle_timeout": self.idle_timeout,
-            "last_decision": last.to_dict() if last else None,
-            "last_departure": self.events.last_departure.to_dict() if self.events.last_departure else None,
-            "created": self.created.isoformat(),
-            "usage": self.usage.to_dict(),
-        }
+        """The cluster as the API shows it (see :func:`~.description.api_view`)."""
+        return api_view(self, base_url, dashboard_key)
 
-    # -- what a store keeps, and what a restarted server makes of it -------------------------
-
-    def to_record(self) -> dict[str, Any]:
-        """Everything a restarted server needs to re-adopt this cluster (JSON-ready; the fields: :mod:`.record`)."""
-        processes = self.backend.process_records()
-        workers = [
-            {"name": r.name, "group": r.group, "shape": _shape_to_json(r.shape), "process": processes.get(r.name, {})}
-            for r in self._workers.values()
-        ]
-        # Processes of workers the cluster already let go of, still being stopped: recorded until gone.
-        workers += [
-            {"name": name, "group": None, "shape": None, "process": process}
-            for name, process in processes.items()
-            if name not in self._workers and name != SCHEDULER_PROCESS
-        ]
-        return cluster_record.build(
-            {
-                "id": self.id,
-                "name": self.name,
-                "template": self.template,
-                "backend": self.backend.name,
-                "status": self.lifecycle,
-                "error": self.error,
-                "spec": self.spec.to_dict(),
-                "adapt": self.adapt.to_dict() if self.adapt else None,
-                "idle_timeout": self.idle_timeout,
-                "options": dict(self.options),
-                "scheduler_address": self.endpoint.address if self.endpoint else None,
-                "scheduler_id": self.endpoint.scheduler_id if self.endpoint else None,
-                "dashboard_address": self.endpoint.dashboard_address if self.endpoint else None,
-                "workdir": str(self.backend.workdir),
-                "created": self.created.isoformat(),
-                "backend_state": {
-                    SCHEDULER_PROCESS: processes.get(SCHEDULER_PROCESS),
-                    "tls": self.backend.security.to_dict() if self.backend.security is not None else None,
-                },
-                "usage": self.usage.to_record(),
-                "workers": workers,
-            }
-        )
-
-    def restore(self, record: Mapping[str, Any]) -> None:
-        """Take the state of a stored cluster (before :meth:`readopt`); nothing is started or stopped."""
-        record = cluster_record.checked(record)
-        # Until re-adopted, a cluster that was running is pending: nothing has been checked yet.
-        self.lifecycle = record["status"] if record["status"] in (FAILED, STOPPED, STOPPING) else PENDING
-        self.error = record.get("error")
-        self.options = dict(record.get("options") or {})
-        self.created = datetime.datetime.fromisoformat(record["created"])
-        self.usage = UsageMeter.from_record(record.get("usage"))
-        if record.get("scheduler_address"):
-            self.endpoint = SchedulerEndpoint(
-                record["scheduler_address"], record.get("dashboard_address"), record.get("scheduler_id")
-            )
-        if record.get("adapt"):
-            adapt = record["adapt"]
-            self.adapt = AdaptSettings(
-                ranges=tuple(AdaptRange(**r) for r in adapt["groups"]),
-                interval=adapt["interval"],
-                wait_count=adapt["wait_count"],
-                target_duration=adapt["target_duration"],
-            )
-            self._plan_source.update({r.group: "adaptive" for r in self.adapt.ranges})
-        self.events.restore([Event.from_dict(e) for e in record.get("events", [])])
-        numbers = [0]
-        for worker in record.get("workers", []):
-            number = worker["name"].rsplit("-", 1)[-1]
-            numbers.append(int(number) if number.isdigit() else 0)
-            if worker.get("group") is not None:
-                shape = _shape_from_json(worker["shape"])
-                self._workers[worker["name"]] = WorkerRecord(worker["name"], worker["group"], shape)
-        self._names = itertools.count(max(numbers) + 1)
+    # -- what a restarted server makes of a stored cluster ---------------------------------------
 
     async def readopt(self, record: Mapping[str, Any]) -> None:
         """Re-adopt a stored cluster after a server restart, or fail it and stop what is left of it.
@@ -366,8 +233,12 @@ class ManagedCluster:
         Re-adopted when its scheduler answers at the stored address with the stored scheduler id:
         workers that still run are counted (not started again), adaptive mode resumes. Otherwise
         the cluster ends ``failed`` with the reason (or ``stopped``, when its scheduler shut itself
-        down for being idle), and its processes or jobs that still run are stopped.
+        down for being idle), and its processes or jobs that still run are stopped. A backend that
+        attaches to a scheduler started elsewhere is attached again instead (:meth:`reattach`).
         """
+        if self.backend.attaches:
+            await self.reattach()
+            return
         records = {w["name"]: w["process"] for w in record.get("workers", []) if w.get("process")}
         if (record.get("backend_state") or {}).get(SCHEDULER_PROCESS):
             records[SCHEDULER_PROCESS] = record["backend_state"][SCHEDULER_PROCESS]
@@ -412,38 +283,8 @@ class ManagedCluster:
         )
         self.reconciler.start()
         self.adaptive.start()
-        self._start_sampling()
+        self.sampler.start()
         self._changed()
-
-    # -- the timeline of workers, memory and CPU in use ------------------------------------------
-
-    def _start_sampling(self) -> None:
-        if self._sampler is None:
-            self._sampler = asyncio.ensure_future(self._sample_forever())
-
-    async def _sample_forever(self) -> None:
-        while True:
-            try:
-                await self.sample()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # one failed sample (e.g. the scheduler is busy) must not end sampling
-                log.debug("cluster %s: could not sample its workers", self.id, exc_info=True)
-            await asyncio.sleep(self.sample_interval)
-
-    async def sample(self) -> None:
-        """Add one point to :attr:`timeline`: connected workers, their memory in use and limit, CPU in use (cores)."""
-        link = self._link
-        read = getattr(link, "worker_metrics", None)  # a foreign scheduler's link does not have it
-        observed = self.reconciler.observed()
-        measured = await read() if read is not None and link.responsive and observed else {}
-        self.timeline.add(
-            time.time(),
-            workers=len(observed),
-            memory=sum(m["memory"] for m in measured.values()),
-            memory_limit=sum(float(info.get("memory_limit") or 0) for info in observed),
-            cpu=sum(m["cpu"] for m in measured.values()) / 100,
-        )
 
     async def reattach(self) -> None:
         """Attach a stored external cluster again after a server restart, when its scheduler answers with its stored id.
@@ -479,7 +320,7 @@ class ManagedCluster:
 
     def _new_link(self) -> SchedulerLink:
         """The link to this cluster's scheduler: its worker stream and heartbeat feed the reconciler."""
-        link = getattr(self.backend, "scheduler_link", SchedulerLink)  # foreign schedulers: observed by polling
+        link = self.backend.scheduler_link or SchedulerLink  # a foreign scheduler's: observed by polling
         security = self.security()
         link = link(
             self.endpoint.address,
@@ -495,7 +336,7 @@ class ManagedCluster:
 
     def dashboard_ssl_context(self) -> ssl.SSLContext | None:
         """What the dashboard proxy presents to this cluster's HTTPS dashboard (None: plain HTTP); made once."""
-        over_tls = getattr(self.backend, "dashboard_over_tls", True)
+        over_tls = self.backend.dashboard_over_tls
         if self._dashboard_ssl is None and self.backend.security is not None and over_tls:
             self._dashboard_ssl = self.backend.security.client_ssl_context()
         return self._dashboard_ssl
@@ -564,7 +405,7 @@ class ManagedCluster:
                 self.reconciler.start()
                 self._link = self._new_link()
                 await self._link.start()
-                if seconds := getattr(self.backend, "idle_timeout_to_push", None):  # a standby scheduler's
+                if seconds := self.backend.idle_timeout_to_push:  # e.g. a standby scheduler's
                     asyncio.ensure_future(self._push_idle_timeout(seconds))
         except Exception as exc:
             if self.lifecycle == PENDING:
@@ -579,7 +420,7 @@ class ManagedCluster:
         self.events.lifecycle(f"scheduler running at {self.endpoint.address}")
         self.reconciler.start()
         self.adaptive.start()
-        self._start_sampling()
+        self.sampler.start()
         self._changed()
 
     async def _fail(self, message: str) -> None:
@@ -594,9 +435,7 @@ class ManagedCluster:
     async def _stop_managing(self) -> None:
         """Stop the adaptive loop, the reconcile loop, sampling and the scheduler link (not the processes)."""
         self.adaptive.stop()
-        if self._sampler is not None:
-            await cancel_and_wait(self._sampler)
-            self._sampler = None
+        await self.sampler.stop()
         await self.reconciler.stop()
         if self._link is not None:
             await self._link.close()
@@ -646,7 +485,7 @@ class ManagedCluster:
         self._require_running("scale")
         reason = "manual scale"
         if self.adapt and self.adapt.range_for(resolution.group):
-            self._keep_adapt_ranges(lambda r: r.group != resolution.group)
+            self.adaptive.keep_ranges(lambda r: r.group != resolution.group, run=self.lifecycle == RUNNING)
             reason = "manual scale (adaptive mode turned off)"
         self.reconciler.set_plan(resolution.group, resolution.workers, reason, source="manual")
         return resolution
@@ -654,36 +493,16 @@ class ManagedCluster:
     def set_spec(self, spec: WorkerSpec) -> None:
         """Replace the Worker Spec; workers whose group changed shape or vanished are replaced."""
         self._require_running("change the spec of")
-        if self.adapt:
-            names = {g.name for g in spec.groups}
-            self._keep_adapt_ranges(lambda r: r.group in names)
+        names = {g.name for g in spec.groups}
+        self.adaptive.keep_ranges(lambda r: r.group in names, run=self.lifecycle == RUNNING)
         self.reconciler.replace_spec(spec)
         self._changed()
 
     def adapt_to(self, change: AdaptSettings | AdaptOff | None) -> None:
         """Turn adaptive mode on or change it (settings), off for one group (:class:`AdaptOff`), or off (None)."""
         self._require_running("change adaptive mode of")
-        if change is None:
-            self._set_adapt(None)
-            self.events.lifecycle("adaptive mode turned off")
-        elif isinstance(change, AdaptOff):
-            if self.adapt and self.adapt.range_for(change.group):
-                self._keep_adapt_ranges(lambda r: r.group != change.group)
-                self.events.lifecycle(f"adaptive mode turned off for group {change.group}")
-        else:
-            self._set_adapt(change)
-            self.events.lifecycle(
-                "adaptive mode on: " + ", ".join(f"{r.group} {r.minimum}-{r.maximum} {r.unit}" for r in change.ranges)
-            )
+        self.adaptive.change(change, run=self.lifecycle == RUNNING)
         self._changed()
-
-    def _keep_adapt_ranges(self, keep: Callable[[AdaptRange], bool]) -> None:
-        """Drop the adaptive ranges ``keep`` refuses; adaptive mode goes off with the last one."""
-        ranges = tuple(r for r in self.adapt.ranges if keep(r))
-        self._set_adapt(replace(self.adapt, ranges=ranges) if ranges else None)
-
-    def _set_adapt(self, settings: AdaptSettings | None) -> None:
-        self.adaptive.configure(settings, run=self.lifecycle == RUNNING)
 
     def rename(self, name: str) -> None:
         self.name = name
@@ -727,8 +546,7 @@ class ManagedCluster:
 
     async def _scheduler_gone(self, reason: str | None) -> None:
         """The scheduler went: closed normally by whoever started it (the backend knows), else lost: ``failed``."""
-        closed_by_owner = getattr(self.backend, "closed_by_owner", None)  # external clusters whose owner tells
-        how = await closed_by_owner() if closed_by_owner is not None else None
+        how = await self.backend.closed_by_owner()  # e.g. a notebook's scheduler, which tells discovery
         if self.lifecycle != RUNNING:  # ended meanwhile (deleted, or told of the close another way)
             return
         if how:

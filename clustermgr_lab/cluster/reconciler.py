@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -115,7 +115,8 @@ class Reconciler:
         self.workers: dict[str, WorkerRecord] = {}
         self.external: dict[str, dict] = {}  # connected workers this cluster did not start
         self.names = itertools.count(1)
-        self.plan_source: dict[str, str] = {}
+        self.plan_source: dict[str, str] = {}  # per group: who set its count last (manual, adaptive, spec, system...)
+        self.plan_reason: dict[str, str] = {}  # per group: why
         self.group_errors: dict[str, str] = {}  # why a group stopped growing (e.g. the batch system refused its jobs)
         self._wake = asyncio.Event()
         self._loop: asyncio.Task | None = None
@@ -133,16 +134,32 @@ class Reconciler:
         """The plan (read-only: change it with :meth:`set_plan` or :meth:`replace_spec`)."""
         return self._spec
 
+    def _write_plan(
+        self, plan: WorkerSpec, reason: str, *, source: str, groups: Iterable[str], event: bool = True
+    ) -> None:
+        """The one writer of the plan: ``plan`` replaces it, and each of ``groups`` records ``source`` and ``reason``.
+
+        ``source``: manual, adaptive, spec, system or store. ``event``: log the change of each group's
+        count as a scale event (a decision that is noted otherwise, or a restored plan, logs none).
+        ``tests/test_reconciler.py`` fails if any other code assigns the plan or its sources.
+        """
+        before = self._spec
+        self._spec = plan
+        for group in groups:
+            self.plan_source[group] = source
+            self.plan_reason[group] = reason
+            if event:
+                was = next((g.count for g in before.groups if g.name == group), 0)
+                self.events.scale(group, was, plan.group(group).count, reason, source=source)
+
     def set_plan(self, group: str, count: int, reason: str, *, source: str) -> None:
         """Plan ``count`` workers for ``group`` (``source``: manual, adaptive, spec or system) and wake the loop."""
         before = self._spec.group(group).count
         if source == "manual":
             self._on_error(None)  # a new request from a person starts from a clean slate
             self.group_errors.pop(group, None)
-        self._spec = self._spec.with_count(group, count)
-        self.plan_source[group] = source
+        self._write_plan(self._spec.with_count(group, count), reason, source=source, groups=[group])
         self.scale_timer.planned(group, before, count)
-        self.events.scale(group, before, count, reason, source=source)
         log.info("cluster %s group %s: %d -> %d workers (%s)", self.cluster_id, group, before, count, reason)
         self._on_change()  # before waking the reconcile loop, so the new plan is pushed first
         self._wake.set()
@@ -151,18 +168,15 @@ class Reconciler:
         """Replace the Worker Spec; workers whose group changed shape or vanished are replaced."""
         before = {g.name: g.count for g in self._spec.groups}
         self.group_errors.clear()
-        self._spec = spec
-        for group in spec.groups:
-            if before.get(group.name) != group.count:
-                self.events.scale(
-                    group.name, before.get(group.name, 0), group.count, "worker spec edited", source="spec"
-                )
-                self.plan_source[group.name] = "spec"
-                self.scale_timer.planned(group.name, before.get(group.name, 0), group.count)
+        changed = [group.name for group in spec.groups if before.get(group.name) != group.count]
+        self._write_plan(spec, "worker spec edited", source="spec", groups=changed)
+        for name in changed:
+            self.scale_timer.planned(name, before.get(name, 0), spec.group(name).count)
         self._wake.set()
 
-    def _write_count(self, group: str, count: int) -> None:
-        self._spec = self._spec.with_count(group, count)
+    def restore_sources(self, groups: Iterable[str], source: str) -> None:
+        """A restored cluster: ``groups`` were planned by ``source`` (e.g. adaptive mode) when it was stored."""
+        self._write_plan(self._spec, "restored from the store", source=source, groups=groups, event=False)
 
     # -- requested and observed ------------------------------------------------------------------
 
@@ -317,10 +331,8 @@ class Reconciler:
             )
             self._on_error(error)
             group = self._spec.group(record.group)
-            self._write_count(group.name, max(0, group.count - 1))
-            self.events.scale(
-                group.name, group.count, group.count - 1, f"not replacing {name}: {error}", source="system"
-            )
+            plan = self._spec.with_count(group.name, max(0, group.count - 1))
+            self._write_plan(plan, f"not replacing {name}: {error}", source="system", groups=[group.name])
         self._on_change()
 
     # -- why a worker went away ------------------------------------------------------------------
@@ -486,10 +498,9 @@ class Reconciler:
         )
         self.group_errors[group.name] = message
         self._on_error(message)
-        current = self._spec.group(group.name).count
-        after = max(0, current - len(failed))
-        self._write_count(group.name, after)
-        self.events.scale(group.name, current, after, f"not retrying: {message}", source="system")
+        after = max(0, self._spec.group(group.name).count - len(failed))
+        plan = self._spec.with_count(group.name, after)
+        self._write_plan(plan, f"not retrying: {message}", source="system", groups=[group.name])
 
     async def _shrink(self, group: str, live: list[WorkerRecord], n: int) -> None:
         never_connected = [r for r in live if r.address is None][:n]
@@ -519,8 +530,10 @@ class Reconciler:
                 record.stopping = False
             records = [r for r in records if r not in kept]
             if group is not None:
-                self._write_count(group, self._spec.group(group).count + len(kept))
-                self.events.note(group, "cannot shrink: worker holds data a client still references", source="adaptive")
+                why = "cannot shrink: worker holds data a client still references"
+                plan = self._spec.with_count(group, self._spec.group(group).count + len(kept))
+                self._write_plan(plan, why, source="adaptive", groups=[group], event=False)
+                self.events.note(group, why, source="adaptive")
         elif kept:
             self.events.note(group, f"data on {len(kept)} worker(s) could not be moved before closing", source="manual")
         await self.backend.scale_down([r.name for r in records])

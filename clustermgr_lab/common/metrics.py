@@ -156,7 +156,7 @@ class ManagerCollector:
         counts: dict[tuple[str, str], int] = {}
         now = time.time()
         for manager in list(self.managers):
-            subscribers.add_metric([], manager.subscriber_count)
+            subscribers.add_metric([], manager.feed.subscriber_count)
             backends.update(manager.backend_names())
             for cluster in manager.clusters():
                 key = (cluster.status, cluster.backend.name)

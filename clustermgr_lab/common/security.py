@@ -16,6 +16,7 @@ import logging
 import os
 import ssl
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,25 @@ def private_file(path: Path) -> None:
     if mode & 0o077:
         log.warning("%s was open to other users (mode %o): narrowed to %o", path, mode, mode & 0o700)
         os.chmod(path, mode & 0o700)
+
+
+def private_paths(folders: Iterable[Path] = (), files: Iterable[Path] = (), shared_folder: Path | None = None) -> None:
+    """Make ``folders`` (and those of ``files`` that exist) this user's alone; ``shared_folder`` may be a site's.
+
+    A folder a site chose (e.g. the store's) is left as it is when no one else can write there.
+
+    Raises
+    ------
+    UnsafePath
+        When another user owns or can write one of them.
+    """
+    for folder in folders:
+        private_folder(folder)
+    if shared_folder is not None:
+        private_folder(shared_folder, narrow=False)
+    for path in files:
+        if path.exists():
+            private_file(path)
 
 
 def _write_private(path: Path, data: bytes) -> None:

@@ -29,8 +29,8 @@ import psutil
 from traitlets import Bool, Float
 from traitlets.config import LoggingConfigurable
 
-from clustermgr_lab.backends.external import parse_scheduler_address
-from clustermgr_lab.cluster.managed import FAILED, PENDING, RUNNING, STOPPED
+from clustermgr_lab.backends import parse_scheduler_address
+from clustermgr_lab.cluster.managed import DISCOVERED, FAILED, PENDING, RUNNING, STOPPED
 from clustermgr_lab.common.tasks import cancel_and_wait
 from clustermgr_lab.domain.errors import ClusterManagerError, NotFound
 from clustermgr_lab.foreign.announcements import (
@@ -46,7 +46,6 @@ from clustermgr_lab.manager.cluster_manager import ClusterManager
 from clustermgr_lab.preloads import discovery as discovery_preload
 
 PRELOAD_ENV = "DASK_DISTRIBUTED__SCHEDULER__PRELOAD"
-DISCOVERED = "discovered"
 MAX_EXAMINED = 4 * MAX_ANNOUNCEMENTS  # files looked at per change of the folder
 
 
@@ -241,11 +240,11 @@ class ClusterDiscovery(LoggingConfigurable):
         try:
             address = parse_scheduler_address(announcement.address)
             name = self.manager.unique_name(f"{label} {address.removeprefix('tcp://')}")
-            cluster = self.manager.attach(address, name, origin=DISCOVERED)
+            closed_by_owner = partial(self._closed_by_owner, file, origin)
+            cluster = self.manager.attach(address, name, origin=DISCOVERED, closed_by_owner=closed_by_owner)
         except ClusterManagerError as exc:  # e.g. attached by hand already
             self.log.info("clustermgr: not listing an announced scheduler: %s", exc.message)
             return None
-        cluster.backend.closed_by_owner = partial(self._closed_by_owner, file, origin)
         self._origins[cluster.id] = (file, origin)
         return cluster.id
 

@@ -1,36 +1,44 @@
 """Whether a backend can work on this server now: its queueing system's commands exist and its controller answers.
 
 The checks run commands (``shutil.which``, ``scontrol ping``): call :func:`unavailable_reason` in an executor
-(and :func:`submit_command` on the main thread).
+(and the backend's ``submit_command()`` on the main thread).
 """
 
 from __future__ import annotations
 
-import shlex
+import asyncio
 import shutil
 import subprocess
+from collections.abc import Iterable
+
+from clustermgr_lab.backends.base import Backend
 
 PING_TIMEOUT = 5.0  # seconds `scontrol ping` may take before the controller counts as not answering
+AVAILABILITY_TTL = 10.0  # seconds a check of the backends' commands and controllers is reused
 
 
-def submit_command(backend_class: type) -> str | None:
-    """The command that submits a batch backend's jobs (e.g. ``sbatch``), or None for a backend without one.
+class Availability:
+    """Why each backend cannot work here, as last checked (None: it can); checked at most every ``AVAILABILITY_TTL`` s."""
 
-    Call it on the main thread: importing dask-jobqueue touches signal handlers.
+    def __init__(self) -> None:
+        self._reasons: dict[str, str | None] = {}
+        self._checked = 0.0
 
-    Examples
-    --------
-    >>> from clustermgr_lab.backends import BACKENDS
-    >>> submit_command(BACKENDS["slurm"]), submit_command(BACKENDS["local"])
-    ('sbatch', None)
-    """
-    job_class = getattr(backend_class, "job_class", None)
-    if job_class is None:  # not a batch backend: nothing outside this server to check
-        return None
-    try:
-        return shlex.split(job_class().submit_command)[0]
-    except Exception:  # dask-jobqueue missing or broken: the backend's own error says more
-        return None
+    def reason(self, backend_name: str) -> str | None:
+        return self._reasons.get(backend_name)
+
+    async def check(self, backend_classes: Iterable[type[Backend]]) -> None:
+        """Check, in a thread, whether ``backend_classes`` can work here (their submit commands are read first)."""
+        loop = asyncio.get_running_loop()
+        if self._checked and loop.time() - self._checked < AVAILABILITY_TTL:
+            return
+        submits = {cls.name: cls.submit_command() for cls in backend_classes}
+
+        def check() -> dict[str, str | None]:
+            return {name: unavailable_reason(name, submit) for name, submit in submits.items()}
+
+        self._reasons = await loop.run_in_executor(None, check)
+        self._checked = loop.time()
 
 
 def unavailable_reason(backend_name: str, submit: str | None) -> str | None:

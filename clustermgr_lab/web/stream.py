@@ -47,17 +47,17 @@ class StreamHandler(
     def open(self, *args: Any, **kwargs: Any) -> None:
         super().open(*args, **kwargs)
         self._budget = SendBudget(self.manager.stream_buffer_limit)
-        self._send(self.manager.subscribe(self._send))
+        self._send(self.manager.feed.subscribe(self._send))
 
     def _send(self, message: dict) -> None:
         try:
             if self._budget.send(self.write_message, json.dumps(message)):
                 return
         except websocket.WebSocketClosedError:
-            self.manager.unsubscribe(self._send)
+            self.manager.feed.unsubscribe(self._send)
             return
         # It does not read: let it go rather than hold every change for it (it gets a snapshot when it reconnects).
-        self.manager.unsubscribe(self._send)
+        self.manager.feed.unsubscribe(self._send)
         self.log.warning("clustermgr stream: closing a subscriber that is %d bytes behind", self._budget.waiting)
         self.close(SLOW_SUBSCRIBER, "too slow to keep up; reconnect for a fresh snapshot")
 
@@ -65,4 +65,4 @@ class StreamHandler(
         """The stream is one-way; anything a client sends is ignored."""
 
     def on_close(self) -> None:
-        self.manager.unsubscribe(self._send)
+        self.manager.feed.unsubscribe(self._send)

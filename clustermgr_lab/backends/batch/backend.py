@@ -194,6 +194,21 @@ class BatchBackend(Backend):
     def job_class(cls):
         """The dask-jobqueue ``Job`` class that writes this system's job scripts."""
 
+    @classmethod
+    def submit_command(cls) -> str | None:
+        """The command that submits this system's jobs (e.g. ``sbatch``), from its dask-jobqueue ``Job`` class.
+
+        Examples
+        --------
+        >>> from clustermgr_lab.backends import BACKENDS
+        >>> BACKENDS["slurm"].submit_command(), BACKENDS["local"].submit_command()
+        ('sbatch', None)
+        """
+        try:
+            return shlex.split(cls.job_class().submit_command)[0]
+        except Exception:  # dask-jobqueue missing or broken: the backend's own error says more
+            return None
+
     def job_name(self, name: str) -> str:
         return f"{self.job_name_prefix}-{self.cluster_id}-{name}"
 

@@ -1,0 +1,150 @@
+"""The store writer: what of the clusters goes to the store, when, and what happens while it cannot be written.
+
+Snapshots of clusters (and their new events) are handed to the store's writer thread; a failed save
+keeps its events for the next one. While the store cannot be written, a write is tried every few
+seconds, so that recovery shows by itself; then every cluster is saved again and the deletions that
+could not be written are written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from pathlib import Path
+
+from clustermgr_lab.cluster.managed import ATTACHED, ManagedCluster
+from clustermgr_lab.cluster.record_codec import to_record
+from clustermgr_lab.domain.errors import StoreUnavailable
+from clustermgr_lab.manager.store import ClusterStore, StoreHealth
+
+STORE_RETRY_SECONDS = 2.0
+
+
+def kept_in_store(cluster: ManagedCluster) -> bool:
+    """Whether the store keeps the cluster: every cluster whose processes are ours to stop, and those attached.
+
+    Those a restarted server cannot re-adopt are kept too, so that it says why they ended and
+    stops what is left of them; clusters attached by address are attached again. Clusters
+    discovered in a kernel are not stored (they leave with their kernel).
+    """
+    return cluster.backend.capabilities.can_stop or cluster.template == ATTACHED
+
+
+class StoreWriter:
+    """Writes the manager's clusters to its :class:`~.store.ClusterStore`, off the event loop.
+
+    Parameters
+    ----------
+    store : ClusterStore
+    clusters : mapping
+        The manager's clusters by id (read, never changed here): saved again once the store recovers.
+    on_health : callable
+        Called in the event loop when the store's health changes (the manager tells its subscribers).
+    log : logging.Logger
+    """
+
+    def __init__(
+        self,
+        store: ClusterStore,
+        clusters: Mapping[str, ManagedCluster],
+        on_health: Callable[[StoreHealth], None],
+        log: logging.Logger,
+    ):
+        self.store = store
+        self._clusters = clusters
+        self._on_health = on_health
+        self.log = log
+        self._events_written: dict[str, int] = {}
+        self._unforgotten: dict[str, Path | None] = {}  # deleted clusters the store could not forget yet
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watch: asyncio.TimerHandle | None = None
+        store.on_health = self._health_changed
+
+    def restored(self, cluster: ManagedCluster, written: int | None = None) -> None:
+        """A cluster registered from the store: its events up to ``written`` (default: all) are there already."""
+        self._events_written[cluster.id] = cluster.events.appended if written is None else written
+
+    def save(self, cluster: ManagedCluster) -> None:
+        """Hand a snapshot of the cluster (and its new events) to the store's writer thread, if the store keeps it."""
+        if not kept_in_store(cluster):
+            return
+        written = self._events_written.get(cluster.id, 0)
+        events = [e.to_dict() for e in cluster.events.since(written)]
+        self._events_written[cluster.id] = cluster.events.appended
+        future = self.store.save_later(to_record(cluster), events)
+        self._follow(future, lambda: self._events_unwritten(cluster.id, written))
+
+    def delete(self, cluster_id: str, workdir: Path | None) -> None:
+        """Have the store forget a cluster; if it cannot now, it does once it can be written again."""
+        self._events_written.pop(cluster_id, None)
+        self._unforgotten.pop(cluster_id, None)
+        self._follow(
+            self.store.delete_later(cluster_id, workdir), lambda: self._unforgotten.setdefault(cluster_id, workdir)
+        )
+
+    def require_writable(self, action: str) -> None:
+        """Refuse ``action`` (:class:`StoreUnavailable`) while the store is known not to be writable."""
+        health = self.store.health
+        if not health.writable:
+            raise StoreUnavailable(f"cannot {action} now: {health.error}; try again once it can be written")
+
+    async def ensure_writable(self) -> None:
+        """Check with a real write (on the store's writer thread) that the store can be written now.
+
+        Raises
+        ------
+        StoreUnavailable
+            When it cannot: the request fails before anything is started.
+        """
+        self._loop = self._loop or asyncio.get_running_loop()
+        await asyncio.wrap_future(self.store.check_later())
+
+    async def close(self) -> None:
+        """Stop watching, then release the store once the queued writes are done."""
+        if self._watch is not None:
+            self._watch.cancel()
+        await asyncio.get_running_loop().run_in_executor(None, self.store.close)
+
+    def _events_unwritten(self, cluster_id: str, written: int) -> None:
+        """A save failed: its events go with the next save (e.g. once the store can be written again)."""
+        if cluster_id in self._events_written:
+            self._events_written[cluster_id] = min(self._events_written[cluster_id], written)
+
+    def _follow(self, future: Future, on_failure: Callable[[], None] | None = None) -> None:
+        """Follow a queued store write; a failure is logged by the store and shown by the manager's status."""
+        self._loop = self._loop or asyncio.get_event_loop()
+
+        def written(future: Future) -> None:
+            if future.exception() is not None and on_failure is not None:
+                self._call_in_loop(on_failure)
+
+        future.add_done_callback(written)
+
+    def _call_in_loop(self, callback: Callable[[], None]) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(callback)
+
+    def _health_changed(self, health: StoreHealth) -> None:
+        """On the writer thread: hand the change to the event loop."""
+        self._call_in_loop(lambda: self._health_in_loop(health))
+
+    def _health_in_loop(self, health: StoreHealth) -> None:
+        self._on_health(health)
+        if health.writable:
+            for cluster in list(self._clusters.values()):  # what could not be written meanwhile
+                self.save(cluster)
+            for cluster_id, workdir in list(self._unforgotten.items()):
+                if cluster_id not in self._clusters:
+                    self.delete(cluster_id, workdir)
+        elif self._watch is None:
+            self._retry()
+
+    def _retry(self) -> None:
+        """While the store cannot be written, try a write every few seconds, so that recovery shows by itself."""
+        self._watch = None
+        if self.store.health.writable:
+            return
+        self._follow(self.store.check_later())
+        self._watch = self._loop.call_later(STORE_RETRY_SECONDS, self._retry)
