@@ -144,6 +144,7 @@ lint: lint-deps
 	  ruff format --check --output-format concise . || status=1; \
 	  jlpm prettier:check || status=1; \
 	  jlpm eslint:check || status=1; \
+	  jlpm types:check || status=1; \
 	  exit $$status
 
 ts-test: lint-deps

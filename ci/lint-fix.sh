@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Applies every automatic lint fix to the work tree (ruff for Python; prettier and eslint for
-# TypeScript), then runs the checks of `make lint` and lists what is left to fix by hand.
+# TypeScript; src/api.generated.ts generated again from the OpenAPI document), then runs the checks
+# of `make lint` and lists what is left to fix by hand.
 #
 #   bash ci/lint-fix.sh          # from anywhere in the repository; needs `make install` done
 #
@@ -14,6 +15,7 @@ jlpm install >/dev/null
 
 ruff check --fix --quiet . || true  # what it cannot fix is listed at the end
 ruff format --quiet .
+jlpm types:generate >/dev/null
 jlpm prettier >/dev/null
 jlpm eslint:check --fix >/dev/null 2>&1 || true
 
@@ -23,4 +25,5 @@ ruff check --statistics . || status=1
 ruff format --check --quiet . || status=1
 jlpm prettier:check >/dev/null 2>&1 || { jlpm prettier:check || true; status=1; }
 jlpm eslint:check || status=1
+jlpm types:check || status=1
 exit "$status"

@@ -8,7 +8,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 
 import { API_PATH, asServerError, requestAPI } from './request';
-import { ILogChunk, ILogEntry } from './types';
+import { ILogChunk, ILogEntry, ILogList, LogFollowMessage } from './types';
 
 /**
  * How many lines a tab shows at most (older ones are dropped while following).
@@ -112,7 +112,7 @@ export class LogViewer extends Widget {
    */
   async refreshList(): Promise<void> {
     try {
-      const data = await requestAPI<{ logs: ILogEntry[] }>(
+      const data = await requestAPI<ILogList>(
         `clusters/${encodeURIComponent(this._clusterId)}/logs`,
         {},
         this._settings
@@ -177,7 +177,7 @@ export class LogViewer extends Widget {
     this._socket = socket;
     this._setStatus('Following…');
     socket.onmessage = event => {
-      const message = JSON.parse(event.data as string) as ILogChunk;
+      const message = JSON.parse(event.data as string) as LogFollowMessage;
       if (message.type === 'tail' || message.type === 'append') {
         this._append(message.text);
         this._setStatus(`Following: ${message.size} bytes`);

@@ -1,4 +1,5 @@
 import { badNews, goneNews } from '../badnews';
+import { FULL_CAPABILITIES } from '../capabilities';
 import {
   canRestart,
   removalLabel,
@@ -121,9 +122,9 @@ describe('badNews', () => {
       {
         id: 'a',
         name: 'outside',
-        capabilities: { can_stop: false } as ICluster['capabilities']
+        capabilities: { ...FULL_CAPABILITIES, can_stop: false }
       },
-      { id: 'b', name: 'mine' }
+      { id: 'b', name: 'mine', capabilities: FULL_CAPABILITIES }
     ]);
     expect(attached.message).toMatch(/may still run there/);
     expect(own.message).toMatch(/^mine is gone/);
@@ -145,6 +146,7 @@ describe('card state', () => {
     ).toBe(false);
     const external = cluster({
       capabilities: {
+        ...FULL_CAPABILITIES,
         can_scale: false,
         can_stop: false,
         multiple_groups: false,

@@ -9,6 +9,7 @@ import {
   limitWarnings,
   otherGroupsTotals
 } from '../limits';
+import { FULL_CAPABILITIES } from '../capabilities';
 import { ITotals } from '../spec';
 import { ICluster, ILimits, IWorkerGroupSpec } from '../types';
 
@@ -164,6 +165,7 @@ describe('the machine warnings count the clusters already running here', () => {
       running('ended', 4, GiB, { status: 'failed' }),
       running('batch', 4, GiB, {
         capabilities: {
+          ...FULL_CAPABILITIES,
           can_scale: true,
           can_stop: true,
           multiple_groups: true,

@@ -4,7 +4,7 @@ import * as React from 'react';
 import { formatTime } from '../format';
 import { ClustersModel } from '../model';
 import { asServerError, requestAPI } from '../request';
-import { IEvent } from '../types';
+import { IEvent, IEventList } from '../types';
 
 /**
  * "2 → 3" for a scaling event.
@@ -58,7 +58,7 @@ export class EventHistory extends ReactWidget {
     }
     this._loading = true;
     try {
-      const data = await requestAPI<{ events: IEvent[] }>(
+      const data = await requestAPI<IEventList>(
         `clusters/${encodeURIComponent(this._clusterId)}/events`,
         {},
         this._model.serverSettings
