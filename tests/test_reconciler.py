@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 from pathlib import Path
 
@@ -176,10 +177,77 @@ async def test_a_connected_worker_that_exits_is_replaced_by_the_loop(tmp_path):
         await reconciler.stop()
 
 
-def test_the_plan_is_written_only_through_the_reconciler(tmp_path):
+#: The plan and what is recorded with it: attributes only ``Reconciler._write_plan`` (and ``__init__``) may write.
+PLAN_STATE = {"_spec", "plan_source", "plan_reason"}
+PLAN_WRITERS = {("Reconciler", "__init__"), ("Reconciler", "_write_plan")}
+MUTATORS = {"update", "pop", "clear", "setdefault", "popitem", "__setitem__", "__delitem__"}
+
+
+def plan_writes(source: str, path: str) -> list[str]:
+    """Every place in ``source`` that assigns or mutates the plan outside its one writer, as ``path:line``."""
+    tree = ast.parse(source)
+    found = []
+
+    def visit(node: ast.AST, where: tuple[str | None, str | None]) -> None:
+        if isinstance(node, ast.ClassDef):
+            where = (node.name, None)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            where = (where[0], node.name)
+        targets = []
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+            targets = [node.func.value]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
+            name = node.args[1] if len(node.args) > 1 else None
+            if isinstance(name, ast.Constant) and name.value in PLAN_STATE:
+                found.append(f"{path}:{node.lineno}")
+        for target in targets:
+            while isinstance(target, ast.Subscript):  # plan_source[group] = ...
+                target = target.value
+            if isinstance(target, ast.Attribute) and target.attr in PLAN_STATE and where not in PLAN_WRITERS:
+                found.append(f"{path}:{node.lineno}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, where)
+
+    visit(tree, (None, None))
+    return found
+
+
+def test_the_plan_has_one_writer_that_records_source_and_reason():
+    # Given every module of the package
+    package = Path(__file__).resolve().parents[1] / "clustermgr_lab"
+    sources = [p for p in package.rglob("*.py") if "labextension" not in p.parts]
+    # Then nothing but Reconciler._write_plan assigns the plan, its sources or its reasons
+    writes = [w for p in sources for w in plan_writes(p.read_text(), str(p.relative_to(package.parent)))]
+    assert writes == []
+
+
+@pytest.mark.parametrize(
+    "offence",
+    [
+        "class ManagedCluster:\n    def scale(self):\n        self.reconciler._spec = None",
+        "class Reconciler:\n    def set_plan(self, group):\n        self._spec = self._spec.with_count(group, 1)",
+        "def restore(cluster):\n    cluster.reconciler.plan_source['default'] = 'adaptive'",
+        "def restore(cluster):\n    cluster.reconciler.plan_source.update({'default': 'adaptive'})",
+        "def f(r):\n    setattr(r, '_spec', None)",
+    ],
+)
+def test_a_write_of_the_plan_elsewhere_is_found(offence):
+    # Given code that writes the plan outside its one writer
+    # Then the check above finds it (it can fail)
+    assert plan_writes(offence, "offence.py") == [f"offence.py:{offence.count(chr(10)) + 1}"]
+
+
+def test_each_plan_change_records_its_source_and_reason(tmp_path):
     # Given a reconciler
     reconciler, _, _, _ = make(tmp_path)
-    # When something tries to assign the plan directly
-    # Then it cannot: set_plan and replace_spec are the only writers
+    # When a person scales a group
+    reconciler.set_plan("default", 3, "manual scale", source="manual")
+    # Then the plan, its source and its reason say so, and a scale event was logged
+    assert reconciler.spec.group("default").count == 3
+    assert (reconciler.plan_source["default"], reconciler.plan_reason["default"]) == ("manual", "manual scale")
+    assert [(e.kind, e.source, e.after) for e in reconciler.events][-1] == ("scale", "manual", 3)
+    # And the plan cannot be assigned from outside
     with pytest.raises(AttributeError):
         reconciler.spec = reconciler.spec.with_count("default", 5)

@@ -6,7 +6,7 @@ import abc
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from traitlets.config import LoggingConfigurable
 from traitlets.traitlets import MetaHasTraits
@@ -15,8 +15,6 @@ from clustermgr_lab.domain.options import BackendOption
 from clustermgr_lab.domain.spec import WorkerGroup
 
 if TYPE_CHECKING:
-    from clustermgr_lab.backends.local.launcher import WarmLauncher
-    from clustermgr_lab.backends.local.standby import Standby
     from clustermgr_lab.common.security import ClusterCredentials
 
 WorkerExited = Callable[[str, "int | None"], None]
@@ -67,6 +65,21 @@ class Capabilities:
         return {**flags, "reasons": dict(self.reasons)}
 
 
+class ProcessLauncher(Protocol):
+    """Forks processes on this machine for backends: the server's warm launcher (``backends/local/launcher.py``)."""
+
+    enabled: bool
+
+    async def spawn(self, command: list[str], env: dict[str, str], log_path: Path, *, tied: bool = False) -> Any:
+        """A started process (waitable like ``asyncio.subprocess.Process``), or None: start a plain one instead."""
+
+    async def untie(self, pid: int) -> bool:
+        """Let a process started ``tied`` outlive this server's connection."""
+
+    def watch(self, pid: int, create_time: float | None = None, *, poll: bool = True) -> Any:
+        """A waitable handle on a process this launcher started (e.g. one re-adopted after a restart)."""
+
+
 @dataclass(frozen=True)
 class BackendContext:
     """What the server hands a backend at construction: its folder, whom to tell, what to fork from.
@@ -81,7 +94,7 @@ class BackendContext:
         Called after a process or job was started or stopped (so that the server stores the new
         :meth:`Backend.process_records` before anything else can happen to it), and when
         :meth:`Backend.waiting` has changed.
-    launcher : WarmLauncher, optional
+    launcher : ProcessLauncher, optional
         Forks local processes when it can; None starts plain processes.
     idle_timeout : float, optional
         Seconds without tasks and clients after which the scheduler shuts itself down.
@@ -90,10 +103,6 @@ class BackendContext:
         started with them (``security.cli_arguments()`` on their command lines,
         ``security.environment()`` in their environment; ``security.security()`` is the
         ``distributed.Security``). None: TLS is off for this cluster (plain ``tcp://``).
-    standby : Standby, optional
-        A scheduler already running in ``workdir`` with ``security`` (see
-        :mod:`clustermgr_lab.backends.local.standby`), for the backend to take over instead of
-        starting one (only the local backend is given one).
     listed_as : callable, optional
         Given a scheduler id, the name of another cluster this server lists with that scheduler, or
         None (a backend that attaches refuses a scheduler listed already).
@@ -105,10 +114,9 @@ class BackendContext:
     workdir: Path
     on_worker_exit: WorkerExited | None = None
     on_change: Callable[[], None] | None = None
-    launcher: WarmLauncher | None = None
+    launcher: ProcessLauncher | None = None
     idle_timeout: float | None = None
     security: ClusterCredentials | None = None
-    standby: Standby | None = None
     listed_as: Callable[[str], str | None] | None = None
     closed_by_owner: Callable[[], Awaitable[str | None]] | None = None
 
@@ -199,6 +207,9 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     scheduler_link: ClassVar[type | None] = None
     #: Whether the scheduler's dashboard is served over HTTPS with the cluster's TLS credentials (when it has them).
     dashboard_over_tls: ClassVar[bool] = True
+    #: True for a backend made with ``standby=``: a TLS scheduler on 127.0.0.1 started ahead of time (the
+    #: server's standby pool), which it takes over instead of starting one.
+    takes_standby: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -227,7 +238,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         return Path(self.context.workdir)
 
     @property
-    def launcher(self) -> WarmLauncher | None:
+    def launcher(self) -> ProcessLauncher | None:
         return self.context.launcher
 
     @property

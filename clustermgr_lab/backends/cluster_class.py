@@ -226,7 +226,7 @@ class ClusterClassBackend(Backend):
         for it and the class takes that argument (a foreign class cannot be made to use TLS otherwise).
         """
         kwargs = dict(self.class_kwargs)
-        security = getattr(self.context, "security", None)
+        security = self.security
         if security is not None and accepts_argument(cls, "security"):
             kwargs.setdefault("security", security.security())  # a distributed.Security
         return self.class_args, kwargs

@@ -2,13 +2,46 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import datetime
+from collections.abc import Mapping
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from clustermgr_lab.cluster.managed import ManagedCluster
+from clustermgr_lab.backends.base import Backend, SchedulerEndpoint
+from clustermgr_lab.cluster.events import EventLog
+from clustermgr_lab.domain.adaptive import AdaptSettings
+from clustermgr_lab.domain.spec import WorkerSpec
+from clustermgr_lab.domain.usage import UsageMeter
 
 
-def api_view(cluster: ManagedCluster, base_url: str = "/", dashboard_key: str = "") -> dict[str, Any]:
+class Described(Protocol):
+    """What the view reads of a cluster (:class:`~.managed.ManagedCluster` has it)."""
+
+    id: str
+    name: str
+    template: str
+    backend: Backend
+    error: str | None
+    ended: str | None
+    endpoint: SchedulerEndpoint | None
+    options: Mapping[str, Any]
+    idle_timeout: float | None
+    events: EventLog
+    created: datetime.datetime
+    usage: UsageMeter
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def dashboard_address(self) -> str | None: ...
+    @property
+    def spec(self) -> WorkerSpec: ...
+    @property
+    def adapt(self) -> AdaptSettings | None: ...
+    def worker_counts(self) -> dict[str, Any]: ...
+    def resources(self) -> dict[str, int]: ...
+
+
+def api_view(cluster: Described, base_url: str = "/", dashboard_key: str = "") -> dict[str, Any]:
     """The cluster as the API shows it; ``dashboard_key`` is the key segment of its dashboard's URL."""
     dashboard = "/".join(part for part in ("clustermgr/dashboard", cluster.id, dashboard_key, "status") if part)
     events, endpoint, security = cluster.events, cluster.endpoint, cluster.backend.security

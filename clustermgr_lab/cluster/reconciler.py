@@ -125,7 +125,7 @@ class Reconciler:
         ] = {}  # worker name -> finding out why it went away
         self._oom_kills = oom_kills()  # the OOM killer's count when this cluster started
         self._created = time.monotonic()
-        self.scale_timer = ScaleTimer(getattr(backend, "name", "unknown"))
+        self.scale_timer = ScaleTimer(backend.name)
 
     # -- the plan: written here only ------------------------------------------------------------
 

@@ -102,7 +102,7 @@ def parse_template(data: Mapping[str, Any], backends: Mapping[str, type], field_
     adapt = data.get("adapt")
     if adapt is not None:
         parse_adapt(adapt, spec, field_name=f"{field_name}.adapt")
-    declared = getattr(backends[backend], "template_options", {})
+    declared = backends[backend].template_options
     options = parse_backend_options(data.get("options"), declared, f"{field_name}.options")
     user_options = parse_user_options(data.get("user_options"), declared, options, f"{field_name}.user_options")
     tls = boolean(data.get("tls", True), f"{field_name}.tls")

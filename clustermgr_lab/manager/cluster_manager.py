@@ -11,7 +11,6 @@ import asyncio
 import shutil
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ from clustermgr_lab.backends import (
     BackendContext,
     Capabilities,
     ExternalBackend,
-    LocalBackend,
     StandbySchedulers,
     WarmLauncher,
 )
@@ -302,7 +300,7 @@ class ClusterManager(ClusterManagerSettings):
 
         template = request.template
         # A standby scheduler (TLS, 127.0.0.1) fits the local backend as shipped; it brings its id, folder and credentials.
-        fits = BACKENDS[template.backend] is LocalBackend and template.tls and not request.backend_options
+        fits = BACKENDS[template.backend].takes_standby and template.tls and not request.backend_options
         standby = self.standby.take() if fits and self.standby.enabled else None
         if standby is not None:
             cluster_id, workdir, credentials = standby.cluster_id, standby.workdir, standby.credentials
@@ -310,13 +308,16 @@ class ClusterManager(ClusterManagerSettings):
             cluster_id = uuid.uuid4().hex[:8]
             workdir = private_folder(Path(self.workdir) / cluster_id)
             credentials = ClusterCredentials.in_folder(workdir) if template.tls else None  # made as the cluster starts
-        context = replace(self._context(cluster_id, workdir, request.idle_timeout, credentials), standby=standby)
+        context = self._context(cluster_id, workdir, request.idle_timeout, credentials)
+        kwargs = {"standby": standby} if standby is not None else {}
         try:
             cluster = self._new_cluster(
                 cluster_id,
                 request.name or next_default_name({c.name for c in self._clusters.values()}),
                 template.name,
-                self._backend_factory(BACKENDS[template.backend], cluster_id, options=request.backend_options),
+                self._backend_factory(
+                    BACKENDS[template.backend], cluster_id, options=request.backend_options, **kwargs
+                ),
                 request.spec,
                 context,
             )

@@ -13,6 +13,7 @@ from clustermgr_lab.backends.base import SCHEDULER_PROCESS as SCHEDULER
 from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint
 from clustermgr_lab.backends.local.processes import PROCESS_DEFAULTS, LocalProcesses, TrackedProcess, exit_reason
 from clustermgr_lab.backends.local.scheduler import PRELOAD, LocalScheduler, scheduler_command
+from clustermgr_lab.backends.local.standby import Standby
 from clustermgr_lab.common.security import ClusterCredentials
 from clustermgr_lab.domain import options as opt
 from clustermgr_lab.domain.errors import BackendError, InvalidRequest
@@ -108,13 +109,15 @@ class LocalBackend(Backend):
     scheduler_host = "127.0.0.1"  # where the scheduler listens (its dashboard stays on 127.0.0.1)
     scheduler_interface: str | None = None  # or: the network interface it listens on (wins over the host)
 
-    def __init__(self, *args, **kwargs):
+    takes_standby = True
+
+    def __init__(self, *args, standby: Standby | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.processes = LocalProcesses(self.workdir, self.launcher, self._process_exited, self._notify_change)
         self.scheduler = LocalScheduler(self.processes, self.security)
         self._gpu_slots: dict[str, list[int]] = {}
-        if self.context.standby is not None:  # at once: a delete before start_scheduler() must stop it too
-            self.scheduler.take_over(self.context.standby)
+        if standby is not None:  # at once: a delete before start_scheduler() must stop it too
+            self.scheduler.take_over(standby.processes, standby.endpoint)
             self.address = self.scheduler.address
 
     @property

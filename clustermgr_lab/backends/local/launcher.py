@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -48,13 +49,18 @@ class LaunchedProcess:
         self.returncode: int | None = None
         self._exited = asyncio.get_running_loop().create_future()
 
-    def _set_exited(self, returncode: int) -> None:
+    def set_exited(self, returncode: int) -> None:
+        """The process has ended with ``returncode`` (the first report counts)."""
         if not self._exited.done():
             self.returncode = returncode
             self._exited.set_result(returncode)
 
     async def wait(self) -> int:
         return await asyncio.shield(self._exited)
+
+    def on_exit(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the process has ended."""
+        self._exited.add_done_callback(lambda _: callback())
 
     def is_running(self) -> bool:
         """True while the PID still names this process (psutil: alive, not a zombie, same create time)."""
@@ -69,7 +75,7 @@ class LaunchedProcess:
     async def poll_until_gone(self) -> None:
         while self.returncode is None:
             if not await asyncio.get_running_loop().run_in_executor(None, self.is_running):
-                self._set_exited(-1)
+                self.set_exited(-1)
                 return
             await asyncio.sleep(POLL_INTERVAL)
 
@@ -182,11 +188,9 @@ class WarmLauncher(LoggingConfigurable):
         process = self._launched.get(pid)
         if process is None or process.create_time != create_time:
             process = self._launched[pid] = LaunchedProcess(pid, create_time)
-            process._exited.add_done_callback(
-                lambda _: self._launched.pop(pid, None) if self._launched.get(pid) is process else None
-            )
+            process.on_exit(lambda: self._launched.pop(pid, None) if self._launched.get(pid) is process else None)
         if pid in self._exits:
-            process._set_exited(self._exits.pop(pid))
+            process.set_exited(self._exits.pop(pid))
         elif poll or not self.connected:
             asyncio.ensure_future(process.poll_until_gone())
         return process
@@ -308,7 +312,7 @@ class WarmLauncher(LoggingConfigurable):
                     if process is None:
                         self._exits[message["pid"]] = message["returncode"]
                     else:
-                        process._set_exited(message["returncode"])
+                        process.set_exited(message["returncode"])
                 elif (future := self._replies.get(message.get("id"))) is not None and not future.done():
                     future.set_result(message)
         except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -6,15 +6,12 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clustermgr_lab.backends.base import SCHEDULER_PROCESS, SchedulerEndpoint
 from clustermgr_lab.backends.local.processes import LocalProcesses
 from clustermgr_lab.common.security import ClusterCredentials
 from clustermgr_lab.domain.errors import BackendError
-
-if TYPE_CHECKING:
-    from clustermgr_lab.backends.local.standby import Standby
 
 PRELOAD = "clustermgr_lab.preloads.scheduler"
 IDLE_SHUTDOWN_LOG_LINE = "Scheduler closing after being idle"  # distributed's Scheduler.check_idle
@@ -95,14 +92,17 @@ class LocalScheduler:
     def running(self) -> bool:
         return SCHEDULER_PROCESS in self.processes
 
-    def take_over(self, standby: Standby) -> None:
-        """Track the running scheduler of ``standby`` (in this tracker's folder) as this one; :meth:`start` returns it."""
-        handed = standby.processes.release(SCHEDULER_PROCESS)
+    def take_over(self, processes: LocalProcesses, endpoint: SchedulerEndpoint) -> None:
+        """Track the running scheduler of another tracker (a standby's, in this tracker's folder) as this one.
+
+        :meth:`start` returns ``endpoint``, where it listens.
+        """
+        handed = processes.release(SCHEDULER_PROCESS)
         if handed is None:
             return
         self.processes.track(SCHEDULER_PROCESS, *handed, notify=False)  # its backend is being built
-        self.address = standby.endpoint.address
-        self._taken_over = standby.endpoint
+        self.address = endpoint.address
+        self._taken_over = endpoint
         self.from_standby = True
         self.spawned.set()
 

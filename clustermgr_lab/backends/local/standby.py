@@ -182,7 +182,7 @@ class StandbySchedulers(LoggingConfigurable):
         """A ready standby scheduler for a new cluster (None when there is none); its replacement starts later.
 
         The caller makes its cluster of the standby's ``cluster_id``, ``workdir`` and ``credentials``
-        and hands it to the backend (``BackendContext.standby``), which tracks its process from then on.
+        and hands it to the backend (``LocalBackend(standby=...)``), which tracks its process from then on.
         """
         while self._ready:
             standby = self._ready.pop(0)
