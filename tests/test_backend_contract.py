@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
+from pathlib import Path
+
 from traitlets.config import Config
 
 from clustermgr_lab.backends import BACKENDS, Backend, BackendContext, BatchBackend, Capabilities, ExternalBackend
@@ -102,3 +107,63 @@ def test_limits_follow_where_the_processes_run_not_the_backend_name(tmp_path):
         assert server.limits_for(BACKENDS["slurm"].capabilities).where == "a compute node"
     finally:
         server.store.close()
+
+
+def backend_reaches(source: str) -> tuple[set[str], list[str]]:
+    """What ``source`` reads of a backend (``x.backend.NAME``, ``backend.NAME``, ``BACKENDS[...].NAME``,
+    ``backend_class.NAME``), and its duck-typed reaches: ``getattr`` on a backend, ``isinstance`` of a backend class."""
+    tree = ast.parse(source)
+    members, duck = set(), []
+
+    def is_backend(node: ast.AST) -> bool:
+        if isinstance(node, ast.Attribute):
+            return node.attr in ("backend", "backend_class")
+        if isinstance(node, ast.Name):
+            return node.id in ("backend", "backend_class")
+        return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and "BACKENDS" in node.value.id
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and is_backend(node.value):
+            members.add(node.attr)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+            if node.func.id in ("getattr", "hasattr") and is_backend(node.args[0]):
+                duck.append(f"line {node.lineno}: {ast.unparse(node)}")
+            classes = ast.unparse(node.args[1]) if len(node.args) > 1 else ""
+            if node.func.id in ("isinstance", "issubclass") and "Backend" in classes:
+                duck.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return members, duck
+
+
+def declared_members() -> set[str]:
+    """What ``Backend`` declares: its class members, and the attributes its ``__init__`` sets."""
+    init = ast.parse(textwrap.dedent(inspect.getsource(Backend.__init__)))
+    targets = [t for n in ast.walk(init) if isinstance(n, ast.Assign) for t in n.targets]
+    targets += [n.target for n in ast.walk(init) if isinstance(n, ast.AnnAssign)]
+    assigned = {t.attr for t in targets if isinstance(t, ast.Attribute)}
+    return set(dir(Backend)) | set(Backend.__annotations__) | assigned
+
+
+def test_the_core_reaches_a_backend_only_through_the_declared_and_documented_contract():
+    # Given every module outside backends/
+    package = Path(__file__).resolve().parents[1] / "clustermgr_lab"
+    core = [p for p in package.rglob("*.py") if "backends" not in p.parts and "labextension" not in p.parts]
+    reaches = {p.relative_to(package).as_posix(): backend_reaches(p.read_text()) for p in core}
+    used = set().union(*(members for members, _ in reaches.values()))
+    docs = (package.parent / "docs" / "backends.md").read_text()
+    # Then every member they use is declared on Backend and named in docs/backends.md, and none is private
+    assert "capabilities" in used and "attaches" in used  # the reader sees what it must
+    assert sorted(m for m in used if m not in declared_members()) == []
+    assert sorted(m for m in used if m.startswith("_")) == []
+    assert sorted(m for m in used if f"`{m}" not in docs) == []
+    # And none reaches a backend by getattr, or asks which backend class it is
+    assert {path: duck for path, (_, duck) in reaches.items() if duck} == {}
+
+
+def test_a_duck_typed_reach_is_found():
+    # Given code that reaches into a backend by getattr, and asks for a concrete class
+    source = "def f(c):\n    getattr(c.backend, 'scheduler_link', None)\n    isinstance(c.backend, ExternalBackend)\n"
+    # Then both are found
+    assert backend_reaches(source)[1] == [
+        "line 2: getattr(c.backend, 'scheduler_link', None)",
+        "line 3: isinstance(c.backend, ExternalBackend)",
+    ]

@@ -220,7 +220,7 @@ REGISTRY.register(COLLECTOR)
 
 
 def watch(manager: Any) -> None:
-    """Export ``manager``'s state at ``/metrics`` (it needs ``clusters()``, ``backend_names()``, ``subscriber_count``)."""
+    """Export ``manager``'s state at ``/metrics`` (it needs ``clusters()``, ``backend_names()``, ``feed.subscriber_count``)."""
     COLLECTOR.managers.add(manager)
 
 

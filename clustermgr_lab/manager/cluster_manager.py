@@ -77,7 +77,7 @@ class ClusterManager(ClusterManagerSettings):
         self._clusters: dict[str, ManagedCluster] = {}
         self._list_text: tuple[list[str], str] = ([], '{"clusters": []}')  # (the clusters' texts, list_json of them)
         self._tasks: set[asyncio.Task] = set()
-        self.feed = ChangeFeed(self._clusters, self.describe, self.status, self._save, self.log)
+        self.feed = ChangeFeed(self._clusters, self.describe, self.status, lambda c: self.writer.save(c), self.log)
         self._templates = self.load_templates()
         self.parse = commands.RequestParser(
             self._templates,
@@ -428,7 +428,7 @@ class ClusterManager(ClusterManagerSettings):
             cluster.adapt_to(old.adapt)
         self._clusters[cluster.id] = cluster
         self.writer.restored(cluster, written=0)
-        self._save(cluster)
+        self.writer.save(cluster)
         self.feed.replaced(cluster)
 
         async def start_when_released() -> None:
@@ -450,7 +450,7 @@ class ClusterManager(ClusterManagerSettings):
 
     def _register(self, cluster: ManagedCluster) -> None:
         self._clusters[cluster.id] = cluster
-        self._save(cluster)
+        self.writer.save(cluster)
         self.feed.added(cluster)
         self._spawn(cluster.start())
 
@@ -515,7 +515,7 @@ class ClusterManager(ClusterManagerSettings):
                 await self._remove_workdir(cluster)
 
         cluster.lifecycle = STOPPING
-        self._save(cluster)  # a server that dies now leaves it to the next one to finish stopping
+        self.writer.save(cluster)  # a server that dies now leaves it to the next one to finish stopping
         self._spawn(close_and_forget())
         return cluster
 
@@ -546,7 +546,7 @@ class ClusterManager(ClusterManagerSettings):
             await asyncio.gather(*(c.end_with_server() for c in ending), return_exceptions=True)
             await asyncio.gather(*(c.detach() for c in clusters if c not in ending), return_exceptions=True)
             for cluster in clusters:
-                self._save(cluster)
+                self.writer.save(cluster)
             self.log.info("clustermgr_lab: left %d cluster(s) running for the next server to re-adopt", len(clusters))
         self._clusters.clear()
         metrics.unwatch(self)
@@ -560,10 +560,6 @@ class ClusterManager(ClusterManagerSettings):
         task.add_done_callback(self._tasks.discard)
 
     # -- the store -------------------------------------------------------------------------------
-
-    def _save(self, cluster: ManagedCluster) -> None:
-        """Hand the cluster to the store writer (a cluster discovered in a kernel is not kept)."""
-        self.writer.save(cluster)
 
     async def ensure_store_writable(self) -> None:
         """Check with a real write that the store can be written now (:class:`StoreUnavailable` if not)."""
