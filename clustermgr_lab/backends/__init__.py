@@ -31,9 +31,11 @@ BACKENDS: dict[str, type[Backend]] = {
         ClusterClassBackend,
     )
 }
+#: Every backend a cluster may have: those templates name, and the one of clusters attached by address.
+ALL_BACKENDS: dict[str, type[Backend]] = {**BACKENDS, ExternalBackend.name: ExternalBackend}
 
 __all__ = [
-    "BACKENDS", "Backend", "BackendContext", "BatchBackend", "Capabilities", "ClusterClassBackend", "ExternalBackend", "HTCondorBackend",
+    "ALL_BACKENDS", "BACKENDS", "Backend", "BackendContext", "BatchBackend", "Capabilities", "ClusterClassBackend", "ExternalBackend", "HTCondorBackend",
     "LSFBackend", "LocalBackend", "PBSBackend", "SGEBackend", "SSHBackend", "SchedulerEndpoint", "SlurmBackend",
     "StandbySchedulers", "Waiting", "WarmLauncher", "parse_scheduler_address",
 ]  # fmt: skip

@@ -19,6 +19,7 @@ from dask.system import CPU_COUNT
 from distributed.system import MEMORY_LIMIT
 
 from clustermgr_lab.backends import (
+    ALL_BACKENDS,
     BACKENDS,
     Backend,
     BackendContext,
@@ -60,7 +61,6 @@ from clustermgr_lab.manager.settings import ClusterManagerSettings
 from clustermgr_lab.manager.store import ClusterStore, StoreHealth
 from clustermgr_lab.manager.store_writer import StoreWriter, kept_in_store
 from clustermgr_lab.manager.stored_clusters import (
-    ALL_BACKENDS,
     stop_leftovers,
     stored_backend_options,
     stored_credentials,

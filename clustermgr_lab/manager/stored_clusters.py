@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from clustermgr_lab.backends import BACKENDS, Backend, ExternalBackend
+from clustermgr_lab.backends import ALL_BACKENDS, BACKENDS, Backend
 from clustermgr_lab.backends.base import SCHEDULER_PROCESS, SchedulerEndpoint
 from clustermgr_lab.common.security import ClusterCredentials
 from clustermgr_lab.domain.errors import InvalidRequest
@@ -20,9 +20,6 @@ from clustermgr_lab.domain.options import parse_backend_options
 from clustermgr_lab.domain.record import read_manifests
 from clustermgr_lab.domain.templates import Template
 from clustermgr_lab.manager.store import ClusterStore
-
-#: Every backend a stored cluster may name: the registry's, and the one of clusters attached by address.
-ALL_BACKENDS: dict[str, type[Backend]] = {**BACKENDS, ExternalBackend.name: ExternalBackend}
 
 
 def stored_records(store: ClusterStore, workdir: Path, log: logging.Logger) -> list[dict]:
