@@ -1,4 +1,4 @@
-"""The push feed answers a request it cannot serve with a JSON error, like every other clustermgr route (issue 17, point 13)."""
+"""The push feed answers a request it cannot serve with a JSON error, like every other clustermgr route."""
 
 from __future__ import annotations
 
