@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from clustermgr_lab.domain.adaptive import AdaptivePolicy, Load, parse_adapt
+from clustermgr_lab.domain.adaptive import AdaptivePolicy, GradualPolicy, Load, parse_adapt
 from clustermgr_lab.domain.spec import parse_spec
+from clustermgr_lab.manager.settings import ClusterManagerSettings
 
 from .helpers import until
 from .test_adaptive_controller import controller
@@ -133,3 +134,13 @@ def _load_of(load: dict):
         return load
 
     return read_load
+
+
+def test_a_site_config_naming_a_policy_by_its_former_path_still_works():
+    # Given a site's config that names the gradual policy by its path before the package had layer folders
+    settings = ClusterManagerSettings(adaptive_policy="clustermgr_lab.adaptive.GradualPolicy")
+    # Then the same class is used, as with its path now
+    assert settings.adaptive_policy is GradualPolicy
+    assert ClusterManagerSettings(adaptive_policy="clustermgr_lab.domain.adaptive.GradualPolicy").adaptive_policy is (
+        GradualPolicy
+    )
