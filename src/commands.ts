@@ -6,10 +6,12 @@
 import { ILayoutRestorer, JupyterFrontEnd } from '@jupyterlab/application';
 
 import { addClusterCommands } from './clustercommands';
-import { commandContext, FROM_CONTEXT_MENU } from './commandcontext';
+import { commandContext } from './commandcontext';
 import { showNewClusterDialog } from './components/NewClusterDialog';
+import { trans } from './i18n';
 import { clusterIcon } from './icons';
 import { IInsertTargets } from './insert';
+import { IDashboardLayout } from './layout';
 import { ClustersModel } from './model';
 import { tryRequest } from './notify';
 import { CommandIDs } from './tokens';
@@ -20,12 +22,22 @@ import { addUseCommands } from './usecommands';
  */
 export interface IPreferences {
   defaultTemplate: string;
+  /** Plots that open with a cluster's dashboard, and where. */
+  defaultLayout: IDashboardLayout;
+  /** The sidebar is hidden (the hideClusterManager setting). */
+  hideClusterManager: boolean;
 }
 
 /**
- * The actions of a card's context menu, in order.
+ * The commands the palette offers (category "Dask Clusters"); those about
+ * one cluster act on the selected card, or ask which cluster. The card's
+ * context menu, the main menu's Clusters entry and the shortcuts are
+ * declared in schema/plugin.json, where users can change them.
  */
-const CARD_MENU = [
+export const PALETTE_COMMANDS = [
+  CommandIDs.newCluster,
+  CommandIDs.attachCluster,
+  CommandIDs.showSidebar,
   CommandIDs.insertClientCell,
   CommandIDs.openDashboard,
   CommandIDs.copyAddress,
@@ -41,7 +53,7 @@ const CARD_MENU = [
 ];
 
 /**
- * Add the extension's commands, and the card context menu.
+ * Add the extension's commands.
  */
 export function addCommands(options: {
   app: JupyterFrontEnd;
@@ -51,23 +63,19 @@ export function addCommands(options: {
   preferences: IPreferences;
   /** Puts History tabs back after a reload. */
   restorer?: ILayoutRestorer | null;
+  /** The id of the cluster selected in the sidebar. */
+  selected?: () => string | null;
 }): void {
-  const { app, model } = options;
+  const { app, model, preferences } = options;
   addStartCommands(options);
-  const context = commandContext(app, model);
-  addUseCommands(context, options.targets, options.restorer ?? null);
+  const context = commandContext(app, model, options.selected);
+  addUseCommands(
+    context,
+    options.targets,
+    options.restorer ?? null,
+    () => preferences.defaultLayout
+  );
   addClusterCommands(context);
-
-  CARD_MENU.forEach((command, rank) => {
-    if (app.commands.hasCommand(command)) {
-      app.contextMenu.addItem({
-        command,
-        selector: '.cm-ClusterCard',
-        rank,
-        args: { [FROM_CONTEXT_MENU]: true }
-      });
-    }
-  });
 }
 
 /**
@@ -83,12 +91,13 @@ function addStartCommands(options: {
   const { commands, shell } = app;
 
   commands.addCommand(CommandIDs.newCluster, {
-    label: 'New Cluster…',
-    caption: 'Start a new cluster from one of the server’s templates',
+    label: trans.__('New Cluster…'),
+    caption: trans.__('Start a new cluster from one of the server’s templates'),
     icon: args => (args['isPalette'] ? undefined : clusterIcon),
     execute: async () => {
-      const templates = await tryRequest('Could not load the templates', () =>
-        model.listTemplates()
+      const templates = await tryRequest(
+        trans.__('Could not load the templates'),
+        () => model.listTemplates()
       );
       if (!templates) {
         return null;
@@ -102,8 +111,12 @@ function addStartCommands(options: {
   });
 
   commands.addCommand(CommandIDs.showSidebar, {
-    label: 'Show Clusters Sidebar',
-    caption: 'Show the Dask clusters sidebar and move the focus into it',
+    label: trans.__('Show Clusters Sidebar'),
+    caption: trans.__(
+      'Show the Dask clusters sidebar and move the focus into it'
+    ),
+    // The hideClusterManager setting takes the sidebar away.
+    isEnabled: () => !preferences.hideClusterManager,
     // The sidebar moves the focus into itself when activated; the command
     // palette hands the focus back when it closes, so activate once more then.
     execute: () => {

@@ -5,6 +5,7 @@
  */
 import { ILayoutRestorer, JupyterFrontEnd } from '@jupyterlab/application';
 import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
+import { DockLayout } from '@lumino/widgets';
 
 import {
   DashboardView,
@@ -13,6 +14,7 @@ import {
   STATUS_PATH
 } from './dashboard';
 import { showAttachDialog } from './dialogs';
+import { trans } from './i18n';
 import { clusterIcon } from './icons';
 import { ClustersModel } from './model';
 import { tryRequest } from './notify';
@@ -27,8 +29,11 @@ export function addDashboardCommands(options: {
   app: JupyterFrontEnd;
   model: ClustersModel;
   restorer: ILayoutRestorer | null;
+  /** The address the Attach dialog starts with (the defaultURL setting). */
+  defaultAddress?: () => string;
 }): void {
   const { app, model, restorer } = options;
+  const defaultAddress = options.defaultAddress ?? (() => '');
   const { commands, shell } = app;
   const tracker = new WidgetTracker<MainAreaWidget<DashboardView>>({
     namespace: DASHBOARD_NAMESPACE
@@ -37,9 +42,11 @@ export function addDashboardCommands(options: {
   commands.addCommand(CommandIDs.openPlot, {
     label: args =>
       typeof args['label'] === 'string'
-        ? `Open ${args['label']}`
-        : 'Open Dashboard Plot',
-    caption: 'Open a page of a cluster’s Dask dashboard in a JupyterLab tab',
+        ? trans.__('Open %1', args['label'])
+        : trans.__('Open Dashboard Plot'),
+    caption: trans.__(
+      'Open a page of a cluster’s Dask dashboard in a JupyterLab tab'
+    ),
     execute: args => {
       const clusterId = args['clusterId'];
       if (typeof clusterId !== 'string' || !clusterId) {
@@ -48,7 +55,9 @@ export function addDashboardCommands(options: {
       const path =
         typeof args['path'] === 'string' ? args['path'] : STATUS_PATH;
       const label =
-        typeof args['label'] === 'string' ? args['label'] : 'Dashboard';
+        typeof args['label'] === 'string'
+          ? args['label']
+          : trans.__('Dashboard');
       const clusterName =
         typeof args['clusterName'] === 'string'
           ? args['clusterName']
@@ -72,31 +81,44 @@ export function addDashboardCommands(options: {
       widget.title.closable = true;
       widget.addClass(path === STATUS_PATH ? 'cm-Dashboard' : 'cm-Plot');
       void tracker.add(widget);
-      shell.add(widget, 'main');
+      // Where the tab goes (the defaultLayout setting): relative to the tab
+      // `ref`, when that is open.
+      const mode = typeof args['mode'] === 'string' ? args['mode'] : undefined;
+      const ref =
+        typeof args['ref'] === 'string' &&
+        tracker.find(widget => widget.id === args['ref'])
+          ? args['ref']
+          : undefined;
+      shell.add(widget, 'main', {
+        mode: mode as DockLayout.InsertMode | undefined,
+        ref,
+        activate: !mode
+      });
       return widget;
     }
   });
 
   commands.addCommand(CommandIDs.listPlots, {
-    label: 'List Dashboard Plots',
-    caption: 'The individual plots of a cluster’s Dask dashboard',
+    label: trans.__('List Dashboard Plots'),
+    caption: trans.__('The individual plots of a cluster’s Dask dashboard'),
     execute: args => fetchPlots(model.serverSettings, String(args['clusterId']))
   });
 
   commands.addCommand(CommandIDs.attachCluster, {
-    label: 'Attach Cluster…',
-    caption:
-      'List a running cluster started elsewhere, by its scheduler address; it is observed, never scaled or stopped',
+    label: trans.__('Attach Cluster…'),
+    caption: trans.__(
+      'List a running cluster started elsewhere, by its scheduler address; it is observed, never scaled or stopped'
+    ),
     execute: async args => {
       const address =
         typeof args['address'] === 'string' ? args['address'] : '';
       if (address) {
         // Given by a caller (not typed by a person): no dialog.
-        return tryRequest('Could not attach a cluster', () =>
+        return tryRequest(trans.__('Could not attach a cluster'), () =>
           model.createCluster({ attach: address })
         );
       }
-      return showAttachDialog(model);
+      return showAttachDialog(model, defaultAddress());
     }
   });
 

@@ -13,6 +13,7 @@ import {
 } from './components/ClusterFilter';
 import { GoneNotice } from './components/GoneNotice';
 import { GoneTracker } from './gone';
+import { trans } from './i18n';
 import { clusterIcon } from './icons';
 import { ClustersModel } from './model';
 import { CommandIDs } from './tokens';
@@ -35,17 +36,48 @@ export class ClusterSidebar extends ReactWidget {
     this.id = SIDEBAR_ID;
     this.addClass('cm-Sidebar');
     this.title.icon = clusterIcon;
-    this.title.caption = 'Clusters';
-    this.title.label = 'Clusters';
+    this.title.caption = trans.__('Clusters');
+    this.title.label = trans.__('Clusters');
     this.node.setAttribute('role', 'region');
-    this.node.setAttribute('aria-label', 'Clusters');
+    this.node.setAttribute('aria-label', trans.__('Clusters'));
     this.node.tabIndex = -1;
     this._gone = new GoneTracker(this._model);
     this._gone.changed.connect(() => this.update());
+    // A card clicked, or reached with the keyboard, is the one commands run
+    // from the palette, the main menu or a shortcut act on.
+    this.node.addEventListener('click', event => {
+      if (event.button === 0) {
+        this._select(event.target);
+      }
+    });
+    this.node.addEventListener('keyup', event => {
+      if (['Tab', 'ArrowUp', 'ArrowDown', 'Home', 'End'].includes(event.key)) {
+        this._select(document.activeElement);
+      }
+    });
   }
 
   get model(): ClustersModel {
     return this._model;
+  }
+
+  /**
+   * The id of the selected cluster, while it is listed.
+   */
+  get selectedClusterId(): string | null {
+    const id = this._selected;
+    return id && this._model.get(id) ? id : null;
+  }
+
+  private _select(target: EventTarget | null): void {
+    const card = (target as HTMLElement | null)?.closest?.<HTMLElement>(
+      '.cm-ClusterCard'
+    );
+    const id = card?.dataset.clusterId ?? null;
+    if (id && id !== this._selected) {
+      this._selected = id;
+      this.update();
+    }
   }
 
   dispose(): void {
@@ -84,6 +116,7 @@ export class ClusterSidebar extends ReactWidget {
             commands={this._commands}
             canInsert={this._canInsert}
             gone={this._gone}
+            selected={this.selectedClusterId}
             onDragStart={(cluster, x, y) =>
               startClusterDrag({
                 cluster,
@@ -99,6 +132,7 @@ export class ClusterSidebar extends ReactWidget {
   }
 
   private _gone: GoneTracker;
+  private _selected: string | null = null;
 
   private _model: ClustersModel;
   private _commands: CommandRegistry;
@@ -123,12 +157,14 @@ function ServerMissing(): React.ReactElement {
   return (
     <div className="cm-ServerMissing" role="alert">
       <p>
-        The <code>clustermgr_lab</code> server extension is not enabled, so
-        there are no clusters to show.
+        {trans.__(
+          'The %1 server extension is not enabled, so there are no clusters to show.',
+          'clustermgr_lab'
+        )}
       </p>
-      <p>Run</p>
+      <p>{trans.__('Run')}</p>
       <pre>jupyter server extension enable clustermgr_lab</pre>
-      <p>and restart JupyterLab.</p>
+      <p>{trans.__('and restart JupyterLab.')}</p>
     </div>
   );
 }
@@ -138,6 +174,8 @@ interface IClusterPanelProps {
   commands: CommandRegistry;
   canInsert: boolean;
   gone: GoneTracker;
+  /** The id of the selected cluster. */
+  selected: string | null;
   onDragStart: (cluster: ICluster, clientX: number, clientY: number) => void;
 }
 
@@ -211,8 +249,8 @@ function useCompact(count: number): {
 /**
  * Why New Cluster and Attach wait while the server is out of reach.
  */
-const OFFLINE_REASON =
-  'The server is out of reach: wait until it is Live again';
+const offlineReason = () =>
+  trans.__('The server is out of reach: wait until it is Live again');
 
 /**
  * Header (live state, New Cluster), what happened to clusters that went
@@ -230,66 +268,67 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
   const offline =
     !missing && model.serverState !== 'unknown' && !model.connected;
   const stateText = missing
-    ? 'Server extension missing'
+    ? trans.__('Server extension missing')
     : model.connected
-      ? 'Live'
-      : 'Disconnected, reconnecting…';
+      ? trans.__('Live')
+      : trans.__('Disconnected, reconnecting…');
 
   return (
     <div className="cm-ClusterPanel" ref={compact.panel}>
       <div className="cm-ClusterPanel-header">
-        <h2 className="cm-ClusterPanel-title">Clusters</h2>
+        <h2 className="cm-ClusterPanel-title">{trans.__('Clusters')}</h2>
         <span
           className="cm-ConnectionState"
           data-connected={model.connected ? 'true' : 'false'}
           role="status"
-          aria-label={`Live updates: ${stateText}`}
+          aria-label={trans.__('Live updates: %1', stateText)}
           title={stateText}
         >
           <span className="cm-ConnectionState-dot" />
           <span className="cm-ConnectionState-text">
-            {model.connected ? 'Live' : 'Offline'}
+            {model.connected ? trans.__('Live') : trans.__('Offline')}
           </span>
         </span>
         <button
           type="button"
           className="jp-mod-styled jp-mod-accept cm-NewClusterButton"
-          aria-label="New Cluster"
+          aria-label={trans.__('New Cluster')}
           title={
-            offline ? OFFLINE_REASON : commands.caption(CommandIDs.newCluster)
+            offline ? offlineReason() : commands.caption(CommandIDs.newCluster)
           }
           disabled={missing || offline}
           onClick={() => void commands.execute(CommandIDs.newCluster)}
         >
-          New Cluster
+          {trans.__('New Cluster')}
         </button>
         <button
           type="button"
           className="jp-mod-styled cm-AttachButton"
-          aria-label="Attach a cluster started elsewhere"
+          aria-label={trans.__('Attach a cluster started elsewhere')}
           title={
             offline
-              ? OFFLINE_REASON
+              ? offlineReason()
               : commands.caption(CommandIDs.attachCluster)
           }
           disabled={missing || offline}
           onClick={() => void commands.execute(CommandIDs.attachCluster)}
         >
-          Attach
+          {trans.__('Attach')}
         </button>
       </div>
       {missing && <ServerMissing />}
       {offline && (
         <div className="cm-ClusterPanel-offline" role="status">
-          Live updates are disconnected; reconnecting…
+          {trans.__('Live updates are disconnected; reconnecting…')}
           {model.lastError ? ` (${model.lastError.message})` : ''}
         </div>
       )}
       {model.storeError && (
         <div className="cm-ClusterPanel-storeError" role="alert">
-          Clusters cannot be recorded: {model.storeError}. New clusters and
-          changes are refused until the server can write its store again;
-          running clusters go on.
+          {trans.__(
+            'Clusters cannot be recorded: %1. New clusters and changes are refused until the server can write its store again; running clusters go on.',
+            model.storeError
+          )}
         </div>
       )}
       {props.gone.report && (
@@ -310,14 +349,14 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
         (all.length === 0 ? (
           <p className="cm-ClusterPanel-empty">
             {model.loaded
-              ? 'No clusters. Start one with New Cluster.'
-              : 'Loading clusters…'}
+              ? trans.__('No clusters. Start one with New Cluster.')
+              : trans.__('Loading clusters…')}
           </p>
         ) : (
           <ul
             ref={compact.list}
             className={`cm-ClusterList${compact.on ? ' cm-mod-compact' : ''}`}
-            aria-label="Cluster list"
+            aria-label={trans.__('Cluster list')}
           >
             {clusters.map(cluster => (
               <ClusterCard
@@ -328,6 +367,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
                 canInsert={props.canInsert}
                 offline={offline}
                 compact={compact.on}
+                selected={cluster.id === props.selected}
                 onDragStart={props.onDragStart}
               />
             ))}
@@ -335,8 +375,9 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
         ))}
       {all.length > 0 && (
         <p className="cm-ClusterPanel-hint">
-          Drag a cluster into a notebook, or use its context menu, to insert a
-          Client cell (also into a console or a file).
+          {trans.__(
+            'Drag a cluster into a notebook, or use its context menu, to insert a Client cell (also into a console or a file).'
+          )}
         </p>
       )}
     </div>

@@ -5,22 +5,33 @@
 import { ILayoutRestorer, JupyterFrontEnd } from '@jupyterlab/application';
 import {
   Clipboard,
-  InputDialog,
   MainAreaWidget,
   Notification,
   WidgetTracker
 } from '@jupyterlab/apputils';
 
-import { ICommandContext } from './commandcontext';
+import { hasScheduler, ICommandContext } from './commandcontext';
 import { EventHistory } from './components/EventHistory';
 import { STATUS_PATH } from './dashboard';
 import { clusterIcon } from './icons';
+import { trans } from './i18n';
 import { findDestination, IInsertTargets, insertClientCode } from './insert';
+import { IDashboardLayout, openLayout } from './layout';
 import { LogViewer, logTabId } from './logviewer';
 import { ClustersModel } from './model';
 import { CommandIDs } from './tokens';
 import { ICluster } from './types';
 import { whyNoClient } from './cardstate';
+
+/**
+ * A cluster a Client can connect to.
+ */
+const connectable = (cluster: ICluster) => whyNoClient(cluster) === null;
+
+/**
+ * A cluster whose dashboard can be shown.
+ */
+const withDashboard = (cluster: ICluster) => !!cluster.dashboard_url;
 
 /**
  * The namespace of History tabs in the layout restorer.
@@ -30,9 +41,10 @@ const HISTORY_NAMESPACE = 'clustermgr-events';
 export function addUseCommands(
   context: ICommandContext,
   targets: IInsertTargets,
-  restorer: ILayoutRestorer | null = null
+  restorer: ILayoutRestorer | null = null,
+  layout: () => IDashboardLayout = () => ({})
 ): void {
-  const { app, model, target, reachable } = context;
+  const { app, model, target, applies, pick, reachable } = context;
   const { commands, shell } = app;
   const histories = new WidgetTracker<MainAreaWidget<EventHistory>>({
     namespace: HISTORY_NAMESPACE
@@ -42,28 +54,29 @@ export function addUseCommands(
     label: args => {
       const cluster = target(args);
       return cluster
-        ? `Insert Client Cell for ${cluster.name}`
-        : 'Insert Client Cell for Cluster…';
+        ? trans.__('Insert Client Cell for %1', cluster.name)
+        : trans.__('Insert Client Cell for Cluster…');
     },
-    caption:
-      'Insert code that connects a Dask client to a cluster: a cell below the ' +
-      'active one in a notebook, the prompt of a console, or the cursor in a file',
+    caption: trans.__(
+      'Insert code that connects a Dask client to a cluster: a cell below the active one in a notebook, the prompt of a console, or the cursor in a file'
+    ),
     isEnabled: args => {
       if (!findDestination(shell.currentWidget, targets)) {
         return false;
       }
-      const cluster = target(args);
-      return cluster
-        ? whyNoClient(cluster) === null
-        : model.clusters.some(c => whyNoClient(c) === null);
+      return applies(args, connectable);
     },
     execute: async args => {
       const destination = findDestination(shell.currentWidget, targets);
       if (!destination) {
         return;
       }
-      const cluster = target(args) ?? (await chooseCluster(model));
-      if (!cluster?.scheduler_address || whyNoClient(cluster) !== null) {
+      const cluster = await pick(
+        args,
+        connectable,
+        trans.__('Insert Client cell for cluster')
+      );
+      if (!cluster?.scheduler_address) {
         return;
       }
       if (shell.currentWidget !== destination.widget) {
@@ -74,13 +87,16 @@ export function addUseCommands(
   });
 
   commands.addCommand(CommandIDs.showEvents, {
-    label: 'Event History',
-    caption: 'Every lifecycle change and scaling decision, with its reason',
-    isEnabled: args => !!target(args),
-    execute: args => {
+    label: trans.__('Event History'),
+    caption: trans.__(
+      'Every lifecycle change and scaling decision, with its reason'
+    ),
+    isEnabled: args => applies(args),
+    execute: async args => {
       // A restored tab names its cluster by id and name: the cluster may be
       // gone, or not loaded yet.
-      const cluster = target(args);
+      const cluster =
+        typeof args['clusterId'] === 'string' ? target(args) : await pick(args);
       const clusterId = cluster?.id ?? args['clusterId'];
       const name = cluster?.name ?? args['clusterName'];
       if (typeof clusterId === 'string' && typeof name === 'string') {
@@ -100,12 +116,13 @@ export function addUseCommands(
   }
 
   commands.addCommand(CommandIDs.showLogs, {
-    label: 'Logs',
-    caption:
-      "The scheduler's and each worker's log, in a tab: follow, search, download",
-    isEnabled: args => !!target(args),
-    execute: args => {
-      const cluster = target(args);
+    label: trans.__('Logs'),
+    caption: trans.__(
+      "The scheduler's and each worker's log, in a tab: follow, search, download"
+    ),
+    isEnabled: args => applies(args),
+    execute: async args => {
+      const cluster = await pick(args);
       if (cluster) {
         openLogs(app, model, cluster, args.name as string | undefined);
       }
@@ -113,52 +130,29 @@ export function addUseCommands(
   });
 
   commands.addCommand(CommandIDs.openDashboard, {
-    label: 'Open Dashboard',
-    caption: 'Open the Dask dashboard in a JupyterLab tab',
-    isEnabled: args => !!target(args)?.dashboard_url,
-    execute: args => {
-      const cluster = target(args);
+    label: trans.__('Open Dashboard'),
+    caption: trans.__('Open the Dask dashboard in a JupyterLab tab'),
+    isEnabled: args => applies(args, withDashboard),
+    execute: async args => {
+      const cluster = await pick(args, withDashboard);
       if (cluster?.dashboard_url) {
-        openDashboard(app, cluster);
+        await openDashboard(app, cluster, layout());
       }
     }
   });
 
   commands.addCommand(CommandIDs.copyAddress, {
-    label: 'Copy Scheduler Address',
-    caption: 'Copy the scheduler address',
+    label: trans.__('Copy Scheduler Address'),
+    caption: trans.__('Copy the scheduler address'),
     isEnabled: reachable,
-    execute: args => {
-      const address = target(args)?.scheduler_address;
+    execute: async args => {
+      const address = (await pick(args, hasScheduler))?.scheduler_address;
       if (address) {
         Clipboard.copyToSystem(address);
-        Notification.info(`Copied ${address}`, { autoClose: 3000 });
+        Notification.info(trans.__('Copied %1', address), { autoClose: 3000 });
       }
     }
   });
-}
-
-/**
- * The cluster to connect to: the only one that has a scheduler, else the one
- * the user picks.
- */
-async function chooseCluster(
-  model: ClustersModel
-): Promise<ICluster | undefined> {
-  const clusters = model.clusters.filter(c => whyNoClient(c) === null);
-  if (clusters.length <= 1) {
-    return clusters[0];
-  }
-  const items = clusters.map(c => `${c.name} (${c.scheduler_address})`);
-  const result = await InputDialog.getItem({
-    title: 'Insert Client cell for cluster',
-    label: 'Cluster',
-    items
-  });
-  if (!result.button.accept || result.value === null) {
-    return undefined;
-  }
-  return clusters[items.indexOf(result.value)];
 }
 
 /**
@@ -180,7 +174,7 @@ function openEventHistory(
   const content = new EventHistory({ model, clusterId, clusterName });
   const widget = new MainAreaWidget({ content });
   widget.id = id;
-  widget.title.label = `History ${clusterName}`;
+  widget.title.label = trans.__('History %1', clusterName);
   widget.title.icon = clusterIcon;
   widget.title.closable = true;
   void tracker.add(widget);
@@ -214,20 +208,26 @@ function openLogs(
   });
   const widget = new MainAreaWidget({ content });
   widget.id = id;
-  widget.title.label = `Logs ${cluster.name}`;
+  widget.title.label = trans.__('Logs %1', cluster.name);
   widget.title.icon = clusterIcon;
   widget.title.closable = true;
   app.shell.add(widget, 'main');
 }
 
 /**
- * Open (or show again) a cluster's Dask dashboard in a main-area tab. It is
- * served by this server's authenticated proxy.
+ * Open (or show again) a cluster's Dask dashboard in a main-area tab, then
+ * the plots of `layout` (the `defaultLayout` setting), each where it says.
+ * It is served by this server's authenticated proxy.
  */
-function openDashboard(app: JupyterFrontEnd, cluster: ICluster): void {
-  void app.commands.execute(CommandIDs.openPlot, {
+async function openDashboard(
+  app: JupyterFrontEnd,
+  cluster: ICluster,
+  layout: IDashboardLayout
+): Promise<void> {
+  await app.commands.execute(CommandIDs.openPlot, {
     clusterId: cluster.id,
     path: STATUS_PATH,
-    label: 'Dashboard'
+    label: trans.__('Dashboard')
   });
+  await openLayout(app.commands, cluster, layout);
 }

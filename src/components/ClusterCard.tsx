@@ -7,6 +7,7 @@ import * as React from 'react';
 
 import { shownStatus } from '../cardstate';
 import { DRAG_THRESHOLD } from '../clientcell';
+import { trans } from '../i18n';
 import { ClustersModel } from '../model';
 import { CommandIDs } from '../tokens';
 import { ICluster } from '../types';
@@ -33,6 +34,10 @@ export interface IClusterCardProps {
    * Many clusters: a shorter card without the chart.
    */
   compact?: boolean;
+  /**
+   * The card commands from the palette, the main menu and shortcuts act on.
+   */
+  selected?: boolean;
   onDragStart: (cluster: ICluster, clientX: number, clientY: number) => void;
 }
 
@@ -103,14 +108,21 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
     <li
       className={`cm-ClusterCard${reachable ? ' cm-mod-draggable' : ''}${
         props.compact ? ' cm-mod-compact' : ''
-      }`}
+      }${props.selected ? ' cm-mod-selected' : ''}`}
+      aria-current={props.selected ? 'true' : undefined}
       data-cluster-id={cluster.id}
       data-status={cluster.status}
       tabIndex={0}
-      aria-label={`Cluster ${cluster.name}, ${shownStatus(cluster)}`}
+      aria-label={trans.__(
+        'Cluster %1, %2',
+        cluster.name,
+        shownStatus(cluster)
+      )}
       title={
         reachable
-          ? 'Drag into a notebook to insert a Client cell; right-click for more'
+          ? trans.__(
+              'Drag into a notebook to insert a Client cell; right-click for more'
+            )
           : undefined
       }
       {...dragHandlers(cluster, props.onDragStart)}
