@@ -169,11 +169,11 @@ async def test_refusals_are_python_errors_with_the_servers_message_and_change_no
     with pytest.raises(ClusterManagerAPIError) as lots:
         await cluster.scale("lots")
     assert (lots.value.status, lots.value.field) == (400, "scale.workers")
-    assert str(lots.value).startswith("scale.workers: ") and "'lots'" in str(lots.value)
+    assert str(lots.value) == "scale.workers: must be a whole number, not 'lots'"
     with pytest.raises(ClusterManagerAPIError) as both:
         await cluster.scale(3, memory="1TB")
-    assert both.value.status == 400 and both.value.field.startswith("scale")
-    assert "{" not in str(both.value) and "Traceback" not in str(both.value)
+    assert (both.value.status, both.value.field) == (400, "scale")
+    assert str(both.value) == "scale: give exactly one of 'workers', 'cores' or 'memory'"
     with pytest.raises(ClusterManagerAPIError) as backwards:
         await cluster.adapt(minimum=3, maximum=1)
     assert (backwards.value.field, str(backwards.value)) == (
