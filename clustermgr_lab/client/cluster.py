@@ -186,6 +186,7 @@ class JupyterServerCluster(Cluster):
             self._refresh_task = asyncio.ensure_future(self._refresh_scheduler_info())
         except BaseException:
             await self._let_go()
+            self.status = Status.closed
             raise
         for callback in self.periodic_callbacks.values():
             callback.start()
@@ -307,6 +308,8 @@ class JupyterServerCluster(Cluster):
         async def call():
             if self.status != Status.running:
                 raise RuntimeError(f"{self!r} is {self.status.name}; get the cluster again")
+            if self.state is None:
+                raise ClusterManagerAPIError(404, "not_found", f"cluster {self.name!r} was removed")
             await asyncio.to_thread(getattr(self._api, method), self.state["id"], *args, **kwargs)
 
         return call()
