@@ -153,17 +153,6 @@ class JupyterServerCluster(Cluster):
         </table>
         """
 
-    @property
-    def plan(self) -> set[str]:
-        return set(self.observed) | {f"requested-{i}" for i in range(self._counts("requested") - len(self.observed))}
-
-    @property
-    def requested(self) -> set[str]:
-        return self.plan
-
-    def _counts(self, key: str) -> int:
-        return int(((self.state or {}).get("workers") or {}).get(key, 0))
-
     # -- starting and following -------------------------------------------------------------------------
 
     async def _start(self) -> None:
