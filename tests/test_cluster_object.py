@@ -127,6 +127,10 @@ async def test_a_cluster_object_is_a_dask_cluster_driven_through_the_server(serv
     # And a manual scale turns it off again, as in the sidebar
     await cluster.scale(1)
     await until(lambda: cluster.state["adapt"] is None, 30, "adaptive mode off, pushed")
+    # And the widget's live status follows: one worker, manual scaling
+    status, scaling = widget.children[0], widget.children[1].children[0]
+    await until(lambda: "<strong>Workers:</strong> 1" in status.value, 120, "the widget showing 1 worker")
+    await until(lambda: "Scaling mode: Manual" in scaling.value, 30, "the widget showing manual scaling")
 
     # When its logs are asked for
     logs = await cluster.get_logs()
