@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -128,9 +129,16 @@ class JupyterServerCluster(Cluster):
 
     @property
     def dashboard_link(self) -> str:
-        """The cluster's dashboard through the Jupyter server's authenticated proxy ('' when it has none)."""
+        """The cluster's dashboard through the Jupyter server's authenticated proxy ('' when it has none).
+
+        In a kernel, a path on the browser's own origin (the server's base URL included), like the
+        links the server gives its kernels' Clients, so that it opens wherever JupyterLab is opened
+        (behind JupyterHub too); elsewhere, a full URL of the server.
+        """
         path = (self.state or {}).get("dashboard_url")
-        return urljoin(self._api.url, path) if path and self._api else ""
+        if not path or self._api is None:
+            return ""
+        return path if os.environ.get("JPY_PARENT_PID") else urljoin(self._api.url, path)
 
     @property
     def scheduler_address(self) -> str:
