@@ -25,3 +25,19 @@ def connect(name_or_id: str, **kwargs):
     from clustermgr_lab.client.connect import get_client
 
     return get_client(name_or_id, **kwargs)
+
+
+# A notebook's Cluster objects, imported on first use: the server imports this package without distributed.deploy.
+_CLUSTER_OBJECTS = ("JupyterServerCluster", "get_cluster", "new_cluster")
+
+
+def __getattr__(name: str):
+    if name in _CLUSTER_OBJECTS:
+        from clustermgr_lab.client import cluster
+
+        return getattr(cluster, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_CLUSTER_OBJECTS])

@@ -3,7 +3,11 @@ import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { MimeData } from '@lumino/coreutils';
 import { Drag } from '@lumino/dragdrop';
 
+import { clientCode, type Connectable } from './clientcode';
 import { ICluster } from './types';
+
+export { clientCode } from './clientcode';
+export type { Connectable } from './clientcode';
 
 /**
  * The MIME type JupyterLab notebooks accept on drop: a list of nbformat cells.
@@ -20,46 +24,6 @@ export const CLUSTER_ID_MIME = 'application/vnd.clustermgr.cluster-id';
  * Pixels the pointer must move before a press on a card becomes a drag.
  */
 export const DRAG_THRESHOLD = 5;
-
-/**
- * What the client code needs to know of a cluster.
- */
-export type Connectable = Pick<ICluster, 'id' | 'scheduler_address' | 'tls'>;
-
-/**
- * The lines that close the notebook's previous client (the one an earlier
- * Client cell bound to `client`), so that inserting again replaces it rather
- * than leaving one more client connected.
- */
-const CLOSE_PREVIOUS = [
-  'if isinstance(globals().get("client"), Client):',
-  '    client.close()  # the client of a cell inserted before'
-];
-
-/**
- * The code that connects a client to a cluster's scheduler, closing the
- * client a previously inserted cell made.
- *
- * A cluster with TLS is reached through `clustermgr_lab.connect(id)`, which
- * asks this server for the cluster and builds its `distributed.Security`
- * from the certificate files (readable by this user only): no manual step.
- * A plain one (started elsewhere, or TLS turned off) by its address.
- */
-export function clientCode(cluster: Connectable): string {
-  if (cluster.tls) {
-    return [
-      'import clustermgr_lab',
-      'from distributed import Client',
-      ...CLOSE_PREVIOUS,
-      `client = clustermgr_lab.connect(${JSON.stringify(cluster.id)})`
-    ].join('\n');
-  }
-  return [
-    'from distributed import Client',
-    ...CLOSE_PREVIOUS,
-    `client = Client(${JSON.stringify(cluster.scheduler_address)})`
-  ].join('\n');
-}
 
 /**
  * The notebook cell holding the client code.

@@ -219,7 +219,6 @@ async def test_a_notebook_gets_a_dask_client_by_name_in_one_call(server, jp_fetc
     # Given a cluster, and a kernel started by the server (it knows neither the URL nor the token)
     monkeypatch.setenv("PYTHONPATH", subprocess_env()["PYTHONPATH"])
     _, cluster = await call(jp_fetch, "POST", "clusters", body={"name": "for the notebook", "spec": SMALL}, expect=202)
-    # When the notebook runs the sidebar's Client cell for it (src/clientcell.ts: a TLS cluster, by id)
     code = (
         "import clustermgr_lab\n"
         f"client = clustermgr_lab.connect({json.dumps(cluster['id'])})\n"
@@ -227,10 +226,65 @@ async def test_a_notebook_gets_a_dask_client_by_name_in_one_call(server, jp_fetc
         "print('scheduler', client.scheduler.address, 'sum', client.submit(sum, [1, 2, 3]).result())\n"
         "client.close()\n"
     )
+    # When the notebook connects by id in one call
     output = await execute(jp_fetch, jp_ws_fetch, code)
     # Then it computes on that cluster
     _, cluster = await call(jp_fetch, "GET", "clusters", cluster["id"], expect=200)
     assert f"scheduler {cluster['scheduler_address']} sum 6" in output
+
+
+def inserted_cell(cluster_id: str) -> str:
+    """The sidebar's inserted cell (src/clientcode.ts; src/__tests__/clientcode.spec.ts checks the same text)."""
+    return "\n".join(
+        [
+            "import clustermgr_lab",
+            "from distributed import Client",
+            'if isinstance(globals().get("client"), Client):',
+            "    client.close()  # the client of a cell inserted before",
+            'if isinstance(globals().get("cluster"), clustermgr_lab.JupyterServerCluster):',
+            "    cluster.close()  # lets go of the cluster of a cell inserted before; it keeps running",
+            f"cluster = clustermgr_lab.get_cluster({json.dumps(cluster_id)})",
+            "client = Client(cluster)",
+        ]
+    )
+
+
+async def test_the_inserted_cell_makes_the_cluster_object_and_replaces_the_previous_one(
+    server, jp_serverapp, jp_fetch, jp_ws_fetch, monkeypatch
+):
+    # Given a cluster, and a kernel started by the server
+    monkeypatch.setenv("PYTHONPATH", subprocess_env()["PYTHONPATH"])
+    manager = jp_serverapp.web_app.settings["clustermgr_manager"]
+    _, cluster = await call(jp_fetch, "POST", "clusters", body={"name": "dragged", "spec": SMALL}, expect=202)
+    cell = inserted_cell(cluster["id"])
+    # When the notebook runs the inserted cell, then runs it again (as after a second drag)
+    code = (
+        f"{cell}\n"
+        "first_client, first_cluster = client, cluster\n"
+        f"{cell}\n"
+        "client.wait_for_workers(1, timeout=120)\n"
+        "print('type', type(cluster).__name__, 'sum', client.submit(sum, [1, 2, 3]).result())\n"
+        "print('previous', first_client.status, first_cluster.status.name)\n"
+        "print('dashboard', client.dashboard_link == cluster.dashboard_link == cluster.state['dashboard_url'])\n"
+        # what the server says on /metrics: one stream subscriber (the second object), not two
+        "import requests\n"
+        "url, token = clustermgr_lab.client.discover()\n"
+        "metrics = requests.get(url + 'metrics', headers={'Authorization': 'token ' + token}, timeout=30).text\n"
+        "print([line for line in metrics.splitlines() if line.startswith('clustermgr_stream_subscribers ')])\n"
+        "client.close()\n"
+        "cluster.close()\n"
+    )
+    output = await execute(jp_fetch, jp_ws_fetch, code)
+    # Then the second run computes through a Cluster object, the first run's client and object were let go,
+    # and the server has one stream subscriber: the object the notebook holds
+    assert "type JupyterServerCluster sum 6" in output
+    assert "previous closed closed" in output
+    assert "dashboard True" in output  # in a kernel: a path on the browser's origin, the server's base URL included
+    assert "['clustermgr_stream_subscribers 1.0']" in output
+    # And the cluster runs on, with no stream subscriber left behind
+    _, cluster = await call(jp_fetch, "GET", "clusters", cluster["id"], expect=200)
+    assert cluster["status"] in ("running", "scaling")
+    assert manager.feed.subscriber_count == 0
 
 
 # -- the command line -----------------------------------------------------------------------------------

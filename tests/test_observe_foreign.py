@@ -79,3 +79,38 @@ async def _running(jp_fetch, address: str) -> bool:
 async def _running_workers(jp_fetch, address: str, n: int) -> bool:
     cluster = await listed(jp_fetch, address)
     return cluster is not None and cluster["workers"]["running"] == n
+
+
+async def test_a_busy_schedulers_identity_is_read_whole_though_its_metrics_are_keyed_by_tuples():
+    """A worker that ran tasks since its last heartbeat reports ``digests_total_since_heartbeat`` keyed by
+    ``("execute", prefix, ...)`` tuples: msgpack map keys that are arrays. Read as lists they are unhashable,
+    and the discovered cluster of a notebook that computed was marked failed with "not msgpack"."""
+    from distributed import Client, LocalCluster
+
+    from clustermgr_lab.foreign.scheduler import ForeignComm, foreign_identity
+
+    def tuple_keyed(identity) -> bool:
+        return any(
+            isinstance(key, tuple)
+            for worker in identity["workers"].values()
+            for key in (worker.get("metrics") or {}).get("digests_total_since_heartbeat", {})
+        )
+
+    # Given a LocalCluster whose workers are busy with a burst of tasks
+    async with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
+        dashboard_address="127.0.0.1:0", asynchronous=True,
+    ) as cluster, Client(cluster, asynchronous=True) as client:  # fmt: skip
+        futures = client.map(lambda i: time.sleep(0.05) or i, range(400))
+        comm = ForeignComm(cluster.scheduler_address)
+        try:
+            # When the server's line reads its identity while they report tuple-keyed metrics
+            async def tuple_keys_seen():
+                return tuple_keyed(await comm.call("identity", n_workers=16))
+
+            await until(tuple_keys_seen, 60, "an identity with tuple-keyed worker metrics")
+        finally:
+            await comm.close()
+        # Then it was decoded whole, and the checked identity is accepted
+        assert (await foreign_identity(cluster.scheduler_address)).workers
+        await client.cancel(futures)

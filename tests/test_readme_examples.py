@@ -1,5 +1,5 @@
-"""Given the README's "Quick start" and docs/api.md's "Use from scripts", when each bash and python example runs
-against a server, it succeeds."""
+"""Given the README's "Quick start", docs/api.md's "Use from scripts" and docs/notebook.md's first example, when
+each bash and python example runs against a server, it succeeds."""
 
 import json
 import os
@@ -15,9 +15,12 @@ EXAMPLE = re.compile(r"^```(bash|python)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 #: Where examples live: (file, section heading, names its examples must use between them).
 SECTIONS = {
-    "quick-start": (REPO / "README.md", "## Quick start", ("curl", "clustermgr_lab.connect")),
+    "quick-start": (REPO / "README.md", "## Quick start", ("curl", "clustermgr_lab.get_cluster")),
     "scripts": (REPO / "docs" / "api.md", "## Use from scripts", ("curl", "clustermgr_lab.client", "clustermgr ", "get_client")),
+    "notebook": (REPO / "docs" / "notebook.md", "# From a notebook", ("new_cluster", "Client(cluster)", "shutdown()")),
 }  # fmt: skip
+#: The languages of each section's examples (bash and python unless said here).
+LANGUAGES = {"notebook": {"python"}}
 #: What the quick start's reader has done in the sidebar before its examples: New Cluster, as the API sees it.
 SIDEBAR_CLUSTER = {"name": "Cluster 1", "spec": {"groups": [{"count": 1, "threads": 1, "memory": "1 GiB"}]}}
 
@@ -44,7 +47,8 @@ def test_section_of_finds_a_section_and_nothing_else(tmp_path):
 def test_the_section_has_examples_of_each_kind(key):
     source, heading, names = SECTIONS[key]
     text = section_of(source, heading)
-    assert {language for language, _ in EXAMPLE.findall(text)} == {"bash", "python"}, f"{source.name}: {heading}"
+    languages = LANGUAGES.get(key, {"bash", "python"})
+    assert {language for language, _ in EXAMPLE.findall(text)} == languages, f"{source.name}: {heading}"
     for name in names:
         assert name in text, f"{source.name}, {heading}: no example uses {name!r}"
 

@@ -139,6 +139,14 @@ class ClusterManagerClient:
         """The cluster's workers, memory and CPU in use over its life: ``{"resolution", "points"}``, oldest first."""
         return self._request("GET", self._path(cluster_id, "timeline"))
 
+    def logs(self, cluster_id: str) -> list[dict[str, Any]]:
+        """The cluster's logs: the scheduler's, then each worker's (``{"name", "worker", "group", "state", ...}``)."""
+        return self._request("GET", self._path(cluster_id, "logs"))["logs"]
+
+    def log(self, cluster_id: str, name: str, tail: int = 200) -> str:
+        """The last ``tail`` lines of one of the cluster's logs (a name that :meth:`logs` lists)."""
+        return self._request("GET", self._path(cluster_id, "logs", quote(name, safe="")) + f"?tail={int(tail)}")["text"]
+
     def usage(self, days: int = 7) -> list[dict[str, Any]]:
         """Core-, GPU- and memory-seconds per UTC day over all clusters, the last ``days`` days, newest first.
 

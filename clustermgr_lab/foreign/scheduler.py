@@ -145,7 +145,9 @@ class ForeignComm:
             await self._reader.readexactly(missing)
         try:
             # No object_hook: a '__Pickled__' or '__Serialized__' value stays a plain dict, never unpickled.
-            return msgpack.loads(data[start : start + lengths[0]], raw=False, strict_map_key=False)
+            # Arrays are tuples, as distributed decodes them: a map key may be one (a busy worker's
+            # metrics["digests_total_since_heartbeat"] is keyed by ("execute", prefix, ...) tuples).
+            return msgpack.loads(data[start : start + lengths[0]], raw=False, strict_map_key=False, use_list=False)
         except Exception as exc:
             raise ForeignSchedulerError(f"{self.address} sent a message that is not msgpack: {exc}") from None
 

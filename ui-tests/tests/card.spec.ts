@@ -279,7 +279,7 @@ test('Insert Client cell for cluster… from the palette', async ({ page }) => {
         );
       })
     )
-    .toContain(clientCellText({ address: 'tcp://127.0.0.1:2' }));
+    .toContain(clientCellText({ id: 'b' }));
 });
 
 test('shows when live updates are disconnected', async ({ page }) => {

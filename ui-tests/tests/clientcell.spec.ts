@@ -47,7 +47,7 @@ test('inserting the Client cell twice leaves one client open: the first is close
 
     // When its Client cell is inserted and run, and then inserted and run again
     await insertAndRun(page, card);
-    await runInNewCell(page, 'first = client');
+    await runInNewCell(page, 'first, first_cluster = client, cluster');
     await insertAndRun(page, card);
 
     // Then the kernel has one open client: the first one was closed, the second is connected
@@ -57,6 +57,13 @@ test('inserting the Client cell twice leaves one client open: the first is close
         'print(first is not client, first.status, client.status, len(client.scheduler_info()["workers"]))'
       )
     ).toBe('True closed running 1');
+    // And one cluster object: the first one let go of the cluster (which runs on), the second follows it
+    expect(
+      await runInNewCell(
+        page,
+        'print(type(cluster).__name__, first_cluster.status.name, cluster.status.name, len(cluster.scheduler_info["workers"]))'
+      )
+    ).toBe('JupyterServerCluster closed running 1');
   } finally {
     await removeCluster(page, cluster.id);
   }

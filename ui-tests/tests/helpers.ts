@@ -116,22 +116,19 @@ export async function runInNewCell(
 }
 
 /**
- * The code of an inserted Client cell: it closes the client an earlier
- * inserted cell made, then connects through `clustermgr_lab.connect(id)`
- * (a cluster with TLS) or by the scheduler's address (a plain one).
+ * The code of an inserted Client cell (src/clientcode.ts): it lets go of the
+ * client and the cluster object an earlier inserted cell made, then makes the
+ * cluster's `distributed` Cluster object by id and a Client of it.
  */
-export function clientCellText(
-  target: { id: string } | { address: string }
-): string {
-  const connect =
-    'id' in target
-      ? `client = clustermgr_lab.connect(${JSON.stringify(target.id)})`
-      : `client = Client(${JSON.stringify(target.address)})`;
+export function clientCellText(target: { id: string }): string {
   return [
-    ...('id' in target ? ['import clustermgr_lab'] : []),
+    'import clustermgr_lab',
     'from distributed import Client',
     'if isinstance(globals().get("client"), Client):',
     '    client.close()  # the client of a cell inserted before',
-    connect
+    'if isinstance(globals().get("cluster"), clustermgr_lab.JupyterServerCluster):',
+    '    cluster.close()  # lets go of the cluster of a cell inserted before; it keeps running',
+    `cluster = clustermgr_lab.get_cluster(${JSON.stringify(target.id)})`,
+    'client = Client(cluster)'
   ].join('\n');
 }

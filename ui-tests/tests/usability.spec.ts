@@ -439,8 +439,7 @@ test('keyboard and palette: "dask" finds the commands, Show Clusters Sidebar foc
 test('dragging a card selects no text; Client code goes into notebooks, files and consoles', async ({
   page
 }) => {
-  const address = 'tcp://127.0.0.1:1';
-  const code = clientCellText({ address });
+  const code = clientCellText({ id: 'a' });
   await fakeServer(page, [fakeCluster('a', { name: 'Alive' })]);
   await page.goto();
   const sidebar = await openSidebar(page);
