@@ -3,11 +3,7 @@
  * `trans.__()` (or `_n`, `_p`), the bundle of JupyterLab's `ITranslator` once
  * the plugin is activated, and the untranslated one before (in unit tests).
  */
-import {
-  ITranslator,
-  nullTranslator,
-  TranslationBundle
-} from '@jupyterlab/translation';
+import type { ITranslator, TranslationBundle } from '@jupyterlab/translation';
 
 /**
  * The translation domain of the extension (its Python package's name, as
@@ -15,13 +11,46 @@ import {
  */
 export const TRANSLATION_DOMAIN = 'clustermgr_lab';
 
-let current: TranslationBundle = nullTranslator.load(TRANSLATION_DOMAIN);
+/**
+ * `%1`, `%2`... of `text` replaced by `args`, `%%` by `%` (as JupyterLab's
+ * `Gettext.strfmt`).
+ */
+function fill(text: string, args: any[]): string {
+  return text
+    .replace(/%%/g, '%% ')
+    .replace(/%(\d+)/g, (whole, n) => String(args[Number(n) - 1]))
+    .replace(/%% /g, '%');
+}
 
 /**
- * Use `translator`'s bundle from now on (called once, on activation).
+ * The untranslated bundle: what `nullTranslator` gives, without importing
+ * `@jupyterlab/translation` at run time (an ES module Jest does not load).
+ */
+export const ENGLISH: TranslationBundle = {
+  __: (msgid, ...args) => fill(msgid, args),
+  _n: (msgid, plural, n, ...args) =>
+    fill(n === 1 ? msgid : plural, [n, ...args]),
+  _p: (msgctxt, msgid, ...args) => fill(msgid, args),
+  _np: (msgctxt, msgid, plural, n, ...args) =>
+    fill(n === 1 ? msgid : plural, [n, ...args]),
+  gettext: (msgid, ...args) => fill(msgid, args),
+  ngettext: (msgid, plural, n, ...args) =>
+    fill(n === 1 ? msgid : plural, [n, ...args]),
+  pgettext: (msgctxt, msgid, ...args) => fill(msgid, args),
+  npgettext: (msgctxt, msgid, plural, n, ...args) =>
+    fill(n === 1 ? msgid : plural, [n, ...args]),
+  dcnpgettext: (domain, msgctxt, msgid, plural, n, ...args) =>
+    fill(n === 1 ? msgid : plural, [n, ...args])
+};
+
+let current: TranslationBundle = ENGLISH;
+
+/**
+ * Use `translator`'s bundle from now on (called once, on activation; null:
+ * English).
  */
 export function setTranslator(translator: ITranslator | null): void {
-  current = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
+  current = translator ? translator.load(TRANSLATION_DOMAIN) : ENGLISH;
 }
 
 /**

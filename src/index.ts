@@ -10,6 +10,7 @@ import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITranslator } from '@jupyterlab/translation';
+import { Signal } from '@lumino/signaling';
 
 import { AutoConnector } from './autoconnect';
 import { addCommands, IPreferences, PALETTE_COMMANDS } from './commands';
@@ -115,6 +116,8 @@ const plugin: JupyterFrontEndPlugin<IClustersModel> = {
       }
     }
 
+    // Emitted when hideClusterManager changes: the status bar asks isActive.
+    const sidebarShown = new Signal<IPreferences, void>(preferences);
     if (statusBar) {
       statusBar.registerStatusItem(STATUS_ITEM_ID, {
         item: new ClusterStatusItem({
@@ -123,7 +126,8 @@ const plugin: JupyterFrontEndPlugin<IClustersModel> = {
         }),
         align: 'left',
         rank: 100,
-        isActive: () => !preferences.hideClusterManager
+        isActive: () => !preferences.hideClusterManager,
+        activeStateChanged: sidebarShown
       });
     }
 
@@ -148,6 +152,7 @@ const plugin: JupyterFrontEndPlugin<IClustersModel> = {
             .composite as string;
         }
         app.commands.notifyCommandChanged(CommandIDs.showSidebar);
+        sidebarShown.emit();
       };
       settingRegistry
         .load(PLUGIN_ID)

@@ -1,15 +1,10 @@
 /**
  * The `defaultLayout` setting: which dashboard plots open, and where, with a
  * cluster's dashboard (dask-labextension's setting of the same name and
- * shape). The order they open in is pure; opening them runs commands.
+ * shape), and the order they open in. Pure: no DOM, no server (the Open
+ * Dashboard command opens them).
  */
-import { CommandRegistry } from '@lumino/commands';
-
-import { dashboardTabId, IPlot, STATUS_PATH } from './dashboard';
-import { trans } from './i18n';
 import { plotSlug } from './plotcatalog';
-import { CommandIDs } from './tokens';
-import { ICluster } from './types';
 
 /**
  * Where a plot's tab goes: `mode` relative to the tab of plot `ref`, or to
@@ -80,45 +75,4 @@ export function layoutOrder(
     visit(slug);
   }
   return order;
-}
-
-/**
- * Open the plots of `layout` for a cluster whose Dashboard tab is open,
- * each in a tab placed as the layout says; names of plots the dashboard
- * does not have are skipped (with a console warning).
- */
-export async function openLayout(
-  commands: CommandRegistry,
-  cluster: ICluster,
-  layout: IDashboardLayout
-): Promise<void> {
-  const order = layoutOrder(layout);
-  if (!order.length) {
-    return;
-  }
-  const plots = (await commands.execute(CommandIDs.listPlots, {
-    clusterId: cluster.id
-  })) as IPlot[];
-  const paths = new Map<string, IPlot>();
-  for (const plot of plots) {
-    paths.set(plotSlug(plot.path), plot);
-  }
-  for (const { slug, entry, ref } of order) {
-    const plot = paths.get(slug);
-    if (!plot) {
-      console.warn(
-        trans.__('defaultLayout: the dashboard has no plot %1', slug)
-      );
-      continue;
-    }
-    const refPlot = ref ? paths.get(ref) : undefined;
-    await commands.execute(CommandIDs.openPlot, {
-      clusterId: cluster.id,
-      clusterName: cluster.name,
-      path: plot.path,
-      label: plot.label,
-      mode: entry.mode ?? 'tab-after',
-      ref: dashboardTabId(cluster.id, refPlot ? refPlot.path : STATUS_PATH)
-    });
-  }
 }

@@ -3,6 +3,7 @@
  * copy the scheduler address, open the dashboard, show the event history.
  */
 import { ILayoutRestorer, JupyterFrontEnd } from '@jupyterlab/application';
+import { CommandRegistry } from '@lumino/commands';
 import {
   Clipboard,
   MainAreaWidget,
@@ -12,13 +13,14 @@ import {
 
 import { hasScheduler, ICommandContext } from './commandcontext';
 import { EventHistory } from './components/EventHistory';
-import { STATUS_PATH } from './dashboard';
+import { dashboardTabId, IPlot, STATUS_PATH } from './dashboard';
 import { clusterIcon } from './icons';
 import { trans } from './i18n';
 import { findDestination, IInsertTargets, insertClientCode } from './insert';
-import { IDashboardLayout, openLayout } from './layout';
+import { IDashboardLayout, layoutOrder } from './layout';
 import { LogViewer, logTabId } from './logviewer';
 import { ClustersModel } from './model';
+import { plotSlug } from './plotcatalog';
 import { CommandIDs } from './tokens';
 import { ICluster } from './types';
 import { whyNoClient } from './cardstate';
@@ -230,4 +232,45 @@ async function openDashboard(
     label: trans.__('Dashboard')
   });
   await openLayout(app.commands, cluster, layout);
+}
+
+/**
+ * Open the plots of `layout` for a cluster whose Dashboard tab is open,
+ * each in a tab placed as the layout says; names of plots the dashboard
+ * does not have are skipped (with a console warning).
+ */
+async function openLayout(
+  commands: CommandRegistry,
+  cluster: ICluster,
+  layout: IDashboardLayout
+): Promise<void> {
+  const order = layoutOrder(layout);
+  if (!order.length) {
+    return;
+  }
+  const plots = (await commands.execute(CommandIDs.listPlots, {
+    clusterId: cluster.id
+  })) as IPlot[];
+  const paths = new Map<string, IPlot>();
+  for (const plot of plots) {
+    paths.set(plotSlug(plot.path), plot);
+  }
+  for (const { slug, entry, ref } of order) {
+    const plot = paths.get(slug);
+    if (!plot) {
+      console.warn(
+        trans.__('defaultLayout: the dashboard has no plot %1', slug)
+      );
+      continue;
+    }
+    const refPlot = ref ? paths.get(ref) : undefined;
+    await commands.execute(CommandIDs.openPlot, {
+      clusterId: cluster.id,
+      clusterName: cluster.name,
+      path: plot.path,
+      label: plot.label,
+      mode: entry.mode ?? 'tab-after',
+      ref: dashboardTabId(cluster.id, refPlot ? refPlot.path : STATUS_PATH)
+    });
+  }
 }
