@@ -4,6 +4,7 @@
  */
 import { capabilitiesOf } from './capabilities';
 import { ICluster } from './types';
+import { trans } from './i18n';
 
 /**
  * Whether a cluster has ended (failed, or stopped by itself) and only its
@@ -22,19 +23,19 @@ export function whyNotScalable(
 ): string | null {
   switch (cluster.status) {
     case 'failed':
-      return 'The cluster failed: restart it first';
+      return trans.__('The cluster failed: restart it first');
     case 'stopped':
-      return 'The cluster has stopped: restart it first';
+      return trans.__('The cluster has stopped: restart it first');
     case 'stopping':
-      return 'The cluster is stopping';
+      return trans.__('The cluster is stopping');
     default:
       break;
   }
   if (!capabilitiesOf(cluster).can_scale) {
-    return 'Started elsewhere: scale it where it was started';
+    return trans.__('Started elsewhere: scale it where it was started');
   }
   if (!cluster.scheduler_address) {
-    return 'The scheduler has not started yet';
+    return trans.__('The scheduler has not started yet');
   }
   return null;
 }
@@ -46,9 +47,14 @@ export function whyNoClient(
   cluster: Pick<ICluster, 'status' | 'scheduler_address'>
 ): string | null {
   if (hasEnded(cluster) || cluster.status === 'stopping') {
-    return `The cluster is ${cluster.status}: there is no scheduler to connect to`;
+    return trans.__(
+      'The cluster is %1: there is no scheduler to connect to',
+      cluster.status
+    );
   }
-  return cluster.scheduler_address ? null : 'The scheduler has not started yet';
+  return cluster.scheduler_address
+    ? null
+    : trans.__('The scheduler has not started yet');
 }
 
 /**
@@ -116,4 +122,27 @@ export function withoutShownError(
     }
   }
   return message;
+}
+
+/**
+ * The words of a removal action (`removalLabel` names it in English).
+ */
+export function removalWords(action: string): string {
+  switch (action) {
+    case 'Remove':
+      return trans.__('Remove');
+    case 'Detach':
+      return trans.__('Detach');
+    default:
+      return trans.__('Shut down');
+  }
+}
+
+/**
+ * The words of a restart ("Restart", or "Attach again" for an attached one).
+ */
+export function restartWords(cluster: Pick<ICluster, 'capabilities'>): string {
+  return restartLabel(cluster) === 'Restart'
+    ? trans.__('Restart')
+    : trans.__('Attach again');
 }

@@ -7,7 +7,13 @@ import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { capabilitiesOf, offReason } from './capabilities';
-import { canRestart, hasEnded, removalLabel, restartLabel } from './cardstate';
+import {
+  canRestart,
+  hasEnded,
+  removalLabel,
+  removalWords,
+  restartWords
+} from './cardstate';
 import { canScale, ClusterTest, ICommandContext } from './commandcontext';
 import {
   showAdaptiveDialog,
@@ -19,21 +25,6 @@ import {
 import { trans } from './i18n';
 import { tryRequest } from './notify';
 import { CommandIDs } from './tokens';
-import { ICluster } from './types';
-
-/**
- * The words of a removal action (`removalLabel` names it in English).
- */
-function removalWords(action: string): string {
-  switch (action) {
-    case 'Remove':
-      return trans.__('Remove');
-    case 'Detach':
-      return trans.__('Detach');
-    default:
-      return trans.__('Shut down');
-  }
-}
 
 export function addClusterCommands(context: ICommandContext): void {
   const { app, model, target, applies, pick, scalable } = context;
@@ -194,13 +185,4 @@ export function addClusterCommands(context: ICommandContext): void {
       }
     }
   });
-}
-
-/**
- * The words of a restart ("Restart", or "Attach again" for an attached one).
- */
-function restartWords(cluster: ICluster): string {
-  return restartLabel(cluster) === 'Restart'
-    ? trans.__('Restart')
-    : trans.__('Attach again');
 }

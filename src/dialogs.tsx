@@ -34,6 +34,7 @@ import {
 } from './spec';
 import { ICluster, IResolution, PatchClusterRequest } from './types';
 import { stripField } from './validate';
+import { trans } from './i18n';
 
 /**
  * PATCH a cluster; the form shows what the server refuses, so there is no
@@ -62,9 +63,9 @@ export async function showScaleDialog(
     />
   ));
   const resolved = await showFormDialog({
-    title: `Scale ${cluster.name}`,
+    title: trans.__('Scale %1', cluster.name),
     form,
-    acceptLabel: 'Scale'
+    acceptLabel: trans.__('Scale')
   });
   if (resolved) {
     Notification.info(
@@ -88,9 +89,9 @@ export async function showAdaptiveDialog(
     />
   ));
   return !!(await showFormDialog({
-    title: `Adaptive mode of ${cluster.name}`,
+    title: trans.__('Adaptive mode of %1', cluster.name),
     form,
-    acceptLabel: 'Apply'
+    acceptLabel: trans.__('Apply')
   }));
 }
 
@@ -138,8 +139,9 @@ function SpecForm(props: {
         multipleGroups={capabilities.multiple_groups}
       />
       <p className="cm-Form-note">
-        The new spec replaces the current one: workers are started or stopped to
-        match it.
+        {trans.__(
+          'The new spec replaces the current one: workers are started or stopped to match it.'
+        )}
       </p>
     </div>
   );
@@ -153,9 +155,9 @@ export async function showSpecDialog(
     <SpecForm model={model} cluster={cluster} form={f} />
   ));
   return showFormDialog({
-    title: `Worker Spec of ${cluster.name}`,
+    title: trans.__('Worker Spec of %1', cluster.name),
     form,
-    acceptLabel: 'Apply'
+    acceptLabel: trans.__('Apply')
   });
 }
 
@@ -207,7 +209,9 @@ function AttachForm(props: {
   props.form.submitHandler = async () => {
     const target = address.trim();
     if (!target) {
-      setError('Enter the scheduler address, e.g. tcp://127.0.0.1:8786');
+      setError(
+        trans.__('Enter the scheduler address, e.g. tcp://127.0.0.1:8786')
+      );
       return null;
     }
     setError(null);
@@ -232,7 +236,7 @@ function AttachForm(props: {
   return (
     <div className="cm-AttachForm">
       <label className="cm-Field">
-        <span className="cm-Field-label">Scheduler address</span>
+        <span className="cm-Field-label">{trans.__('Scheduler address')}</span>
         <input
           className="jp-mod-styled cm-AttachForm-address"
           value={address}
@@ -246,8 +250,9 @@ function AttachForm(props: {
       </label>
       <FieldError id="cm-attach-error" message={error} />
       <p className="cm-Form-note">
-        The cluster is observed, never scaled or stopped from here; the dialog
-        stays open until its scheduler answers.
+        {trans.__(
+          'The cluster is observed, never scaled or stopped from here; the dialog stays open until its scheduler answers.'
+        )}
       </p>
     </div>
   );
@@ -265,9 +270,9 @@ export async function showAttachDialog(
     <AttachForm model={model} form={f} address={address} />
   ));
   return showFormDialog({
-    title: 'Attach a cluster started elsewhere',
+    title: trans.__('Attach a cluster started elsewhere'),
     form,
-    acceptLabel: 'Attach'
+    acceptLabel: trans.__('Attach')
   });
 }
 
@@ -330,10 +335,12 @@ export async function showRenameDialog(
       form={f}
       label="Name"
       initial={cluster.name}
-      hint="Notebooks that connect by the cluster's id keep working."
+      hint={trans.__(
+        "Notebooks that connect by the cluster's id keep working."
+      )}
       request={text => {
         if (!text.trim()) {
-          throw new Error('Enter a name');
+          throw new Error(trans.__('Enter a name'));
         }
         return { name: text.trim() };
       }}
@@ -341,9 +348,9 @@ export async function showRenameDialog(
     />
   ));
   return showFormDialog({
-    title: `Rename ${cluster.name}`,
+    title: trans.__('Rename %1', cluster.name),
     form,
-    acceptLabel: 'Rename'
+    acceptLabel: trans.__('Rename')
   });
 }
 
@@ -354,18 +361,20 @@ export async function showIdleTimeoutDialog(
   const form = new FormBody<ICluster>(f => (
     <OneFieldForm
       form={f}
-      label="Shut down after being idle for"
+      label={trans.__('Shut down after being idle for')}
       initial={
         cluster.idle_timeout ? formatIdleTimeout(cluster.idle_timeout) : 'off'
       }
-      hint="Idle: no tasks and no client connected. Write e.g. 30 min, 2 h, or off to keep it running."
+      hint={trans.__(
+        'Idle: no tasks and no client connected. Write e.g. 30 min, 2 h, or off to keep it running.'
+      )}
       request={text => ({ idle_timeout: parseIdleTimeout(text) })}
       send={request => patch(model, cluster, request)}
     />
   ));
   return showFormDialog({
-    title: `Idle timeout of ${cluster.name}`,
+    title: trans.__('Idle timeout of %1', cluster.name),
     form,
-    acceptLabel: 'Apply'
+    acceptLabel: trans.__('Apply')
   });
 }

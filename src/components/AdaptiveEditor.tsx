@@ -23,6 +23,7 @@ import {
 import { checkAmount } from '../validate';
 import { AmountField } from './AmountField';
 import { fieldMessage, FormError } from './FormDialog';
+import { trans } from '../i18n';
 
 /**
  * Adaptive mode of one group, as typed.
@@ -101,7 +102,7 @@ export function rangeProblems(draft: IAdaptDraft): {
     max.value !== null &&
     max.value < min.value
   ) {
-    maximum = 'Must be at least the minimum';
+    maximum = trans.__('Must be at least the minimum');
   }
   return { minimum: min.error, maximum };
 }
@@ -209,7 +210,7 @@ export function AdaptRangeFields(
         <AmountField
           inputs={[
             {
-              label: 'Minimum',
+              label: trans.__('Minimum'),
               className: 'cm-AdaptRange-minimum',
               value: draft.minimum,
               onChange: minimum => set({ minimum }),
@@ -217,7 +218,7 @@ export function AdaptRangeFields(
               errorId: `${idPrefix}-min-error`
             },
             {
-              label: 'Maximum',
+              label: trans.__('Maximum'),
               className: 'cm-AdaptRange-maximum',
               value: draft.maximum,
               onChange: maximum => set({ maximum }),

@@ -10,11 +10,15 @@ import { ITotals } from '../spec';
 import { AdaptUnit, ILimits } from '../types';
 import { FieldError, invalidProps } from './FormDialog';
 import { Preview } from './Preview';
+import { trans } from '../i18n';
 
-export const UNITS: ReadonlyArray<{ value: AdaptUnit; label: string }> = [
-  { value: 'workers', label: 'workers' },
-  { value: 'cores', label: 'cores' },
-  { value: 'memory', label: 'memory' }
+/**
+ * The units an amount is given in, with their words (translated when asked).
+ */
+export const UNITS = (): ReadonlyArray<{ value: AdaptUnit; label: string }> => [
+  { value: 'workers', label: trans.__('workers') },
+  { value: 'cores', label: trans.__('cores') },
+  { value: 'memory', label: trans.__('memory') }
 ];
 
 /**
@@ -149,7 +153,7 @@ export function AmountField(props: IAmountFieldProps): React.ReactElement {
         ? invalidProps(props.unitErrorId, props.unitMessage ?? null)
         : {})}
     >
-      {UNITS.map(u => (
+      {UNITS().map(u => (
         <option key={u.value} value={u.value}>
           {u.label}
         </option>
@@ -170,7 +174,7 @@ export function AmountField(props: IAmountFieldProps): React.ReactElement {
       )}
       {labelled ? (
         <label className="cm-Field">
-          <span className="cm-Field-label">Unit</span>
+          <span className="cm-Field-label">{trans.__('Unit')}</span>
           {unitSelect}
         </label>
       ) : (

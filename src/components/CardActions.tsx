@@ -11,12 +11,14 @@ import {
   canRestart,
   hasEnded,
   removalLabel,
-  restartLabel,
+  removalWords,
+  restartWords,
   whyNoClient,
   whyNotScalable
 } from '../cardstate';
 import { CommandIDs } from '../tokens';
 import { ICluster } from '../types';
+import { trans } from '../i18n';
 
 export interface ICardActionsProps {
   cluster: ICluster;
@@ -63,7 +65,7 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
   const specLocked = offReason(
     cluster,
     'editable_spec',
-    'Its Worker Spec cannot be edited'
+    trans.__('Its Worker Spec cannot be edited')
   );
 
   // `live` actions need the server (the default): disabled while offline.
@@ -88,7 +90,7 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
         aria-label={label}
         title={
           offlineNow
-            ? 'Offline: waiting for the server'
+            ? trans.__('Offline: waiting for the server')
             : (why ?? (commands.caption(id) || label))
         }
         disabled={options.disabled || why !== null || offlineNow}
@@ -102,24 +104,29 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
   const removal = removalLabel(cluster);
   const remove = action(
     CommandIDs.shutdown,
-    stopping ? 'Stopping…' : removal,
-    `${removal} ${cluster.name}`,
+    stopping ? trans.__('Stopping…') : removalWords(removal),
+    trans.__('%1 %2', removalWords(removal), cluster.name),
     { disabled: stopping, className: 'jp-mod-warn cm-ShutdownButton' }
   );
   const history = (live: boolean) =>
     action(
       CommandIDs.showEvents,
-      'History',
-      `Event history of ${cluster.name}`,
+      trans.__('History'),
+      trans.__('Event history of %1', cluster.name),
       {
         className: 'cm-HistoryButton',
         live
       }
     );
 
-  const logs = action(CommandIDs.showLogs, 'Logs', `Logs of ${cluster.name}`, {
-    className: 'cm-LogsButton'
-  });
+  const logs = action(
+    CommandIDs.showLogs,
+    trans.__('Logs'),
+    trans.__('Logs of %1', cluster.name),
+    {
+      className: 'cm-LogsButton'
+    }
+  );
 
   if (hasEnded(cluster)) {
     return (
@@ -129,8 +136,8 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
         {canRestart(cluster) &&
           action(
             CommandIDs.restart,
-            restartLabel(cluster),
-            `${restartLabel(cluster)} ${cluster.name}`,
+            restartWords(cluster),
+            trans.__('%1 %2', restartWords(cluster), cluster.name),
             { className: 'jp-mod-accept cm-RestartButton' }
           )}
         {remove}
@@ -141,29 +148,36 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
     <div className="cm-ClusterCard-actions">
       {action(
         CommandIDs.openDashboard,
-        'Dashboard',
-        `Open the dashboard of ${cluster.name}`,
+        trans.__('Dashboard'),
+        trans.__('Open the dashboard of %1', cluster.name),
         {
-          why: cluster.dashboard_url ? null : 'The dashboard is not up yet',
+          why: cluster.dashboard_url
+            ? null
+            : trans.__('The dashboard is not up yet'),
           className: 'cm-DashboardButton'
         }
       )}
       {
         <>
-          {action(CommandIDs.scale, 'Scale', `Scale ${cluster.name}`, {
-            why: notScalable,
-            className: 'cm-ScaleButton'
-          })}
+          {action(
+            CommandIDs.scale,
+            trans.__('Scale'),
+            trans.__('Scale %1', cluster.name),
+            {
+              why: notScalable,
+              className: 'cm-ScaleButton'
+            }
+          )}
           {action(
             CommandIDs.adapt,
-            'Adaptive',
-            `Adaptive mode of ${cluster.name}`,
+            trans.__('Adaptive'),
+            trans.__('Adaptive mode of %1', cluster.name),
             { why: notScalable, className: 'cm-AdaptButton' }
           )}
           {action(
             CommandIDs.editSpec,
-            'Spec',
-            `Edit the Worker Spec of ${cluster.name}`,
+            trans.__('Spec'),
+            trans.__('Edit the Worker Spec of %1', cluster.name),
             {
               why: notScalable ?? (specLocked ? `Spec: ${specLocked}` : null),
               className: 'cm-SpecButton'
@@ -174,8 +188,8 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
       {props.canInsert &&
         action(
           CommandIDs.insertClientCell,
-          'Insert client',
-          `Insert client code for ${cluster.name}`,
+          trans.__('Insert client'),
+          trans.__('Insert client code for %1', cluster.name),
           { why: noClient, className: 'cm-InsertButton', live: false }
         )}
       {history(true)}
@@ -185,12 +199,14 @@ export function CardActions(props: ICardActionsProps): React.ReactElement {
           minimal
           small
           className="cm-CardAction cm-MoreButton"
-          aria-label={`More actions for ${cluster.name}`}
+          aria-label={trans.__('More actions for %1', cluster.name)}
           aria-haspopup="menu"
-          title="All actions (also: right-click the card, or Shift+F10)"
+          title={trans.__(
+            'All actions (also: right-click the card, or Shift+F10)'
+          )}
           onClick={openContextMenu}
         >
-          More…
+          {trans.__('More…')}
         </Button>
       )}
       {remove}

@@ -9,6 +9,7 @@ import { hasEnded, shownStatus } from '../cardstate';
 import { ICluster } from '../types';
 import { SchedulerAddress } from './CardParts';
 import { ExternalBadge } from './ExternalBadge';
+import { trans } from '../i18n';
 
 /**
  * Name, template, the "external" mark and the status badge.
@@ -30,7 +31,9 @@ export function CardHeader(props: { cluster: ICluster }): React.ReactElement {
         aria-label={`Status: ${status}`}
         title={
           status === 'refused'
-            ? 'The scheduler runs, but every worker was refused: no work can run'
+            ? trans.__(
+                'The scheduler runs, but every worker was refused: no work can run'
+              )
             : undefined
         }
       >
@@ -95,8 +98,11 @@ export function CardScheduler(props: {
         <button
           type="button"
           className="jp-mod-styled cm-IconButton cm-CopyAddress"
-          aria-label={`Copy the scheduler address of ${cluster.name}`}
-          title="Copy the scheduler address"
+          aria-label={trans.__(
+            'Copy the scheduler address of %1',
+            cluster.name
+          )}
+          title={trans.__('Copy the scheduler address')}
           onClick={props.onCopy}
         >
           <copyIcon.react tag="span" />

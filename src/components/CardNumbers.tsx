@@ -10,6 +10,7 @@ import { IAdaptRange, ICluster, IEvent } from '../types';
 import { blockedByClientData, GroupCounts, ShrinkHint } from './CardParts';
 import { UsageText } from './ClusterChart';
 import { formatOptions } from './UserOptionsFields';
+import { trans } from '../i18n';
 
 /**
  * "2 pending — Resources", or "2 pending — 1 Resources, 1 Priority".
@@ -26,7 +27,7 @@ export function pendingText(
     entries.length === 1
       ? entries[0][0]
       : entries.map(([reason, n]) => `${n} ${reason}`).join(', ');
-  return `${pending} pending — ${why}`;
+  return trans.__('%1 pending — %2', pending, why);
 }
 
 function rangeText(range: IAdaptRange): string {
@@ -58,7 +59,7 @@ export function CardDetails(props: { cluster: ICluster }): React.ReactElement {
   const { workers, resources } = cluster;
   return (
     <dl className="cm-ClusterCard-details">
-      <dt>Workers</dt>
+      <dt>{trans.__('Workers')}</dt>
       <dd
         className="cm-ClusterCard-workers"
         aria-label={`Workers: ${workers.running} running, ${pendingText(workers.pending, workers.pending_reasons)}`}
@@ -68,14 +69,16 @@ export function CardDetails(props: { cluster: ICluster }): React.ReactElement {
         <span
           className="cm-ClusterCard-workersPending"
           title={(workers.waiting ?? [])
-            .map(w => `${w.name}: job ${w.job_id ?? '?'} ${w.reason}`)
+            .map(w =>
+              trans.__('%1: job %2 %3', w.name, w.job_id ?? '?', w.reason)
+            )
             .join('\n')}
         >
           {pendingText(workers.pending, workers.pending_reasons)}
         </span>
       </dd>
       <GroupCounts groups={workers.groups ?? []} />
-      <dt>Resources</dt>
+      <dt>{trans.__('Resources')}</dt>
       <dd className="cm-ClusterCard-resources">
         <span className="cm-ClusterCard-cores">
           {plural(resources.cores, 'core')}
@@ -91,7 +94,7 @@ export function CardDetails(props: { cluster: ICluster }): React.ReactElement {
       </dd>
       {cluster.usage && (
         <>
-          <dt>Used</dt>
+          <dt>{trans.__('Used')}</dt>
           <dd>
             <UsageText usage={cluster.usage} />
           </dd>
@@ -99,16 +102,16 @@ export function CardDetails(props: { cluster: ICluster }): React.ReactElement {
       )}
       {Object.keys(cluster.options ?? {}).length > 0 && (
         <>
-          <dt>Options</dt>
+          <dt>{trans.__('Options')}</dt>
           <dd className="cm-ClusterCard-options">
             {formatOptions(cluster.options)}
           </dd>
         </>
       )}
-      <dt>Adaptive</dt>
+      <dt>{trans.__('Adaptive')}</dt>
       <dd className="cm-ClusterCard-adapt" data-adaptive={!!cluster.adapt}>
         {cluster.adapt
-          ? `on · ${cluster.adapt.groups.map(rangeText).join(', ')}`
+          ? trans.__('on · %1', cluster.adapt.groups.map(rangeText).join(', '))
           : 'off'}
       </dd>
     </dl>
@@ -134,7 +137,7 @@ export function CardDeparture(props: {
   return (
     <div
       className="cm-ClusterCard-departure"
-      aria-label="Why a worker last went away"
+      aria-label={trans.__('Why a worker last went away')}
       data-cause-kind={cause.kind}
     >
       <span className="cm-ClusterCard-departureKind">{cause.kind}</span>{' '}
@@ -147,7 +150,7 @@ export function CardDeparture(props: {
       <button
         type="button"
         className="cm-ClusterCard-departureLog"
-        title={`Open the log of ${cause.worker}`}
+        title={trans.__('Open the log of %1', cause.worker)}
         onClick={() => props.onOpenLog(cause.worker)}
       >
         log
@@ -168,7 +171,10 @@ export function CardDecision(props: {
   const reason = withoutShownError(decision.message, props.shownErrors ?? []);
   return (
     <>
-      <div className="cm-ClusterCard-decision" aria-label="Last decision">
+      <div
+        className="cm-ClusterCard-decision"
+        aria-label={trans.__('Last decision')}
+      >
         <span className="cm-ClusterCard-decisionChange">
           {decisionChange(decision)}
         </span>{' '}

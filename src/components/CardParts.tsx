@@ -7,6 +7,7 @@ import * as React from 'react';
 
 import { plural } from '../format';
 import { IEvent, IWorkerGroupCounts } from '../types';
+import { trans } from '../i18n';
 
 /**
  * The address with its port kept whole: only the host part is shortened
@@ -23,7 +24,7 @@ export function SchedulerAddress(props: {
   return (
     <code
       className="cm-ClusterCard-address"
-      aria-label={`Scheduler address of ${props.clusterName}`}
+      aria-label={trans.__('Scheduler address of %1', props.clusterName)}
       title={address ?? undefined}
     >
       {match ? (
@@ -33,7 +34,10 @@ export function SchedulerAddress(props: {
         </>
       ) : (
         <span className="cm-ClusterCard-addressHost">
-          {address ?? (props.ended ? 'no scheduler' : 'no scheduler yet')}
+          {address ??
+            (props.ended
+              ? trans.__('no scheduler')
+              : trans.__('no scheduler yet'))}
         </span>
       )}
     </code>
@@ -52,7 +56,7 @@ export function GroupCounts(props: {
   }
   return (
     <>
-      <dt>Groups</dt>
+      <dt>{trans.__('Groups')}</dt>
       <dd className="cm-ClusterCard-groups">
         {props.groups.map((g, i) => (
           <React.Fragment key={g.name}>
@@ -60,7 +64,13 @@ export function GroupCounts(props: {
             <span
               className="cm-ClusterCard-group"
               data-group={g.name}
-              title={`${g.name}: ${g.running} running of ${plural(g.requested, 'worker')} requested, ${g.pending} pending`}
+              title={trans.__(
+                '%1: %2 running of %3 requested, %4 pending',
+                g.name,
+                g.running,
+                plural(g.requested, 'worker'),
+                g.pending
+              )}
             >
               {`${g.name} ${g.running}/${g.requested}`}
               {g.pending > 0 ? ` (${g.pending} pending)` : ''}

@@ -16,6 +16,7 @@ import {
 } from '../format';
 import { requestAPI } from '../request';
 import { ICluster, ITimeline, ITimelinePoint, IUsage } from '../types';
+import { trans } from '../i18n';
 
 /**
  * How often a running cluster's timeline is fetched again, in ms.
@@ -75,8 +76,12 @@ export function pointText(point: ITimelinePoint): string {
   return [
     formatTime(point.time),
     plural(workers, 'worker'),
-    `${formatSize(point.memory)} of ${formatSize(point.memory_limit)} memory`,
-    `${formatCores(Math.round(point.cpu * 10) / 10)} cores busy`
+    trans.__(
+      '%1 of %2 memory',
+      formatSize(point.memory),
+      formatSize(point.memory_limit)
+    ),
+    trans.__('%1 cores busy', formatCores(Math.round(point.cpu * 10) / 10))
   ].join(' · ');
 }
 
@@ -192,7 +197,7 @@ export function TimelineChart(props: {
         <span className="cm-ClusterChart-key cm-mod-workers" />
         <span className="cm-ClusterChart-key cm-mod-memory" />
         <span className="cm-ClusterChart-key cm-mod-cpu" />
-        {hover === null ? 'now ' : ''}
+        {hover === null ? trans.__('now ') : ''}
         {pointText(points[shown])}
       </div>
     </div>
@@ -213,7 +218,10 @@ export function UsageText(props: { usage: IUsage }): React.ReactElement {
   return (
     <span
       className="cm-ClusterCard-usage"
-      title={`Used since the cluster started, per group (as of its last change):\n${groups}`}
+      title={trans.__(
+        'Used since the cluster started, per group (as of its last change):\n%1',
+        groups
+      )}
     >
       <span className="cm-ClusterCard-coreUsage">
         {formatUsage(amounts.core_seconds, 'core')}

@@ -1,6 +1,7 @@
 import * as React from 'react';
 
 import { ICluster } from '../types';
+import { trans } from '../i18n';
 
 /**
  * Above this many clusters the sidebar offers a filter box (cards turn compact by height: compact.ts).
@@ -42,8 +43,8 @@ export function ClusterFilter(props: {
       <input
         type="search"
         className="jp-mod-styled cm-ClusterFilter-input"
-        aria-label="Filter clusters"
-        placeholder="Filter by name, template, status…"
+        aria-label={trans.__('Filter clusters')}
+        placeholder={trans.__('Filter by name, template, status…')}
         value={props.value}
         onChange={e => props.onChange(e.target.value)}
       />

@@ -7,6 +7,7 @@ import { errorMessage } from '../notify';
 import { arrangePlots, clusterHasGpus } from '../plotcatalog';
 import { CommandIDs } from '../tokens';
 import { ICluster } from '../types';
+import { trans } from '../i18n';
 
 export interface IDashboardPlotsProps {
   cluster: ICluster;
@@ -49,7 +50,9 @@ export function DashboardPlots(
           })) as IPlot[]
         );
       } catch (reason) {
-        setError(`Could not list the plots: ${errorMessage(reason)}`);
+        setError(
+          trans.__('Could not list the plots: %1', errorMessage(reason))
+        );
       }
     }
   };
@@ -64,19 +67,21 @@ export function DashboardPlots(
         minimal
         small
         className="cm-CardAction cm-PlotsButton"
-        aria-label={`Dashboard plots of ${cluster.name}`}
+        aria-label={trans.__('Dashboard plots of %1', cluster.name)}
         aria-expanded={open}
         aria-controls={listId}
-        title="The individual plots of the Dask dashboard, each in a tab of its own"
+        title={trans.__(
+          'The individual plots of the Dask dashboard, each in a tab of its own'
+        )}
         onClick={() => void toggle()}
       >
-        {open ? 'Plots ▴' : 'Plots ▾'}
+        {open ? trans.__('Plots ▴') : trans.__('Plots ▾')}
       </Button>
       {open && (
         <ul
           className="cm-PlotList"
           id={listId}
-          aria-label={`Plots of ${cluster.name}`}
+          aria-label={trans.__('Plots of %1', cluster.name)}
         >
           {error ? (
             <li className="cm-PlotList-error" role="alert">

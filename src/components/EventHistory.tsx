@@ -5,6 +5,7 @@ import { formatTime } from '../format';
 import { ClustersModel } from '../model';
 import { asServerError, requestAPI } from '../request';
 import { IEvent, IEventList } from '../types';
+import { trans } from '../i18n';
 
 /**
  * "2 → 3" for a scaling event.
@@ -69,7 +70,7 @@ export class EventHistory extends ReactWidget {
       const serverError = asServerError(error);
       this._error =
         serverError.status === 404
-          ? 'This cluster is gone; its history went with it.'
+          ? trans.__('This cluster is gone; its history went with it.')
           : serverError.message;
     } finally {
       this._loading = false;
@@ -98,7 +99,7 @@ export class EventHistory extends ReactWidget {
             className="jp-mod-styled cm-EventHistory-refresh"
             onClick={() => void this.load()}
           >
-            Refresh
+            {trans.__('Refresh')}
           </button>
         </div>
         {this._error && (
@@ -106,17 +107,17 @@ export class EventHistory extends ReactWidget {
             {this._error}
           </p>
         )}
-        {this._events === null && !this._error && <p>Loading…</p>}
+        {this._events === null && !this._error && <p>{trans.__('Loading…')}</p>}
         {this._events !== null && (
           <table className="cm-EventHistory-table">
             <thead>
               <tr>
-                <th scope="col">Time</th>
-                <th scope="col">Kind</th>
-                <th scope="col">Group</th>
-                <th scope="col">Workers</th>
-                <th scope="col">What and why</th>
-                <th scope="col">By</th>
+                <th scope="col">{trans.__('Time')}</th>
+                <th scope="col">{trans.__('Kind')}</th>
+                <th scope="col">{trans.__('Group')}</th>
+                <th scope="col">{trans.__('Workers')}</th>
+                <th scope="col">{trans.__('What and why')}</th>
+                <th scope="col">{trans.__('By')}</th>
               </tr>
             </thead>
             <tbody>

@@ -2,6 +2,7 @@ import * as React from 'react';
 
 import { onlyObserved } from '../capabilities';
 import { ICluster } from '../types';
+import { trans } from '../i18n';
 
 /**
  * The "external" mark of a card, saying where the cluster came from.
@@ -17,13 +18,16 @@ export function ExternalBadge(props: {
   }
   const origin =
     cluster.template === 'discovered'
-      ? 'started in a notebook of this server'
-      : 'attached by its scheduler address';
+      ? trans.__('started in a notebook of this server')
+      : trans.__('attached by its scheduler address');
   return (
     <span
       className="cm-ExternalBadge"
-      title={`Started elsewhere (${origin}): observed here, never scaled or stopped`}
-      aria-label={`External cluster, ${origin}`}
+      title={trans.__(
+        'Started elsewhere (%1): observed here, never scaled or stopped',
+        origin
+      )}
+      aria-label={trans.__('External cluster, %1', origin)}
     >
       external
     </span>

@@ -1,8 +1,8 @@
 import { closeIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { plural } from '../format';
 import { IGoneReport } from '../gone';
+import { trans } from '../i18n';
 
 /**
  * Says which clusters left the list unannounced, and what that means.
@@ -12,41 +12,55 @@ export function GoneNotice(props: {
   onDismiss: () => void;
 }): React.ReactElement {
   const { names, observed, afterOutage } = props.report;
-  const clusters = plural(names.length, 'cluster');
   return (
     <div className="cm-GoneNotice" role="status">
       {names.length > 0 && (
         <>
           <p>
             {afterOutage
-              ? `While the connection to the server was down, ${clusters} stopped: `
-              : `${clusters[0].toUpperCase()}${clusters.slice(1)} stopped without notice: `}
+              ? trans._n(
+                  'While the connection to the server was down, %1 cluster stopped: ',
+                  'While the connection to the server was down, %1 clusters stopped: ',
+                  names.length
+                )
+              : trans._n(
+                  '%1 cluster stopped without notice: ',
+                  '%1 clusters stopped without notice: ',
+                  names.length
+                )}
             <span className="cm-GoneNotice-names">{names.join(', ')}</span>.
           </p>
           <p>
             {afterOutage
-              ? 'They were shut down, or the server restarted and could not take them back. '
-              : 'They were shut down elsewhere (another tab, a script or the CLI). '}
-            Their workers, and any data held in them, are gone; clients
-            connected to them need a new cluster.
+              ? trans.__(
+                  'They were shut down, or the server restarted and could not take them back. '
+                )
+              : trans.__(
+                  'They were shut down elsewhere (another tab, a script or the CLI). '
+                )}
+            {trans.__(
+              'Their workers, and any data held in them, are gone; clients connected to them need a new cluster.'
+            )}
           </p>
         </>
       )}
       {observed.length > 0 && (
         <p>
-          {'No longer listed: '}
+          {trans.__('No longer listed: ')}
           <span className="cm-GoneNotice-names">{observed.join(', ')}</span>
           {'. '}
-          {observed.length === 1 ? 'It was' : 'They were'} started elsewhere and
-          may still run there, with their data; attach again by address if
-          needed.
+          {trans._n(
+            'It was started elsewhere and may still run there, with its data; attach it again by address if needed.',
+            'They were started elsewhere and may still run there, with their data; attach them again by address if needed.',
+            observed.length
+          )}
         </p>
       )}
       <button
         type="button"
         className="jp-mod-styled cm-IconButton cm-GoneNotice-dismiss"
-        aria-label="Dismiss"
-        title="Dismiss"
+        aria-label={trans.__('Dismiss')}
+        title={trans.__('Dismiss')}
         onClick={props.onDismiss}
       >
         <closeIcon.react tag="span" />

@@ -36,6 +36,7 @@ import {
   userOptionsRequest
 } from './UserOptionsFields';
 import { specShowsError, WorkerSpecEditor } from './WorkerSpecEditor';
+import { trans } from '../i18n';
 
 /**
  * What a template gives by default, in one line.
@@ -49,10 +50,14 @@ export function templateSummary(template: ITemplate): string {
   }
   const adapt = adaptDraft(template.adapt);
   if (template.adapt) {
-    parts.push(`adaptive ${adapt.minimum}–${adapt.maximum} ${adapt.unit}`);
+    parts.push(
+      trans.__('adaptive %1–%2 %3', adapt.minimum, adapt.maximum, adapt.unit)
+    );
   }
   if (template.user_options?.length) {
-    parts.push(`options: ${template.user_options.map(o => o.name).join(', ')}`);
+    parts.push(
+      trans.__('options: %1', template.user_options.map(o => o.name).join(', '))
+    );
   }
   return parts.join(' · ');
 }
@@ -190,7 +195,11 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
               <span className="cm-Template-defaults">{templateSummary(t)}</span>
               {t.available === false && (
                 <span className="cm-Template-unavailable" role="note">
-                  {`Not available here: ${t.unavailable_reason ?? 'its backend cannot work on this server'}`}
+                  {trans.__(
+                    'Not available here: %1',
+                    t.unavailable_reason ??
+                      trans.__('its backend cannot work on this server')
+                  )}
                 </span>
               )}
             </span>
@@ -199,11 +208,11 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
       </div>
       <FieldError id="cm-new-template-error" message={templateMessage} />
       <label className="cm-Field">
-        <span className="cm-Field-label">Name</span>
+        <span className="cm-Field-label">{trans.__('Name')}</span>
         <input
           className="jp-mod-styled cm-NewCluster-name"
           value={name}
-          placeholder="Cluster N"
+          placeholder={trans.__('Cluster N')}
           onChange={e => {
             setName(e.target.value);
             setError(null);
@@ -218,7 +227,7 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
         onChange={setOptionDrafts}
         error={error}
       />
-      <h3 className="cm-Form-heading">Worker Spec</h3>
+      <h3 className="cm-Form-heading">{trans.__('Worker Spec')}</h3>
       <WorkerSpecEditor
         groups={groups}
         onChange={next => {
@@ -234,17 +243,17 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
         shapeLocked={offReason(
           template,
           'editable_spec',
-          'The template sets the threads and memory of its workers'
+          trans.__('The template sets the threads and memory of its workers')
         )}
         singleGroupReason={offReason(
           template,
           'multiple_groups',
-          'This backend runs a single group of workers'
+          trans.__('This backend runs a single group of workers')
         )}
       />
       {groups.length > 1 && adapt.on && (
         <label className="cm-Field">
-          <span className="cm-Field-label">Adaptive group</span>
+          <span className="cm-Field-label">{trans.__('Adaptive group')}</span>
           <select
             className="jp-mod-styled cm-NewCluster-adaptGroup"
             value={adaptDraftGroup?.name}
@@ -296,5 +305,9 @@ export function showNewClusterDialog(options: {
       form={f}
     />
   ));
-  return showFormDialog({ title: 'New Cluster', form, acceptLabel: 'Create' });
+  return showFormDialog({
+    title: trans.__('New Cluster'),
+    form,
+    acceptLabel: trans.__('Create')
+  });
 }

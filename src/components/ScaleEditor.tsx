@@ -13,6 +13,7 @@ import {
   FormError,
   invalidProps
 } from './FormDialog';
+import { trans } from '../i18n';
 
 export interface IScaleEditorProps {
   cluster: ICluster;
@@ -86,7 +87,7 @@ export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
       />
       {groups.length > 1 && (
         <label className="cm-Field">
-          <span className="cm-Field-label">Group</span>
+          <span className="cm-Field-label">{trans.__('Group')}</span>
           <select
             className="jp-mod-styled cm-ScaleEditor-group"
             value={group?.name}
@@ -110,7 +111,7 @@ export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
         </label>
       )}
       <AmountField
-        label="Scale to"
+        label={trans.__('Scale to')}
         inputs={[
           {
             id: 'cm-scale-amount',
@@ -144,7 +145,9 @@ export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
       />
       {adaptive && (
         <p className="cm-Form-note">
-          Adaptive mode is on for this group; scaling by hand turns it off.
+          {trans.__(
+            'Adaptive mode is on for this group; scaling by hand turns it off.'
+          )}
         </p>
       )}
     </div>

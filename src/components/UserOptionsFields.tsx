@@ -7,6 +7,7 @@ import * as React from 'react';
 import { ClusterManagerError } from '../request';
 import { IUserOption, OptionValue } from '../types';
 import { FieldError, fieldMessage, invalidProps } from './FormDialog';
+import { trans } from '../i18n';
 
 /**
  * What the user typed or chose, by option name (numbers as text until sent).
@@ -79,7 +80,7 @@ export function UserOptionsFields(props: {
     props.onChange({ ...drafts, [name]: value });
   return (
     <div className="cm-UserOptions">
-      <h3 className="cm-Form-heading">Options</h3>
+      <h3 className="cm-Form-heading">{trans.__('Options')}</h3>
       {options.map(option => {
         const id = `cm-new-option-${option.name}`;
         const message = fieldMessage(props.error, `options.${option.name}`);

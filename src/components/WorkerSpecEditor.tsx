@@ -15,20 +15,33 @@ import { ILimits } from '../types';
 import { checkCount, fieldLabel, stripField } from '../validate';
 import { PlanPreview } from './AmountField';
 import { FieldError, fieldMessage, invalidProps } from './FormDialog';
+import { trans } from '../i18n';
 
 /**
  * The columns of the table, with the request field each one fills.
  */
-const COLUMNS: ReadonlyArray<{
+const columns = (): ReadonlyArray<{
   key: keyof IGroupDraft;
   label: string;
   hint: string;
-}> = [
-  { key: 'name', label: 'Group', hint: 'Group name' },
-  { key: 'count', label: 'Workers', hint: 'Number of workers' },
-  { key: 'threads', label: 'Threads', hint: 'Threads (cores) per worker' },
-  { key: 'memory', label: 'Memory', hint: 'Memory per worker, e.g. 4 GiB' },
-  { key: 'gpus', label: 'GPUs', hint: 'GPUs per worker' }
+}> => [
+  { key: 'name', label: trans.__('Group'), hint: trans.__('Group name') },
+  {
+    key: 'count',
+    label: trans.__('Workers'),
+    hint: trans.__('Number of workers')
+  },
+  {
+    key: 'threads',
+    label: trans.__('Threads'),
+    hint: trans.__('Threads (cores) per worker')
+  },
+  {
+    key: 'memory',
+    label: trans.__('Memory'),
+    hint: trans.__('Memory per worker, e.g. 4 GiB')
+  },
+  { key: 'gpus', label: trans.__('GPUs'), hint: trans.__('GPUs per worker') }
 ];
 
 export interface IWorkerSpecEditorProps {
@@ -96,7 +109,7 @@ export function WorkerSpecEditor(
   // Errors about the spec as a whole, or a group as a whole.
   const inputFields = new Set<string>();
   groups.forEach((_, i) =>
-    COLUMNS.forEach(c => inputFields.add(`${field}.groups[${i}].${c.key}`))
+    columns().forEach(c => inputFields.add(`${field}.groups[${i}].${c.key}`))
   );
   // Named in the form's words: "Resource foo of group gpu: …".
   const otherError =
@@ -112,13 +125,13 @@ export function WorkerSpecEditor(
       <table className="cm-SpecEditor-table">
         <thead>
           <tr>
-            {COLUMNS.map(c => (
+            {columns().map(c => (
               <th key={c.key} scope="col" title={c.hint}>
                 {c.label}
               </th>
             ))}
             <th scope="col">
-              <span className="cm-VisuallyHidden">Remove</span>
+              <span className="cm-VisuallyHidden">{trans.__('Remove')}</span>
             </th>
           </tr>
         </thead>
@@ -128,17 +141,19 @@ export function WorkerSpecEditor(
             const messageOf = (key: keyof IGroupDraft) =>
               problems[key] ??
               fieldMessage(error, `${field}.groups[${i}].${key}`);
-            const messages = COLUMNS.map(c => ({
-              key: c.key,
-              id: `${idPrefix}-g${i}-${c.key}-error`,
-              message: messageOf(c.key)
-            })).filter(m => m.message);
+            const messages = columns()
+              .map(c => ({
+                key: c.key,
+                id: `${idPrefix}-g${i}-${c.key}-error`,
+                message: messageOf(c.key)
+              }))
+              .filter(m => m.message);
             const perWorker = perWorkerOfDraft(group);
             const count = checkCount(group.count, 'workers').value;
             return (
               <React.Fragment key={i}>
                 <tr className="cm-SpecEditor-group">
-                  {COLUMNS.map(c => {
+                  {columns().map(c => {
                     const id = `${idPrefix}-g${i}-${c.key}-error`;
                     const message = messageOf(c.key);
                     const locked = !!props.shapeLocked && c.key !== 'count';
@@ -146,7 +161,7 @@ export function WorkerSpecEditor(
                       <td key={c.key}>
                         <input
                           className={`jp-mod-styled cm-SpecEditor-${c.key}`}
-                          aria-label={`${c.hint}, group ${i + 1}`}
+                          aria-label={trans.__('%1, group %2', c.hint, i + 1)}
                           title={locked ? props.shapeLocked! : c.hint}
                           disabled={locked}
                           value={group[c.key]}
@@ -165,8 +180,11 @@ export function WorkerSpecEditor(
                     <button
                       type="button"
                       className="jp-mod-styled cm-IconButton cm-SpecEditor-remove"
-                      aria-label={`Remove group ${group.name || i + 1}`}
-                      title="Remove this group"
+                      aria-label={trans.__(
+                        'Remove group %1',
+                        group.name || i + 1
+                      )}
+                      title={trans.__('Remove this group')}
                       disabled={groups.length <= 1}
                       onClick={() => remove(i)}
                     >
@@ -175,7 +193,7 @@ export function WorkerSpecEditor(
                   </td>
                 </tr>
                 <tr className="cm-SpecEditor-detail">
-                  <td colSpan={COLUMNS.length + 1}>
+                  <td colSpan={columns().length + 1}>
                     {messages.map(m => (
                       <FieldError key={m.key} id={m.id} message={m.message} />
                     ))}
@@ -202,15 +220,19 @@ export function WorkerSpecEditor(
             props.multipleGroups
               ? undefined
               : (props.singleGroupReason ??
-                'This backend runs a single group of workers')
+                trans.__('This backend runs a single group of workers'))
           }
         >
           <addIcon.react tag="span" className="cm-ButtonIcon" />
-          Add group
+          {trans.__('Add group')}
         </button>
         <PlanPreview
           className="cm-SpecEditor-total"
-          text={all && groups.length > 1 ? `Total ${formatTotals(all)}` : ''}
+          text={
+            all && groups.length > 1
+              ? trans.__('Total %1', formatTotals(all))
+              : ''
+          }
           planned={all}
           limits={{
             limits: props.limits ?? null,
