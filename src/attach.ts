@@ -3,6 +3,7 @@
  * scheduler, and the reason in words when it did not. Pure: no DOM, no server.
  */
 import { ICluster } from './types';
+import { trans } from './i18n';
 
 /**
  * Where an attach stands: still reaching the scheduler, attached, or failed
@@ -19,7 +20,10 @@ export type AttachOutcome =
  */
 export function attachOutcome(cluster: ICluster | undefined): AttachOutcome {
   if (!cluster) {
-    return { state: 'failed', reason: 'The cluster left the list' };
+    return {
+      state: 'failed',
+      reason: trans.__('The cluster left the list')
+    };
   }
   switch (cluster.status) {
     case 'pending':
@@ -38,7 +42,9 @@ export function attachOutcome(cluster: ICluster | undefined): AttachOutcome {
  */
 export function attachFailure(error: string | null): string {
   const reason = (error ?? '').trim().replace(/:$/, '').trim();
-  return reason ? capitalize(reason) : 'The scheduler could not be reached';
+  return reason
+    ? capitalize(reason)
+    : trans.__('The scheduler could not be reached');
 }
 
 function capitalize(text: string): string {

@@ -3,6 +3,7 @@
  * the server's words. Pure: the notifier (notifications.ts) shows them.
  */
 import { ICluster, IEvent } from './types';
+import { trans } from './i18n';
 
 /**
  * One piece of bad news about one cluster.
@@ -59,7 +60,7 @@ export function badNews(
   if (after.error && after.error !== before.error) {
     say(after.error, broken ? 'error' : 'warning');
   } else if (broken && after.status !== before.status) {
-    say(`the cluster is ${after.status}`, 'error');
+    say(trans.__('the cluster is %1', after.status), 'error');
   }
   const previous = new Map(
     before.workers.groups.map(g => [g.name, g.error ?? null])
@@ -70,7 +71,7 @@ export function badNews(
       group.error !== after.error &&
       group.error !== previous.get(group.name)
     ) {
-      say(`group ${group.name}: ${group.error}`, 'error');
+      say(trans.__('group %1: %2', group.name, group.error), 'error');
     }
   }
   return news;
@@ -88,8 +89,14 @@ export function goneNews(
     clusterId: cluster.id,
     message:
       cluster.capabilities && !cluster.capabilities.can_stop
-        ? `${cluster.name} is no longer listed; it was started elsewhere and may still run there`
-        : `${cluster.name} is gone: it stopped while the sidebar could not see it`,
+        ? trans.__(
+            '%1 is no longer listed; it was started elsewhere and may still run there',
+            cluster.name
+          )
+        : trans.__(
+            '%1 is gone: it stopped while the sidebar could not see it',
+            cluster.name
+          ),
     level: 'warning'
   }));
 }

@@ -5,6 +5,7 @@ import { Drag } from '@lumino/dragdrop';
 
 import { clientCode, type Connectable } from './clientcode';
 import { ICluster } from './types';
+import { trans } from './i18n';
 
 export { clientCode } from './clientcode';
 export type { Connectable } from './clientcode';
@@ -93,6 +94,6 @@ export function startClusterDrag(options: {
 function createDragImage(cluster: ICluster): HTMLElement {
   const node = document.createElement('div');
   node.className = 'cm-DragImage';
-  node.textContent = `Client for ${cluster.name}`;
+  node.textContent = trans.__('Client for %1', cluster.name);
   return node;
 }

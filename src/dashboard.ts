@@ -12,6 +12,7 @@ import { onlyObserved } from './capabilities';
 import { ClustersModel } from './model';
 import { ClusterManagerError } from './request';
 import { ICluster } from './types';
+import { trans } from './i18n';
 
 /**
  * The path of the full dashboard below a cluster's proxy path.
@@ -82,7 +83,9 @@ export function dashboardTabId(clusterId: string, path: string): string {
  * The label of a dashboard tab: "Dask <cluster>", or "<plot> · <cluster>".
  */
 export function tabLabel(path: string, label: string, cluster: string): string {
-  return path === STATUS_PATH ? `Dask ${cluster}` : `${label} · ${cluster}`;
+  return path === STATUS_PATH
+    ? trans.__('Dask %1', cluster)
+    : trans.__('%1 · %2', label, cluster);
 }
 
 /**
@@ -94,13 +97,17 @@ export function goneReason(
   loaded: boolean
 ): string | null {
   if (!cluster) {
-    return loaded ? 'it is no longer listed' : null;
+    return loaded ? trans.__('it is no longer listed') : null;
   }
   if (cluster.status === 'failed') {
-    return cluster.error ? `it failed: ${cluster.error}` : 'it failed';
+    return cluster.error
+      ? trans.__('it failed: %1', cluster.error)
+      : trans.__('it failed');
   }
   if (cluster.status === 'stopping' || cluster.status === 'stopped') {
-    return onlyObserved(cluster) ? 'it was detached' : 'it was shut down';
+    return onlyObserved(cluster)
+      ? trans.__('it was detached')
+      : trans.__('it was shut down');
   }
   return null;
 }
@@ -176,7 +183,7 @@ export class DashboardView extends Widget {
       this._message.textContent = '';
       this._frame = document.createElement('iframe');
       this._frame.className = 'cm-DashboardView-frame';
-      this._frame.title = `${this.label} of ${cluster.name}`;
+      this._frame.title = trans.__('%1 of %2', this.label, cluster.name);
       this._frame.setAttribute(
         'sandbox',
         'allow-scripts allow-same-origin allow-forms allow-popups'
@@ -189,7 +196,7 @@ export class DashboardView extends Widget {
       this.node.appendChild(this._frame);
     } else if (!this._frame) {
       this._message.textContent = cluster
-        ? `Waiting for the dashboard of ${cluster.name}…`
+        ? trans.__('Waiting for the dashboard of %1…', cluster.name)
         : 'Loading…';
     }
   }
@@ -209,13 +216,22 @@ export class DashboardView extends Widget {
     this.addClass('cm-mod-gone');
     const cluster =
       name === null
-        ? 'The cluster'
+        ? trans.__('The cluster')
         : /^cluster\b/i.test(name)
           ? name
-          : `Cluster ${name}`;
-    this._message.textContent = `${cluster} is gone (${reason}); this ${
-      this.path === STATUS_PATH ? 'dashboard' : 'plot'
-    } no longer updates.`;
+          : trans.__('Cluster %1', name);
+    this._message.textContent =
+      this.path === STATUS_PATH
+        ? trans.__(
+            '%1 is gone (%2); this dashboard no longer updates.',
+            cluster,
+            reason
+          )
+        : trans.__(
+            '%1 is gone (%2); this plot no longer updates.',
+            cluster,
+            reason
+          );
   }
 
   private _model: ClustersModel;

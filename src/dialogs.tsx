@@ -4,6 +4,7 @@
  * Each stays open when a value is refused (by the form or by the server) and
  * shows the message once, next to the field it is about.
  */
+import { InputGroup } from '@jupyterlab/ui-components';
 import { Notification } from '@jupyterlab/apputils';
 import * as React from 'react';
 
@@ -237,8 +238,8 @@ function AttachForm(props: {
     <div className="cm-AttachForm">
       <label className="cm-Field">
         <span className="cm-Field-label">{trans.__('Scheduler address')}</span>
-        <input
-          className="jp-mod-styled cm-AttachForm-address"
+        <InputGroup
+          className="cm-AttachForm-address"
           value={address}
           placeholder="tcp://127.0.0.1:8786"
           onChange={e => {
@@ -310,8 +311,8 @@ function OneFieldForm(props: {
     <div className="cm-OneFieldForm">
       <label className="cm-Field">
         <span className="cm-Field-label">{props.label}</span>
-        <input
-          className="jp-mod-styled cm-OneFieldForm-input"
+        <InputGroup
+          className="cm-OneFieldForm-input"
           value={text}
           onChange={e => {
             setText(e.target.value);

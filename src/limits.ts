@@ -8,6 +8,7 @@ import { ITotals } from './spec';
 import { capabilitiesOf } from './capabilities';
 import { hasEnded } from './cardstate';
 import { ICluster, IInUseHere, ILimits, IWorkerGroupSpec } from './types';
+import { trans } from './i18n';
 
 /**
  * The caps the server checks a cluster's plan against (its `Limits`, one
@@ -43,7 +44,7 @@ type PlannedGroup = Pick<
   'name' | 'count' | 'threads' | 'memory' | 'gpus'
 >;
 
-const REFUSED = 'the server will refuse it';
+const refused = () => trans.__('the server will refuse it');
 
 /**
  * The first cap of all workers together that `planned` goes past, as the
@@ -54,26 +55,39 @@ function totalsRefusal(
   caps: ICaps,
   field: string
 ): ICapRefusal | null {
-  const where = caps.where ?? 'this server';
+  const where = caps.where ?? trans.__('this server');
   if (caps.max_cores !== null && planned.cores > caps.max_cores) {
     return {
       cap: 'max_cores',
       field,
-      message: `Above the limit of ${plural(caps.max_cores, 'core')} per cluster: ${REFUSED}`
+      message: trans.__(
+        'Above the limit of %1 per cluster: %2',
+        plural(caps.max_cores, 'core'),
+        refused()
+      )
     };
   }
   if (caps.max_gpus !== null && planned.gpus > caps.max_gpus) {
     return {
       cap: 'max_gpus',
       field,
-      message: `More than the ${plural(caps.max_gpus, 'GPU')} of ${where}: ${REFUSED}`
+      message: trans.__(
+        'More than the %1 of %2: %3',
+        plural(caps.max_gpus, 'GPU'),
+        where,
+        refused()
+      )
     };
   }
   if (caps.max_memory !== null && planned.memory > caps.max_memory) {
     return {
       cap: 'max_memory',
       field,
-      message: `Above the limit of ${formatSize(caps.max_memory)} of memory per cluster: ${REFUSED}`
+      message: trans.__(
+        'Above the limit of %1 of memory per cluster: %2',
+        formatSize(caps.max_memory),
+        refused()
+      )
     };
   }
   return null;
@@ -93,7 +107,7 @@ export function capRefusal(
   field: string,
   groupsField?: string
 ): ICapRefusal | null {
-  const where = caps.where ?? 'this server';
+  const where = caps.where ?? trans.__('this server');
   for (const [i, g] of groups.entries()) {
     const at = (key: string) =>
       groupsField ? `${groupsField}[${i}].${key}` : field;
@@ -101,14 +115,26 @@ export function capRefusal(
       return {
         cap: 'gpus_per_worker',
         field: at('gpus'),
-        message: `Group ${g.name} asks for ${plural(g.gpus, 'GPU')} per worker; ${where} has ${caps.gpus_per_worker}`
+        message: trans.__(
+          'Group %1 asks for %2 per worker; %3 has %4',
+          g.name,
+          plural(g.gpus, 'GPU'),
+          where,
+          caps.gpus_per_worker
+        )
       };
     }
     if (caps.memory_per_worker !== null && g.memory > caps.memory_per_worker) {
       return {
         cap: 'memory_per_worker',
         field: at('memory'),
-        message: `Group ${g.name} asks for ${formatSize(g.memory)} per worker; ${where} has ${formatSize(caps.memory_per_worker)}`
+        message: trans.__(
+          'Group %1 asks for %2 per worker; %3 has %4',
+          g.name,
+          formatSize(g.memory),
+          where,
+          formatSize(caps.memory_per_worker)
+        )
       };
     }
   }
@@ -139,7 +165,11 @@ export function limitWarnings(
   const warnings: string[] = [];
   if (planned.workers > limits.max_workers) {
     warnings.push(
-      `Above the limit of ${plural(limits.max_workers, 'worker')} per cluster: ${REFUSED}`
+      trans.__(
+        'Above the limit of %1 per cluster: %2',
+        plural(limits.max_workers, 'worker'),
+        refused()
+      )
     );
   }
   const caps = backend === undefined ? undefined : limits.caps?.[backend];
@@ -155,20 +185,36 @@ export function limitWarnings(
     const usedMemory = used?.memory ?? 0;
     const others =
       used && used.clusters === 1
-        ? 'another cluster uses'
-        : `${used?.clusters} other clusters use`;
+        ? trans.__('another cluster uses')
+        : trans.__('%1 other clusters use', used?.clusters);
     if (planned.cores + usedCores > cores) {
       warnings.push(
         usedCores
-          ? `With the ${plural(usedCores, 'core')} ${others} here, more than this machine’s ${plural(cores, 'core')}: workers will compete for them`
-          : `More than this machine’s ${plural(cores, 'core')}: workers will compete for them`
+          ? trans.__(
+              'With the %1 %2 here, more than this machine’s %3: workers will compete for them',
+              plural(usedCores, 'core'),
+              others,
+              plural(cores, 'core')
+            )
+          : trans.__(
+              'More than this machine’s %1: workers will compete for them',
+              plural(cores, 'core')
+            )
       );
     }
     if (planned.memory + usedMemory > memory) {
       warnings.push(
         usedMemory
-          ? `With the ${formatSize(usedMemory)} ${others} here, more than this machine’s ${formatSize(memory)} of memory: workers may be killed`
-          : `More than this machine’s ${formatSize(memory)} of memory: workers may be killed`
+          ? trans.__(
+              'With the %1 %2 here, more than this machine’s %3 of memory: workers may be killed',
+              formatSize(usedMemory),
+              others,
+              formatSize(memory)
+            )
+          : trans.__(
+              'More than this machine’s %1 of memory: workers may be killed',
+              formatSize(memory)
+            )
       );
     }
   }

@@ -9,6 +9,7 @@ import { Widget } from '@lumino/widgets';
 
 import { API_PATH, asServerError, requestAPI } from './request';
 import { ILogChunk, ILogEntry, ILogList, LogFollowMessage } from './types';
+import { trans } from './i18n';
 
 /**
  * How many lines a tab shows at most (older ones are dropped while following).
@@ -42,7 +43,7 @@ export class LogViewer extends Widget {
     const bar = document.createElement('div');
     bar.className = 'cm-LogViewer-toolbar';
     this._picker.className = 'cm-LogViewer-picker';
-    this._picker.setAttribute('aria-label', 'Which log');
+    this._picker.setAttribute('aria-label', trans.__('Which log'));
     this._picker.onchange = () => void this.showLog(this._picker.value);
     const follow = document.createElement('label');
     follow.className = 'cm-LogViewer-followLabel';
@@ -52,20 +53,20 @@ export class LogViewer extends Widget {
     this._follow.onchange = () => void this.showLog(this._name);
     follow.append(this._follow, ' Follow');
     this._search.type = 'search';
-    this._search.placeholder = 'Search (only matching lines)';
+    this._search.placeholder = trans.__('Search (only matching lines)');
     this._search.className = 'cm-LogViewer-search';
-    this._search.setAttribute('aria-label', 'Search the log');
+    this._search.setAttribute('aria-label', trans.__('Search the log'));
     this._search.oninput = () => this._render();
     const download = document.createElement('button');
     download.type = 'button';
     download.className = 'jp-mod-styled cm-LogViewer-download';
-    download.textContent = 'Download';
-    download.title = 'Save the last 100000 lines of this log';
+    download.textContent = trans.__('Download');
+    download.title = trans.__('Save the last 100000 lines of this log');
     download.onclick = () => void this.download();
     const reload = document.createElement('button');
     reload.type = 'button';
     reload.className = 'jp-mod-styled cm-LogViewer-reload';
-    reload.textContent = 'Reload';
+    reload.textContent = trans.__('Reload');
     reload.onclick = () => void this.showLog(this._name);
     bar.append(this._picker, follow, this._search, download, reload);
     this._status.className = 'cm-LogViewer-status';
@@ -101,7 +102,7 @@ export class LogViewer extends Widget {
         this._settings
       );
       this._append(chunk.text);
-      this._setStatus(`${chunk.size} bytes; the last lines`);
+      this._setStatus(trans.__('%1 bytes; the last lines', chunk.size));
     } catch (error) {
       this._setStatus(asServerError(error).message);
     }
@@ -182,9 +183,13 @@ export class LogViewer extends Widget {
         this._append(message.text);
         this._setStatus(`Following: ${message.size} bytes`);
       } else if (message.type === 'gone') {
-        this._setStatus('The cluster is gone; its logs went with it.');
+        this._setStatus(
+          trans.__('The cluster is gone; its logs went with it.')
+        );
       } else if (message.type === 'error') {
-        this._setStatus(message.message ?? 'This log cannot be read.');
+        this._setStatus(
+          message.message ?? trans.__('This log cannot be read.')
+        );
       }
     };
     socket.onclose = () => {
@@ -192,7 +197,7 @@ export class LogViewer extends Widget {
         this._socket = null;
         if (this._follow.checked) {
           this._setStatus(
-            `${this._status.textContent ?? ''} (stopped following)`
+            trans.__('%1 (stopped following)', this._status.textContent ?? '')
           );
         }
       }

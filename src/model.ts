@@ -26,6 +26,7 @@ import {
   PatchClusterRequest,
   StreamMessage
 } from './types';
+import { trans } from './i18n';
 
 /**
  * The clusters known to the Jupyter server, kept up to date.
@@ -446,7 +447,7 @@ export class ClustersModel implements IClustersModel {
   private _setStatus(status: IServerStatus | undefined): void {
     const storeError =
       status && !status.store.writable
-        ? (status.store.error ?? 'the store cannot be written')
+        ? (status.store.error ?? trans.__('the store cannot be written'))
         : null;
     if (storeError !== this._storeError) {
       this._storeError = storeError;

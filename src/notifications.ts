@@ -10,6 +10,7 @@ import { badNews, goneNews, IBadNews } from './badnews';
 import { ClustersModel } from './model';
 import { CommandIDs } from './tokens';
 import { ICluster } from './types';
+import { trans } from './i18n';
 
 /**
  * How long the same words are not shown again, in ms.
@@ -81,8 +82,8 @@ export class BadNewsNotifier {
       const actions = this._model.get(item.clusterId)
         ? [
             {
-              label: 'History',
-              caption: 'Open the cluster’s event history',
+              label: trans.__('History'),
+              caption: trans.__('Open the cluster’s event history'),
               callback: () =>
                 void this._commands.execute(CommandIDs.showEvents, {
                   clusterId: item.clusterId

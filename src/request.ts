@@ -2,6 +2,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 import { IErrorBody } from './types';
+import { trans } from './i18n';
 
 /**
  * The path of the REST API below the server's base URL.
@@ -131,7 +132,10 @@ export async function requestAPI<T>(
     throw new ClusterManagerError({
       status: response.status,
       code: 'bad_response',
-      message: `The server sent an answer that is not JSON: ${text.slice(0, 100)}`
+      message: trans.__(
+        'The server sent an answer that is not JSON: %1',
+        text.slice(0, 100)
+      )
     });
   }
 }

@@ -93,7 +93,7 @@ export class ClusterSidebar extends ReactWidget {
     super.onActivateRequest(msg);
     const focusInside = () => {
       const target =
-        this.node.querySelector<HTMLElement>('.cm-ClusterFilter-input') ??
+        this.node.querySelector<HTMLElement>('.cm-ClusterFilter-input input') ??
         this.node.querySelector<HTMLElement>('.cm-ClusterCard') ??
         this.node.querySelector<HTMLElement>('.cm-NewClusterButton:enabled');
       (target ?? this.node).focus();

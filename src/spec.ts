@@ -11,6 +11,7 @@ import {
   IWorkerGroupSpec,
   IWorkerSpecRequest
 } from './types';
+import { trans } from './i18n';
 
 /**
  * A worker group as typed in the editor.
@@ -112,7 +113,7 @@ export function groupProblems(
 ): Partial<Record<keyof IGroupDraft, string>> {
   const problems: Partial<Record<keyof IGroupDraft, string>> = {};
   if (!draft.name.trim()) {
-    problems.name = 'Enter a group name';
+    problems.name = trans.__('Enter a group name');
   }
   const checks = {
     count: checkCount(draft.count, 'workers'),

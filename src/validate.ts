@@ -4,6 +4,7 @@
  * request field paths (`spec.groups[0].count`) in the words the form uses.
  */
 import { parseSize } from './format';
+import { trans } from './i18n';
 
 /**
  * A value as typed: its number, or why there is none.
@@ -37,23 +38,25 @@ export function readNumber(text: string): number | null {
 export function checkCount(text: string, noun: string, minimum = 0): Checked {
   const trimmed = text.trim();
   if (!trimmed) {
-    return bad(`Enter a number of ${noun}`);
+    return bad(trans.__('Enter a number of %1', noun));
   }
   if (!NUMBER.test(trimmed)) {
-    return bad(`“${trimmed}” is not a number of ${noun}`);
+    return bad(trans.__('“%1” is not a number of %2', trimmed, noun));
   }
   const value = Number(trimmed);
   if (value < 0) {
-    return bad(`Cannot be negative: enter ${minimum} or more ${noun}`);
+    return bad(
+      trans.__('Cannot be negative: enter %1 or more %2', minimum, noun)
+    );
   }
   if (!Number.isInteger(value)) {
-    return bad(`Enter a whole number of ${noun}, not ${trimmed}`);
+    return bad(trans.__('Enter a whole number of %1, not %2', noun, trimmed));
   }
   if (value < minimum) {
-    return bad(`Enter at least ${minimum}`);
+    return bad(trans.__('Enter at least %1', minimum));
   }
   if (value > LARGEST_COUNT) {
-    return bad(`Enter at most ${LARGEST_COUNT} ${noun}`);
+    return bad(trans.__('Enter at most %1 %2', LARGEST_COUNT, noun));
   }
   return ok(value);
 }
@@ -68,10 +71,10 @@ export function checkSize(
 ): Checked {
   const trimmed = text.trim();
   if (!trimmed) {
-    return bad('Enter a size, e.g. 4 GiB');
+    return bad(trans.__('Enter a size, e.g. 4 GiB'));
   }
   if (trimmed.startsWith('-')) {
-    return bad('Cannot be negative: enter a size such as 4 GiB');
+    return bad(trans.__('Cannot be negative: enter a size such as 4 GiB'));
   }
   if (NUMBER.test(trimmed)) {
     const value = Number(trimmed);
@@ -79,18 +82,20 @@ export function checkSize(
       return ok(0);
     }
     return bad(
-      `${trimmed} what? Add a unit: ${trimmed} GiB, ${trimmed} MiB, ${trimmed} TB…`
+      trans.__('%1 what? Add a unit: %1 GiB, %1 MiB, %1 TB…', trimmed)
     );
   }
   const bytes = parseSize(trimmed);
   if (bytes === null) {
-    return bad(`“${trimmed}” is not a size; use e.g. 512 MiB, 4 GiB or 1 TB`);
+    return bad(
+      trans.__('“%1” is not a size; use e.g. 512 MiB, 4 GiB or 1 TB', trimmed)
+    );
   }
   if (bytes === 0 && !options.allowZero) {
-    return bad('Must be more than 0, e.g. 4 GiB');
+    return bad(trans.__('Must be more than 0, e.g. 4 GiB'));
   }
   if (bytes >= TOO_LARGE_SIZE) {
-    return bad('Too large: at most 8 EiB');
+    return bad(trans.__('Too large: at most 8 EiB'));
   }
   return ok(bytes);
 }
@@ -107,31 +112,31 @@ export function checkAmount(
     : checkCount(text, unit);
 }
 
-const GROUP_KEYS: { [key: string]: string } = {
-  name: 'Name',
-  count: 'Workers',
-  threads: 'Threads',
-  memory: 'Memory',
-  gpus: 'GPUs',
-  resources: 'Resources'
-};
+const groupKeys = (): { [key: string]: string } => ({
+  name: trans.__('Name'),
+  count: trans.__('Workers'),
+  threads: trans.__('Threads'),
+  memory: trans.__('Memory'),
+  gpus: trans.__('GPUs'),
+  resources: trans.__('Resources')
+});
 
-const FIELDS: { [field: string]: string } = {
-  name: 'Name',
-  template: 'Template',
-  spec: 'Worker Spec',
-  'spec.groups': 'Worker groups',
-  scale: 'Scale',
-  'scale.workers': 'Scale to',
-  'scale.cores': 'Scale to',
-  'scale.memory': 'Scale to',
-  'scale.group': 'Group',
-  adapt: 'Adaptive mode',
-  'adapt.minimum': 'Adaptive minimum',
-  'adapt.maximum': 'Adaptive maximum',
-  'adapt.unit': 'Adaptive unit',
-  'adapt.group': 'Adaptive group'
-};
+const fields = (): { [field: string]: string } => ({
+  name: trans.__('Name'),
+  template: trans.__('Template'),
+  spec: trans.__('Worker Spec'),
+  'spec.groups': trans.__('Worker groups'),
+  scale: trans.__('Scale'),
+  'scale.workers': trans.__('Scale to'),
+  'scale.cores': trans.__('Scale to'),
+  'scale.memory': trans.__('Scale to'),
+  'scale.group': trans.__('Group'),
+  adapt: trans.__('Adaptive mode'),
+  'adapt.minimum': trans.__('Adaptive minimum'),
+  'adapt.maximum': trans.__('Adaptive maximum'),
+  'adapt.unit': trans.__('Adaptive unit'),
+  'adapt.group': trans.__('Adaptive group')
+});
 
 /**
  * A request field in the form's words: `spec.groups[0].count` is
@@ -143,15 +148,16 @@ export function fieldLabel(field: string, groupNames: string[] = []): string {
     const index = Number(group[1]);
     const name = groupNames[index] || String(index + 1);
     if (!group[2]) {
-      return `Group ${name}`;
+      return trans.__('Group %1', name);
     }
-    const key = GROUP_KEYS[group[2]] ?? group[2];
+    const key = groupKeys()[group[2]] ?? group[2];
     return group[3]
-      ? `Resource ${group[3]} of group ${name}`
-      : `${key} of group ${name}`;
+      ? trans.__('Resource %1 of group %2', group[3], name)
+      : trans.__('%1 of group %2', key, name);
   }
-  if (FIELDS[field]) {
-    return FIELDS[field];
+  const known = fields()[field];
+  if (known) {
+    return known;
   }
   const last = field.split('.').pop() ?? field;
   return last.charAt(0).toUpperCase() + last.slice(1).replace(/_/g, ' ');

@@ -1,3 +1,4 @@
+import { InputGroup } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { ICluster } from '../types';
@@ -40,9 +41,9 @@ export function ClusterFilter(props: {
 }): React.ReactElement {
   return (
     <div className="cm-ClusterFilter">
-      <input
+      <InputGroup
         type="search"
-        className="jp-mod-styled cm-ClusterFilter-input"
+        className="cm-ClusterFilter-input"
         aria-label={trans.__('Filter clusters')}
         placeholder={trans.__('Filter by name, template, status…')}
         value={props.value}
