@@ -334,7 +334,7 @@ export async function showRenameDialog(
   const form = new FormBody<ICluster>(f => (
     <OneFieldForm
       form={f}
-      label="Name"
+      label={trans.__('Name')}
       initial={cluster.name}
       hint={trans.__(
         "Notebooks that connect by the cluster's id keep working."

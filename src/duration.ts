@@ -2,6 +2,7 @@
  * An idle timeout as a person types it ("30 min", "2 h", "90 s", "off") and
  * as the card shows it. Pure: no DOM, no server.
  */
+import { trans } from './i18n';
 
 const UNITS: ReadonlyArray<[RegExp, number]> = [
   [/^(s|sec|secs|second|seconds)$/, 1],
@@ -23,7 +24,10 @@ export function parseIdleTimeout(text: string): number | null {
   const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/.exec(value);
   if (!match) {
     throw new Error(
-      `"${text.trim()}" is not a duration: write e.g. 30 min, 2 h or off`
+      trans.__(
+        '"%1" is not a duration: write e.g. 30 min, 2 h or off',
+        text.trim()
+      )
     );
   }
   const amount = parseFloat(match[1]);
@@ -32,7 +36,9 @@ export function parseIdleTimeout(text: string): number | null {
   }
   const unit = UNITS.find(([pattern]) => pattern.test(match[2]));
   if (!unit) {
-    throw new Error(`"${match[2]}" is not a unit: use s, min, h or d`);
+    throw new Error(
+      trans.__('"%1" is not a unit: use s, min, h or d', match[2])
+    );
   }
   return amount * unit[1];
 }

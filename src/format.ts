@@ -1,3 +1,5 @@
+import { trans } from './i18n';
+
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];
 
 /**
@@ -46,7 +48,19 @@ export function plural(
   nouns = `${noun}s`
 ): string {
   const text = Number.isInteger(count) ? String(count) : formatCores(count);
-  return `${text} ${count === 1 ? noun : nouns}`;
+  // The nouns the extension counts, in words a language pack translates.
+  switch (noun) {
+    case 'worker':
+      return trans._n('%2 worker', '%2 workers', count, text);
+    case 'core':
+      return trans._n('%2 core', '%2 cores', count, text);
+    case 'GPU':
+      return trans._n('%2 GPU', '%2 GPUs', count, text);
+    case 'cluster':
+      return trans._n('%2 cluster', '%2 clusters', count, text);
+    default:
+      return `${text} ${count === 1 ? noun : nouns}`;
+  }
 }
 
 const SIZE_UNITS: { [unit: string]: number } = {

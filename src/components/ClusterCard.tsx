@@ -158,7 +158,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
       {!props.compact && (
         <div className="cm-ClusterCard-chart">
           <span className="cm-ClusterCard-chartLabel" aria-hidden="true">
-            Workers
+            {trans.__('Workers')}
           </span>
           <ClusterChart
             cluster={cluster}

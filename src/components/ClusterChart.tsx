@@ -136,9 +136,11 @@ export function TimelineChart(props: {
     const fraction = box.width ? (clientX - box.left) / box.width : 1;
     setHover(Math.round(Math.min(1, Math.max(0, fraction)) * last));
   };
-  const label =
-    `Workers, memory and CPU in use since the cluster started ` +
-    `(${points.length} points of ${timeline.resolution} s)`;
+  const label = trans.__(
+    'Workers, memory and CPU in use since the cluster started (%1 points of %2 s)',
+    points.length,
+    timeline.resolution
+  );
   return (
     <div className="cm-ClusterChart">
       <svg

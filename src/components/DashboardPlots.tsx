@@ -95,7 +95,9 @@ export function DashboardPlots(
               listId={listId}
             />
           ) : (
-            <li className="cm-PlotList-loading">Loading plots…</li>
+            <li className="cm-PlotList-loading">
+              {trans.__('Loading plots…')}
+            </li>
           )}
         </ul>
       )}

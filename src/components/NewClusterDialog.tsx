@@ -170,7 +170,7 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
       <div
         className="cm-TemplateList"
         role="radiogroup"
-        aria-label="Template"
+        aria-label={trans.__('Template')}
         {...invalidProps('cm-new-template-error', templateMessage)}
       >
         {templates.map(t => (

@@ -1,6 +1,7 @@
 import * as React from 'react';
 
 import { ClustersModel } from '../model';
+import { trans } from '../i18n';
 
 export interface ISparklineProps {
   points: ReadonlyArray<ClustersModel.IHistoryPoint>;
@@ -64,9 +65,14 @@ export function Sparkline(props: ISparklineProps): React.ReactElement | null {
   const y = (v: number) => height - pad - (v / top) * (height - 2 * pad);
   const last = points[points.length - 1];
   const minutes = Math.max(1, Math.round((now - start) / 60000));
-  const label =
-    `Workers over the last ${minutes} minute${minutes === 1 ? '' : 's'}: ` +
-    `now ${last.running} running of ${last.requested} requested, at most ${top}`;
+  const label = trans._n(
+    'Workers over the last %1 minute: now %2 running of %3 requested, at most %4',
+    'Workers over the last %1 minutes: now %2 running of %3 requested, at most %4',
+    minutes,
+    last.running,
+    last.requested,
+    top
+  );
   return (
     <svg
       className="cm-Sparkline"
