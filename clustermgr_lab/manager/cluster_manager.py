@@ -11,6 +11,7 @@ import asyncio
 import shutil
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from clustermgr_lab.backends import (
     Capabilities,
     ExternalBackend,
     StandbySchedulers,
+    TemplateProbe,
     WarmLauncher,
 )
 from clustermgr_lab.cluster import record_codec
@@ -51,9 +53,10 @@ from clustermgr_lab.domain.errors import Conflict, NotFound
 from clustermgr_lab.domain.limits import Limits
 from clustermgr_lab.domain.naming import next_default_name, unique_name
 from clustermgr_lab.domain.spec import WorkerSpec, parse_size, parse_spec
+from clustermgr_lab.domain.templates import Template
 from clustermgr_lab.domain.usage import MAX_DAYS, daily_summary
 from clustermgr_lab.manager import commands
-from clustermgr_lab.manager.availability import Availability
+from clustermgr_lab.manager.availability import AVAILABILITY_TTL, PROBE_TIMEOUT, Availability
 from clustermgr_lab.manager.change_feed import ChangeFeed
 from clustermgr_lab.manager.dashboard_keys import DashboardKeys
 from clustermgr_lab.manager.machine import detect_gpus, total_memory
@@ -87,6 +90,7 @@ class ClusterManager(ClusterManagerSettings):
             limits_for=self.limits_for,
             max_workers=self.max_workers,
             max_groups=self.max_groups,
+            user_options_option=lambda backend: BACKENDS[backend].user_options_option,
         )
         self._private([Path(self.workdir)], store_folder=Path(self.store_path).parent)
         self.launcher = WarmLauncher(Path(self.workdir), parent=self, log=self.log)
@@ -99,6 +103,9 @@ class ClusterManager(ClusterManagerSettings):
         # next to the store: keys stay valid across restarts, so restored dashboard tabs keep working
         self.dashboard_keys = DashboardKeys(Path(self.store_path).parent / "dashboard-secret", log=self.log)
         self.availability = Availability()
+        self._probes: dict[str, TemplateProbe] = {}  # what each template's resource said when last asked
+        self._probed_at = float("-inf")
+        self._as_configured = dict(self._templates)  # before any resource's user options replaced a template's
         self._stored: list[tuple[ManagedCluster, dict]] = []
         self._unrestorable: list[dict] = []
         for record in stored_records(self.store, Path(self.workdir), self.log):
@@ -256,15 +263,76 @@ class ClusterManager(ClusterManagerSettings):
             {
                 **t.to_dict(),
                 "capabilities": BACKENDS[t.backend].capabilities.to_dict(),
-                "available": self.availability.reason(t.backend) is None,
-                "unavailable_reason": self.availability.reason(t.backend),
+                "available": self._unavailable_reason(t) is None,
+                "unavailable_reason": self._unavailable_reason(t),
             }
             for t in self._templates.values()
         ]
 
+    def _unavailable_reason(self, template: Template) -> str | None:
+        probe = self._probes.get(template.name)
+        return (probe.reason if probe is not None else None) or self.availability.reason(template.backend)
+
     async def check_backends(self) -> None:
-        """Check, in a thread, whether the templates' backends can work here (see :class:`~.availability.Availability`)."""
-        await self.availability.check({BACKENDS[t.backend] for t in self._templates.values()})
+        """Check, in a thread, whether the templates' backends can work here (see :class:`~.availability.Availability`),
+        and ask the resource each template names (e.g. its gateway) whether it answers and what users may set."""
+        await asyncio.gather(
+            self.availability.check({BACKENDS[t.backend] for t in self._templates.values()}), self.probe_templates()
+        )
+
+    async def probe_templates(self) -> None:
+        """Ask each template's resource (:meth:`Backend.probe`), at most every ``AVAILABILITY_TTL`` s; never raises.
+
+        A resource that offers user options (a gateway's ``/api/v1/options``) replaces the template's.
+        """
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._probed_at < AVAILABILITY_TTL:
+            return
+        self._probed_at = loop.time()
+        templates = list(self._as_configured.values())
+
+        async def probe(template: Template) -> TemplateProbe | None:
+            try:
+                return await BACKENDS[template.backend].probe(template.options, PROBE_TIMEOUT)
+            except Exception as exc:  # a probe must not break the listing of templates
+                self.log.warning("template %s: its resource could not be asked: %s", template.name, exc)
+                return TemplateProbe(f"its resource could not be asked: {exc}")
+
+        for template, answer in zip(templates, await asyncio.gather(*(probe(t) for t in templates))):
+            if answer is None:
+                continue
+            self._probes[template.name] = answer
+            if answer.user_options is not None:
+                self._templates[template.name] = replace(template, user_options=answer.user_options)
+
+    def found_sources(self) -> list[tuple[str, type[Backend], dict[str, Any]]]:
+        """``(template name, backend class, template options)`` of each template: where clusters may be found."""
+        return [(t.name, BACKENDS[t.backend], dict(t.options)) for t in self._templates.values()]
+
+    def list_found(self, template_name: str, address: str) -> ManagedCluster:
+        """List a cluster that runs already on the resource a template names (found there, e.g. a notebook's gateway
+        cluster); its backend is the template's, made with ``address=``. Returns it ``pending`` while it is reached."""
+        for other in self._clusters.values():
+            if address in (other.backend.address, other.endpoint and other.endpoint.address):
+                raise Conflict(f"the cluster at {address} is listed already, as {other.name!r}", "address")
+        self._check_cluster_limit()
+        template = self._templates[template_name]
+        cluster_id = uuid.uuid4().hex[:8]
+        workdir = private_folder(Path(self.workdir) / cluster_id)
+        group = template.spec.groups[0].name if template.spec.groups else None
+        spec = template.spec.with_count(group, 0) if group is not None else template.spec
+        cluster = self._new_cluster(
+            cluster_id,
+            self.unique_name(f"{template.name} {address.rstrip('/').rsplit('/', 1)[-1][:8]}"),
+            template.name,
+            self._backend_factory(BACKENDS[template.backend], cluster_id, options=template.options, address=address),
+            spec,
+            self._context(cluster_id, workdir, None, ClusterCredentials.in_folder(workdir)),
+        )
+        cluster.events.lifecycle(f"found on its template's resource: {address}")
+        self._register(cluster)
+        self.log.info("cluster %s (%s) found: %s", cluster_id, cluster.name, address)
+        return cluster
 
     def status(self) -> dict[str, Any]:
         """The health of what the manager depends on: whether its store can be written now."""

@@ -189,8 +189,10 @@ class RequestParser:
         limits_for: Callable[[Capabilities], Limits],
         max_workers: int,
         max_groups: int,
+        user_options_option: Callable[[str], str | None] = lambda backend: None,
     ):
         self.templates = templates
+        self.user_options_option = user_options_option
         self.default_template = default_template
         self.template_options = template_options
         self.capabilities = capabilities
@@ -230,8 +232,13 @@ class RequestParser:
             check_adapt_limits(spec, adapt, limits)
         idle_timeout = parse_idle_timeout(body["idle_timeout"]) if "idle_timeout" in body else template.idle_timeout
         declared = self.template_options(template.backend)
-        user_values = resolve_user_options(body.get("options"), template.user_options, declared)
-        backend_options = {**template.options, **parse_backend_options(user_values, declared, "options")}
+        into = self.user_options_option(template.backend)
+        if into is not None:  # options the backend learnt from its resource (a gateway's): handed over as one mapping
+            user_values = resolve_user_options(body.get("options"), template.user_options, None)
+            backend_options = {**template.options, into: {**template.options.get(into, {}), **user_values}}
+        else:
+            user_values = resolve_user_options(body.get("options"), template.user_options, declared)
+            backend_options = {**template.options, **parse_backend_options(user_values, declared, "options")}
         name = parse_name(body["name"]) if body.get("name") is not None else None
         return CreateCluster(template, name, spec, adapt, idle_timeout, user_values, backend_options)
 
