@@ -3,7 +3,9 @@ scaled, reached through its proxy over TLS, and stopped there; a gateway that do
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 
 import pytest
 from dask_gateway import BasicAuth, Gateway
@@ -12,8 +14,8 @@ from distributed import Client
 from clustermgr_lab.client.connect import cluster_security
 
 from .gateway_server import PASSWORD, start_gateway, stop_gateway
-from .helpers import call, until, wait_for, wait_gone
-from .server_process import free_port
+from .helpers import call, eventually, until, wait_for, wait_gone
+from .server_process import JupyterServer, free_port
 
 GROUP = {"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}
 
@@ -45,6 +47,12 @@ def jp_server_config(jp_server_config, gateway):
 def user_gateway(gateway) -> Gateway:
     """dask-gateway's own client, as a notebook of user alice makes it."""
     return Gateway(gateway.address, auth=BasicAuth("alice", PASSWORD), asynchronous=True)
+
+
+async def gateway_status(gateway, address: str) -> str:
+    """The gateway's status of the cluster at ``address``, as its own client reports it."""
+    async with user_gateway(gateway) as own:
+        return (await own._cluster_report(address.rsplit("/", 1)[1])).status.name
 
 
 async def templates(jp_fetch) -> dict[str, dict]:
@@ -141,3 +149,36 @@ async def test_a_notebooks_gateway_cluster_is_listed_by_itself_and_leaves_when_t
     # And it was listed once only
     _, answer = await call(jp_fetch, "GET", "clusters", expect=200)
     assert not [c for c in answer["clusters"] if c["scheduler_address"] == address]
+
+
+def test_a_gateway_cluster_stays_listed_across_a_server_restart_and_is_stopped_on_the_gateway_after(gateway, tmp_path):
+    template = {"name": "gateway", "backend": "gateway", "options": gateway.options, "spec": {"groups": [GROUP]}}
+    config = {"templates": [template], "default_template": "gateway", "include_builtin_templates": False}
+    servers = []
+
+    def server() -> JupyterServer:
+        servers.append(JupyterServer(tmp_path, tmp_path / "store" / "clusters.sqlite3", tmp_path / "work", **config))
+        return servers[-1].start()
+
+    try:
+        # Given a server with a gateway cluster of 1 worker
+        first = server()
+        client = first.client()
+        eventually(lambda: client.templates()[0]["user_options"], 30, "the gateway's options")
+        cluster = client.create(options={"worker_cores": 1})
+        cluster = client.wait(cluster["id"], lambda c: c["status"] == "running", timeout=120)
+        client.scale(cluster["id"], workers=1)
+        client.wait(cluster["id"], lambda c: c["workers"]["running"] == 1, timeout=120)
+        # When the server stops cleanly (keeping its clusters) and another starts on the same store
+        assert first.stop() == 0
+        client = server().client()
+        # Then the cluster is listed again, attached to the same gateway cluster, its worker running
+        again = client.wait(cluster["id"], lambda c: c["status"] == "running" and c["workers"]["running"] == 1, 60)
+        assert again["scheduler_address"] == cluster["scheduler_address"]
+        # And deleting it stops it on the gateway
+        client.delete(cluster["id"], wait=True, timeout=60)
+        assert asyncio.run(gateway_status(gateway, cluster["scheduler_address"])) in ("STOPPING", "STOPPED")
+    finally:
+        for each in servers:
+            if each.process is not None and each.process.poll() is None:
+                each.stop(signal.SIGKILL)

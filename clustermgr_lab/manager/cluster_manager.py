@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -69,6 +69,22 @@ from clustermgr_lab.manager.stored_clusters import (
     stored_credentials,
     stored_records,
 )
+
+
+def restored_spec(backend_class: type[Backend], record: Mapping[str, Any]) -> WorkerSpec:
+    """The Worker Spec a stored cluster is listed with again: its own, but an attached one's workers are not ours.
+
+    A backend that attaches and scales (a gateway's cluster) keeps its groups with no worker planned: the
+    workers that run are listed as they connect, not started again, and a scale adds to them.
+    """
+    if not backend_class.attaches:
+        return parse_spec(record["spec"])
+    if not backend_class.capabilities.can_scale:
+        return WorkerSpec(())
+    spec = parse_spec(record["spec"])
+    for group in spec.groups:
+        spec = spec.with_count(group.name, 0)
+    return spec
 
 
 class ClusterManager(ClusterManagerSettings):
@@ -176,7 +192,7 @@ class ClusterManager(ClusterManagerSettings):
             self._backend_factory(
                 backend_class, cluster_id, options=stored_backend_options(self._templates, record), **extra
             ),
-            WorkerSpec(()) if attaches else parse_spec(record["spec"]),  # an attached one's workers are not ours
+            restored_spec(backend_class, record),
             self._context(cluster_id, Path(record["workdir"]), record.get("idle_timeout"), stored_credentials(record)),
         )
         record_codec.restore(cluster, record)

@@ -13,6 +13,7 @@ import asyncio
 import getpass
 import os
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlparse
@@ -177,6 +178,9 @@ class GatewayBackend(Backend):
         self._gateway: Gateway | None = None
         self._requested: list[str] = []  # worker names this server asked for, oldest first
         self._claimed: dict[str, str] = {}  # the gateway's worker name -> the requested name it is
+        self._foreign: set[str] = set()  # connected gateway workers this server did not request (made before it)
+        # this cluster's link tells which gateway workers left, so that those made before it stop counting
+        self.scheduler_link = partial(GatewaySchedulerLink, on_gone=self._worker_gone)
 
     @property
     def cluster_name(self) -> str | None:
@@ -299,9 +303,14 @@ class GatewayBackend(Backend):
         if gateway_name not in self._claimed:
             unclaimed = [n for n in self._requested if n not in self._claimed.values()]
             if not unclaimed:
-                return gateway_name  # one the gateway started for someone else's scale (listed as not ours)
+                self._foreign.add(gateway_name)  # one it had before this server listed it: shown as not ours
+                return gateway_name
             self._claimed[gateway_name] = unclaimed[0]
         return self._claimed[gateway_name]
+
+    def _worker_gone(self, gateway_name: str) -> None:
+        self._foreign.discard(gateway_name)
+        self._claimed.pop(gateway_name, None)
 
     def started(self) -> set[str]:
         return set(self._requested)
@@ -317,7 +326,7 @@ class GatewayBackend(Backend):
         await self._scale()
 
     async def _scale(self) -> None:
-        count = len(self._requested)
+        count = len(self._requested) + len(self._foreign)  # the workers it had when found stay
         await self._ask(self._client()._scale_cluster(self.cluster_name, count), f"scale to {count} workers")
         self._notify_change()
 

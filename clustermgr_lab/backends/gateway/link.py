@@ -31,7 +31,7 @@ class GatewaySchedulerLink:
     """Observes a gateway cluster's workers by polling its scheduler's ``identity`` through the gateway's proxy.
 
     The same interface as :class:`~clustermgr_lab.cluster.scheduler_link.SchedulerLink` for the cluster:
-    ``on_added`` / ``on_removed`` per worker, ``on_lost`` once the scheduler is gone (the gateway
+    ``on_added`` / ``on_removed`` per worker (and ``on_gone`` with the gateway's name of a worker that left), ``on_lost`` once the scheduler is gone (the gateway
     stopped it: its proxy route is removed), ``on_responsive`` when it stops or resumes answering.
     """
 
@@ -52,6 +52,7 @@ class GatewaySchedulerLink:
         on_responsive: Callable[[bool], None] | None = None,
         parent: object = None,  # the same signature as SchedulerLink's; nothing here is configurable
         security: Security | None = None,
+        on_gone: Callable[[str], None] | None = None,
     ):
         if security is None:
             raise Conflict(f"the gateway cluster at {address} is reached over TLS only, and it has no credentials")
@@ -60,6 +61,7 @@ class GatewaySchedulerLink:
         self._on_removed = on_removed
         self._on_lost = on_lost
         self._on_responsive = on_responsive
+        self._on_gone = on_gone
         self._rpc = rpc(address, timeout=self.call_timeout, connection_args=security.get_connection_args("client"))
         self._workers: dict[str, dict] = {}
         self._poller: asyncio.Task | None = None
@@ -82,8 +84,10 @@ class GatewaySchedulerLink:
     def _apply(self, identity: dict[str, Any]) -> None:
         workers = identity.get("workers") or {}
         for address in set(self._workers) - set(workers):
-            del self._workers[address]
+            info = self._workers.pop(address)
             self._on_removed(address)
+            if self._on_gone is not None:
+                self._on_gone(str(info.get("name")))
         for address, info in workers.items():
             known = address in self._workers
             self._workers[address] = info
