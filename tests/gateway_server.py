@@ -3,7 +3,8 @@
 Its unsafe local backend runs each cluster's scheduler and workers as processes of this user, with
 ``dask scheduler`` / ``dask worker`` of this environment (the gateway's defaults are the old
 ``dask-scheduler`` scripts, which current distributed no longer installs); simple authentication
-(one password, any user name). Every process it starts carries a marker in its environment, so that
+(one password, any user name). Its schedulers load this server's preload, as a site that wants the
+product's adaptive mode for gateway clusters configures it (docs/backends.md). Every process it starts carries a marker in its environment, so that
 stopping it can check that nothing of it is left (and kill what is, failing the run).
 """
 
@@ -36,7 +37,7 @@ c.Gateway.authenticator_class = "dask_gateway_server.auth.SimpleAuthenticator"
 c.SimpleAuthenticator.password = {password!r}
 c.DaskGateway.db_url = "sqlite:///{folder}/gateway.sqlite"
 c.LocalBackend.clusters_directory = "{folder}/clusters"
-c.ClusterConfig.scheduler_cmd = [{dask!r}, "scheduler"]
+c.ClusterConfig.scheduler_cmd = [{dask!r}, "scheduler", "--preload", "clustermgr_lab.preloads.scheduler"]
 c.ClusterConfig.worker_cmd = [{dask!r}, "worker"]
 c.ClusterConfig.environment = {{{mark!r}: {folder!r}}}
 c.ClusterConfig.cluster_max_workers = 4

@@ -182,3 +182,21 @@ def test_a_gateway_cluster_stays_listed_across_a_server_restart_and_is_stopped_o
         for each in servers:
             if each.process is not None and each.process.poll() is None:
                 each.stop(signal.SIGKILL)
+
+
+async def test_adaptive_mode_grows_a_gateway_cluster_through_the_one_scale_path(jp_fetch, gateway):
+    await templates(jp_fetch)
+    # Given a gateway cluster, adaptive between 1 and 2 workers (the gateway's schedulers load the preload)
+    body = {"template": "gateway", "adapt": {"minimum": 1, "maximum": 2}}
+    _, cluster = await call(jp_fetch, "POST", "clusters", body=body, expect=202)
+    cluster = await wait_for(jp_fetch, cluster["id"], lambda c: c["workers"]["running"] == 1, 120, "1 worker")
+    assert cluster["adapt"]["groups"][0]["maximum"] == 2
+    # When a client gives it more work than one worker does in the target time
+    async with Client(cluster["scheduler_address"], security=cluster_security(cluster), asynchronous=True) as client:
+        futures = client.map(lambda i: __import__("time").sleep(1) or i, range(40), pure=False)
+        # Then the product's policy plans a second worker, and the gateway starts it
+        grown = await wait_for(jp_fetch, cluster["id"], lambda c: c["workers"]["running"] == 2, 120, "2 workers")
+        assert grown["last_decision"]["source"] == "adaptive"
+        del futures
+    await call(jp_fetch, "DELETE", "clusters", cluster["id"], expect=202)
+    assert await wait_gone(jp_fetch, cluster["id"], 60) == 404

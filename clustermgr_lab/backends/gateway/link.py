@@ -3,7 +3,8 @@
 The scheduler runs where the gateway put it and loads the gateway's preload, not this server's: its
 workers are observed by polling ``identity`` (never ``subscribe_worker_status``, which would take the
 worker stream away from a notebook's own ``GatewayCluster`` object), and only distributed's own
-handlers are called (``workers_to_close``, ``retire_workers``).
+handlers are called (``workers_to_close``, ``retire_workers``), and the load report for adaptive mode
+when the gateway's schedulers load this server's preload (``clustermgr_load``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-GATEWAY_ADAPTS = "adaptive mode of a gateway cluster runs on its scheduler, set through the gateway"
+PRELOAD = "clustermgr_lab.preloads.scheduler"
+NO_LOAD_REPORT = (
+    "adaptive mode needs the load report of this server's scheduler preload, which this gateway's schedulers do "
+    f"not load: add '--preload', '{PRELOAD}' to the gateway's c.ClusterConfig.scheduler_cmd (clustermgr_lab "
+    "installed in the clusters' environment), or use dask-gateway's own cluster.adapt() from a notebook"
+)
 
 
 class GatewaySchedulerLink:
@@ -124,7 +130,15 @@ class GatewaySchedulerLink:
                 self._on_responsive(responsive)
 
     async def load(self, target_duration: float) -> dict[str, Any]:
-        raise Conflict(GATEWAY_ADAPTS)
+        """The load report of the preload, for this server's adaptive policy (when the gateway's schedulers load it)."""
+        try:
+            return await self._call("clustermgr_load", self.call_timeout, target_duration=target_duration)
+        except SchedulerTimeout:
+            raise
+        except Exception as exc:
+            if "clustermgr_load" in str(exc):  # distributed's "No handler clustermgr_load found"
+                raise Conflict(NO_LOAD_REPORT) from None
+            raise
 
     async def set_idle_timeout(self, seconds: float | None) -> None:
         raise Conflict("the idle timeout of a gateway cluster is the gateway's (c.ClusterConfig.idle_timeout)")
