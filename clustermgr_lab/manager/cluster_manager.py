@@ -121,6 +121,7 @@ class ClusterManager(ClusterManagerSettings):
         self.availability = Availability()
         self._probes: dict[str, TemplateProbe] = {}  # what each template's resource said when last asked
         self._probed_at = float("-inf")
+        self._probing: asyncio.Future | None = None
         self._as_configured = dict(self._templates)  # before any resource's user options replaced a template's
         self._stored: list[tuple[ManagedCluster, dict]] = []
         self._unrestorable: list[dict] = []
@@ -301,10 +302,19 @@ class ClusterManager(ClusterManagerSettings):
 
         A resource that offers user options (a gateway's ``/api/v1/options``) replaces the template's.
         """
+        if self._probing is not None:  # one in flight: its answers, not older ones
+            await asyncio.shield(self._probing)
+            return
         loop = asyncio.get_running_loop()
         if loop.time() - self._probed_at < AVAILABILITY_TTL:
             return
-        self._probed_at = loop.time()
+        self._probing = asyncio.ensure_future(self._probe_templates())
+        try:
+            await asyncio.shield(self._probing)
+        finally:
+            self._probed_at, self._probing = loop.time(), None
+
+    async def _probe_templates(self) -> None:
         templates = list(self._as_configured.values())
 
         async def probe(template: Template) -> TemplateProbe | None:

@@ -41,6 +41,13 @@ def _url(value: Any, field_name: str) -> str:
     return value.rstrip("/")
 
 
+def _public(value: Any, field_name: str) -> str:
+    """An http(s) URL, or a path on the page's own host (``/services/dask-gateway``, as under JupyterHub)."""
+    if isinstance(value, str) and value.startswith("/") and not value.startswith("//"):
+        return value.rstrip("/")
+    return _url(value, field_name)
+
+
 def _proxy(value: Any, field_name: str) -> str:
     text = value.split("://", 1)[-1] if isinstance(value, str) else ""
     host, _, port = text.rpartition(":")
@@ -155,7 +162,7 @@ class GatewayBackend(Backend):
     template_options: ClassVar[Mapping[str, BackendOption]] = {
         "gateway_address": BackendOption(_url, "The gateway's address, e.g. 'https://gateway.example.org'."),
         "proxy_address": BackendOption(_proxy, "The gateway's scheduler proxy, host:port (default: as the address)."),
-        "public_address": BackendOption(_url, "The gateway's address as a browser reaches it (dashboards)."),
+        "public_address": BackendOption(_public, "The gateway's address as a browser reaches it (dashboards)."),
         "auth": BackendOption(_auth, "How to authenticate: {'type': 'jupyterhub' | 'basic' | 'kerberos', ...}."),
         "cluster_options": BackendOption(_mapping, "Cluster options sent to the gateway (the user's, from its form)."),
     }

@@ -131,14 +131,10 @@ class GatewaySchedulerLink:
 
     async def load(self, target_duration: float) -> dict[str, Any]:
         """The load report of the preload, for this server's adaptive policy (when the gateway's schedulers load it)."""
-        try:
-            return await self._call("clustermgr_load", self.call_timeout, target_duration=target_duration)
-        except SchedulerTimeout:
-            raise
-        except Exception as exc:
-            if "clustermgr_load" in str(exc):  # distributed's "No handler clustermgr_load found"
-                raise Conflict(NO_LOAD_REPORT) from None
-            raise
+        report = await self._call("clustermgr_load", self.call_timeout, target_duration=target_duration)
+        if report is None:  # distributed answers None to a handler it does not have
+            raise Conflict(NO_LOAD_REPORT)
+        return report
 
     async def set_idle_timeout(self, seconds: float | None) -> None:
         raise Conflict("the idle timeout of a gateway cluster is the gateway's (c.ClusterConfig.idle_timeout)")
