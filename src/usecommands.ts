@@ -14,6 +14,7 @@ import {
 import { ICommandContext } from './commandcontext';
 import { EventHistory } from './components/EventHistory';
 import { STATUS_PATH } from './dashboard';
+import { opensElsewhere } from './externaldashboard';
 import { clusterIcon } from './icons';
 import { findDestination, IInsertTargets, insertClientCode } from './insert';
 import { LogViewer, logTabId } from './logviewer';
@@ -118,7 +119,9 @@ export function addUseCommands(
     isEnabled: args => !!target(args)?.dashboard_url,
     execute: args => {
       const cluster = target(args);
-      if (cluster?.dashboard_url) {
+      if (cluster?.dashboard_url && opensElsewhere(cluster.dashboard_url)) {
+        window.open(cluster.dashboard_url, '_blank', 'noopener'); // a gateway's dashboard route
+      } else if (cluster?.dashboard_url) {
         openDashboard(app, cluster);
       }
     }
