@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 from dask_gateway import BasicAuth, Gateway
@@ -14,7 +16,7 @@ from distributed import Client
 from clustermgr_lab.client.connect import cluster_security
 
 from .gateway_server import PASSWORD, start_gateway, stop_gateway
-from .helpers import call, eventually, until, wait_for, wait_gone
+from .helpers import call, eventually, subprocess_env, until, wait_for, wait_gone
 from .server_process import JupyterServer, free_port
 
 GROUP = {"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}
@@ -103,6 +105,9 @@ async def test_a_cluster_made_here_runs_on_the_gateway_scales_computes_and_stops
         assert report.status.name == "RUNNING" and report.options["worker_cores"] == 2
         # When it is scaled to 2 workers through the product's scale path
         await call(jp_fetch, "PATCH", "clusters", cluster["id"], body={"scale": {"workers": 2}}, expect=200)
+        # Then the card shows them pending while the gateway starts them
+        _, starting = await call(jp_fetch, "GET", "clusters", cluster["id"], expect=200)
+        assert starting["workers"]["requested"] == 2 and starting["workers"]["pending"] >= 1
         cluster = await wait_for(
             jp_fetch, cluster["id"], lambda c: c["workers"]["running"] == 2, 120, "2 workers running"
         )
@@ -175,6 +180,17 @@ def test_a_gateway_cluster_stays_listed_across_a_server_restart_and_is_stopped_o
         # Then the cluster is listed again, attached to the same gateway cluster, its worker running
         again = client.wait(cluster["id"], lambda c: c["status"] == "running" and c["workers"]["running"] == 1, 60)
         assert again["scheduler_address"] == cluster["scheduler_address"]
+        # And the inserted cell's code, run in a fresh process as in a kernel, computes through the gateway's proxy
+        cell = (
+            "import clustermgr_lab\n"
+            f"client = clustermgr_lab.connect({cluster['id']!r}, url={servers[-1].url!r}, token={servers[-1].token!r})\n"
+            "print(client.submit(lambda x: x + 1, 41).result())\n"
+            "client.close()\n"
+        )
+        kernel = subprocess.run(
+            [sys.executable, "-c", cell], capture_output=True, text=True, timeout=120, env=subprocess_env()
+        )
+        assert kernel.stdout.strip() == "42", kernel.stderr[-2000:]
         # And deleting it stops it on the gateway
         client.delete(cluster["id"], wait=True, timeout=60)
         assert asyncio.run(gateway_status(gateway, cluster["scheduler_address"])) in ("STOPPING", "STOPPED")
