@@ -103,8 +103,11 @@ async def test_a_cluster_made_here_runs_on_the_gateway_scales_computes_and_stops
     async with user_gateway(gateway) as own:
         report = await own._cluster_report(name)
         assert report.status.name == "RUNNING" and report.options["worker_cores"] == 2
-        # When it is scaled to 2 workers through the product's scale path
-        await call(jp_fetch, "PATCH", "clusters", cluster["id"], body={"scale": {"workers": 2}}, expect=200)
+        # And its workers have the size the gateway's options give
+        assert (cluster["spec"]["groups"][0]["threads"], cluster["spec"]["groups"][0]["memory"]) == (2, 2**29)
+        # When it is scaled to 4 cores through the product's scale path, then that is 2 workers
+        _, answer = await call(jp_fetch, "PATCH", "clusters", cluster["id"], body={"scale": {"cores": 4}}, expect=200)
+        assert answer["resolved"]["workers"] == 2
         # Then the card shows them pending while the gateway starts them
         _, starting = await call(jp_fetch, "GET", "clusters", cluster["id"], expect=200)
         assert starting["workers"]["requested"] == 2 and starting["workers"]["pending"] >= 1

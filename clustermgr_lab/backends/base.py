@@ -317,6 +317,15 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         return None
 
     @classmethod
+    def worker_shape(cls, group: WorkerGroup, values: Mapping[str, Any]) -> WorkerGroup:
+        """The size of a worker of ``group`` given a new cluster's user option ``values`` (the group as it is, by default).
+
+        For a backend whose workers' size is a user option (a gateway's ``worker_cores`` and ``worker_memory``):
+        scaling by cores or memory then resolves with the size the workers will have.
+        """
+        return group
+
+    @classmethod
     async def find_clusters(cls, options: Mapping[str, Any], timeout: float) -> list[str] | None:
         """The scheduler addresses of the clusters this user runs on the resource a template's ``options`` name.
 

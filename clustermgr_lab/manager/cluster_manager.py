@@ -107,6 +107,7 @@ class ClusterManager(ClusterManagerSettings):
             max_workers=self.max_workers,
             max_groups=self.max_groups,
             user_options_option=lambda backend: BACKENDS[backend].user_options_option,
+            worker_shape=lambda backend: BACKENDS[backend].worker_shape,
         )
         self._private([Path(self.workdir)], store_folder=Path(self.store_path).parent)
         self.launcher = WarmLauncher(Path(self.workdir), parent=self, log=self.log)

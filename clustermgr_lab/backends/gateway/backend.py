@@ -13,6 +13,7 @@ import asyncio
 import getpass
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -238,6 +239,26 @@ class GatewayBackend(Backend):
         finally:
             await gateway._cleanup()
         return TemplateProbe(None, user_options_of(spec))
+
+    @classmethod
+    def worker_shape(cls, group: WorkerGroup, values: Mapping[str, Any]) -> WorkerGroup:
+        """The group with the cores and memory dask-gateway's conventional options give (``worker_cores``, and
+        ``worker_memory`` in GiB, as in dask-gateway's documentation); other options leave it as the template has it.
+
+        Examples
+        --------
+        >>> from clustermgr_lab.domain.spec import parse_group
+        >>> group = parse_group({"name": "default", "count": 0, "threads": 1, "memory": "1 GiB"}, "group")
+        >>> shaped = GatewayBackend.worker_shape(group, {"worker_cores": 2, "worker_memory": 0.5})
+        >>> shaped.threads, shaped.memory
+        (2, 536870912)
+        """
+        cores, memory = values.get("worker_cores"), values.get("worker_memory")
+        if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0:
+            group = replace(group, threads=cores)
+        if isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory > 0:
+            group = replace(group, memory=int(memory * 2**30))
+        return group
 
     @classmethod
     async def find_clusters(cls, options: Mapping[str, Any], timeout: float) -> list[str]:
