@@ -230,6 +230,7 @@ class GatewayBackend(Backend):
         """Whether the gateway answers (with these credentials), and its cluster options as user options."""
         gateway = gateway_client(options)
         try:
+            # the specification itself, as the gateway sends it (the client's cluster_options() parses it into widgets)
             answer = await asyncio.wait_for(gateway._request("GET", f"{gateway.address}/api/v1/options"), timeout)
             spec = (await answer.json())["cluster_options"]
         except asyncio.TimeoutError:
@@ -237,7 +238,7 @@ class GatewayBackend(Backend):
         except Exception as exc:
             return TemplateProbe(f"the gateway at {gateway.address} cannot be used: {exc or type(exc).__name__}")
         finally:
-            await gateway._cleanup()
+            await gateway.close()
         return TemplateProbe(None, user_options_of(spec))
 
     @classmethod
@@ -265,9 +266,9 @@ class GatewayBackend(Backend):
         """The addresses of this user's running clusters on the gateway, made from here or from anywhere else."""
         gateway = gateway_client(options)
         try:
-            reports = await asyncio.wait_for(gateway._clusters(status=ClusterStatus.RUNNING), timeout)
+            reports = await asyncio.wait_for(gateway.list_clusters(status=ClusterStatus.RUNNING), timeout)
         finally:
-            await gateway._cleanup()
+            await gateway.close()
         return [r.scheduler_address for r in reports if r.scheduler_address]
 
     # -- the cluster ----------------------------------------------------------------------------------
@@ -278,13 +279,13 @@ class GatewayBackend(Backend):
             raise BackendError("a gateway cluster is reached over TLS only: its template must not say 'tls': false")
         gateway = self._client()
         if self.address is None:
-            name = await self._ask(gateway._submit(**self.cluster_options), "create a cluster")
+            name = await self._ask(gateway.submit(**self.cluster_options), "create a cluster")
             self.address = f"{gateway.proxy_address}/{name}"  # known from now on: it is not "found" as another
             self._notify_change()
-        report = await self._ask(
+        await self._ask(  # what Gateway.connect() waits with, without the GatewayCluster it then makes
             gateway._wait_for_start(self.cluster_name), f"start cluster {self.cluster_name}", self.start_timeout
         )
-        report = await self._ask(gateway._cluster_report(self.cluster_name), f"report on {self.cluster_name}")
+        report = await self._ask(gateway.get_cluster(self.cluster_name), f"report on {self.cluster_name}")
         if report.tls_cert is None:
             raise BackendError(f"gateway cluster {self.cluster_name} is {report.status.name.lower()}, not running")
         await asyncio.get_running_loop().run_in_executor(None, self._write_credentials, report.tls_cert, report.tls_key)
@@ -318,7 +319,7 @@ class GatewayBackend(Backend):
     async def closed_by_owner(self) -> str | None:
         """Once the scheduler is gone: "stopped on the gateway" when the gateway says it stopped it; None: it was lost."""
         try:
-            report = await self._ask(self._client()._cluster_report(self.cluster_name), "report on the cluster")
+            report = await self._ask(self._client().get_cluster(self.cluster_name), "report on the cluster")
         except BackendError:
             return None
         if report.status in (ClusterStatus.STOPPING, ClusterStatus.STOPPED):
@@ -355,14 +356,14 @@ class GatewayBackend(Backend):
 
     async def _scale(self) -> None:
         count = len(self._requested) + len(self._foreign)  # the workers it had when found stay
-        await self._ask(self._client()._scale_cluster(self.cluster_name, count), f"scale to {count} workers")
+        await self._ask(self._client().scale_cluster(self.cluster_name, count), f"scale to {count} workers")
         self._notify_change()
 
     async def close(self) -> None:
         """Stop the cluster on the gateway (its scheduler and workers), then let go of the client."""
         try:
             if self.cluster_name is not None and self.gateway_address is not None:
-                await self._ask(self._client()._stop_cluster(self.cluster_name), f"stop {self.cluster_name}")
+                await self._ask(self._client().stop_cluster(self.cluster_name), f"stop {self.cluster_name}")
         finally:
             await self.detach()
 
@@ -370,4 +371,4 @@ class GatewayBackend(Backend):
         """Let go of the gateway client; the cluster keeps running on the gateway."""
         if self._gateway is not None:
             gateway, self._gateway = self._gateway, None
-            await gateway._cleanup()
+            await gateway.close()
