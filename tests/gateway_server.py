@@ -44,6 +44,8 @@ c.ClusterConfig.cluster_max_workers = 4
 c.DBBackendBase.cluster_heartbeat_period = 2
 
 def options_handler(options):
+    if options.environment == "ml" and options.worker_cores > 1:
+        raise ValueError("environment 'ml' has 1-core workers only")
     return {{"worker_cores": options.worker_cores, "worker_memory": int(options.worker_memory * 2**30)}}
 
 c.Backend.cluster_options = Options(

@@ -87,6 +87,13 @@ async def test_a_value_outside_the_gateways_bounds_is_a_400_naming_the_field(jp_
     body = {"template": "gateway", "options": {"environment": "gpu"}}
     status, error = await call(jp_fetch, "POST", "clusters", body=body, expect=400)
     assert error["field"] == "options.environment"
+    # And a value only the gateway's options handler refuses is a 400 too, with the gateway's message
+    body = {"template": "gateway", "options": {"environment": "ml", "worker_cores": 2}}
+    status, error = await call(jp_fetch, "POST", "clusters", body=body, expect=400)
+    assert error["field"] == "options.environment"
+    assert "environment 'ml' has 1-core workers only" in error["message"]
+    _, listed = await call(jp_fetch, "GET", "clusters", expect=200)
+    assert listed["clusters"] == []
 
 
 async def test_a_cluster_made_here_runs_on_the_gateway_scales_computes_and_stops_there(jp_fetch, gateway):

@@ -317,6 +317,20 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         return None
 
     @classmethod
+    async def create_ahead(cls, options: Mapping[str, Any], timeout: float) -> str | None:
+        """Have the resource take a new cluster of these backend ``options`` while its request waits.
+
+        So that a value the resource refuses is the request's 400 naming the field (an ``InvalidRequest``),
+        with the resource's own message. Returns the address the backend is then made with (``address=``,
+        as for a found cluster); None (the default): nothing is asked ahead, :meth:`start_scheduler` starts it.
+        """
+        return None
+
+    @classmethod
+    async def withdraw_ahead(cls, options: Mapping[str, Any], address: str, timeout: float) -> None:
+        """Stop a cluster :meth:`create_ahead` made that the server then did not list (refused for another reason)."""
+
+    @classmethod
     def worker_shape(cls, group: WorkerGroup, values: Mapping[str, Any]) -> WorkerGroup:
         """The size of a worker of ``group`` given a new cluster's user option ``values`` (the group as it is, by default).
 

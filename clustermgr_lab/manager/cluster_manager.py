@@ -56,7 +56,7 @@ from clustermgr_lab.domain.spec import WorkerSpec, parse_size, parse_spec
 from clustermgr_lab.domain.templates import Template
 from clustermgr_lab.domain.usage import MAX_DAYS, daily_summary
 from clustermgr_lab.manager import commands
-from clustermgr_lab.manager.availability import AVAILABILITY_TTL, PROBE_TIMEOUT, Availability
+from clustermgr_lab.manager.availability import AVAILABILITY_TTL, PROBE_TIMEOUT, SUBMIT_TIMEOUT, Availability
 from clustermgr_lab.manager.change_feed import ChangeFeed
 from clustermgr_lab.manager.dashboard_keys import DashboardKeys
 from clustermgr_lab.manager.machine import detect_gpus, total_memory
@@ -378,11 +378,12 @@ class ClusterManager(ClusterManagerSettings):
 
     # -- changing --------------------------------------------------------------------------------
 
-    def create(self, body: Any) -> ManagedCluster:
+    def create(self, body: Any, submitted: str | None = None) -> ManagedCluster:
         """Validate, register and start a cluster in the background; returns it ``pending``.
 
         A body ``{"attach": "tcp://host:port"}`` attaches a cluster started elsewhere instead (:meth:`attach`).
         Refused with :class:`StoreUnavailable` while the store cannot be written (see :meth:`ensure_store_writable`).
+        ``submitted``: the address of the cluster its resource already took (:meth:`Backend.create_ahead`).
         """
         request = self.parse.create(body)
         if isinstance(request, commands.AttachCluster):
@@ -405,6 +406,8 @@ class ClusterManager(ClusterManagerSettings):
             credentials = ClusterCredentials.in_folder(workdir) if template.tls else None  # made as the cluster starts
         context = self._context(cluster_id, workdir, request.idle_timeout, credentials)
         kwargs = {"standby": standby} if standby is not None else {}
+        if submitted is not None:
+            kwargs["address"] = submitted
         try:
             cluster = self._new_cluster(
                 cluster_id,
@@ -663,7 +666,20 @@ class ClusterManager(ClusterManagerSettings):
     async def create_durably(self, body: Any) -> ManagedCluster:
         """:meth:`create`, once a write has shown that the store can record the new cluster."""
         await self.ensure_store_writable()
-        return self.create(body)
+        request = self.parse.create(body)  # a 400 before the resource is asked
+        if isinstance(request, commands.AttachCluster):
+            return self.create(body)
+        if request.name is not None:
+            self._require_unique_name(request.name)
+        self._check_cluster_limit()
+        backend_class = BACKENDS[request.template.backend]
+        submitted = await backend_class.create_ahead(request.backend_options, SUBMIT_TIMEOUT)
+        try:
+            return self.create(body, submitted)
+        except BaseException:
+            if submitted is not None:  # taken by the resource, refused here (e.g. a name taken meanwhile)
+                self._spawn(backend_class.withdraw_ahead(request.backend_options, submitted, SUBMIT_TIMEOUT))
+            raise
 
     async def update_durably(self, cluster_id: str, body: Any) -> dict[str, Any]:
         """:meth:`update`, once a write has shown that the store can record the change.

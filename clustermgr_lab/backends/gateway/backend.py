@@ -26,7 +26,7 @@ from traitlets import Float
 from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint, TemplateProbe
 from clustermgr_lab.backends.gateway.link import GatewaySchedulerLink
 from clustermgr_lab.common.security import private_folder
-from clustermgr_lab.domain.errors import BackendError, InvalidRequest
+from clustermgr_lab.domain.errors import BackendError, Conflict, InvalidRequest
 from clustermgr_lab.domain.options import BackendOption, UserOption
 from clustermgr_lab.domain.spec import WorkerGroup
 
@@ -240,6 +240,41 @@ class GatewayBackend(Backend):
         finally:
             await gateway.close()
         return TemplateProbe(None, user_options_of(spec))
+
+    @classmethod
+    async def create_ahead(cls, options: Mapping[str, Any], timeout: float) -> str:
+        """Create the cluster on the gateway while the request waits: a value it refuses is a 400 naming the field.
+
+        The gateway checks the options (its fields, then its options handler) before it creates anything,
+        and answers 422 with its message; the field is the first of the request's options the message names.
+        """
+        values = dict(options.get("cluster_options") or {})
+        gateway = gateway_client(options)
+        try:
+            name = await asyncio.wait_for(gateway.submit(**values), timeout)
+        except ValueError as exc:  # 422: the gateway's own words
+            message = str(exc)
+            named = sorted((message.index(k), k) for k in values if k in message)
+            field = f"options.{named[0][1]}" if named else "options"
+            raise InvalidRequest(f"the gateway refused it: {message}", field) from None
+        except asyncio.TimeoutError:
+            raise Conflict(
+                f"the gateway at {gateway.address} did not answer within {timeout:g} s", "template"
+            ) from None
+        except Exception as exc:
+            raise Conflict(f"the gateway at {gateway.address} cannot be used: {exc}", "template") from None
+        finally:
+            await gateway.close()
+        return f"{gateway.proxy_address}/{name}"
+
+    @classmethod
+    async def withdraw_ahead(cls, options: Mapping[str, Any], address: str, timeout: float) -> None:
+        """Stop on the gateway a cluster :meth:`create_ahead` made that the server did not list."""
+        gateway = gateway_client(options)
+        try:
+            await asyncio.wait_for(gateway.stop_cluster(address.rsplit("/", 1)[-1]), timeout)
+        finally:
+            await gateway.close()
 
     @classmethod
     def worker_shape(cls, group: WorkerGroup, values: Mapping[str, Any]) -> WorkerGroup:
