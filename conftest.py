@@ -58,6 +58,8 @@ XDIST_GROUPS = {
     "sge": lambda item: item.get_closest_marker("sge") is not None,
     # One private sshd (a module-scoped fixture) for the module, started once.
     "ssh": lambda item: item.path.name == "test_ssh.py",
+    # One real dask-gateway per module (tests/test_gateway.py), started once.
+    "gateway": lambda item: item.path.name == "test_gateway.py",
 }
 
 

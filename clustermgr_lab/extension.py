@@ -8,6 +8,7 @@ from jupyter_server.extension.application import ExtensionApp
 
 from clustermgr_lab.backends.local.launcher import WarmLauncher
 from clustermgr_lab.foreign.discovery import ClusterDiscovery
+from clustermgr_lab.foreign.found import FoundClusters
 from clustermgr_lab.manager.cluster_manager import ClusterManager
 from clustermgr_lab.manager.gc_pauses import freeze_startup_objects
 from clustermgr_lab.web.kernel_dashboard_link import KernelDashboardLink
@@ -19,7 +20,7 @@ class ClusterManagerApp(ExtensionApp):
 
     name = "clustermgr_lab"
     load_other_extensions = True
-    classes = [ClusterManager, ClusterDiscovery, KernelDashboardLink, WarmLauncher]
+    classes = [ClusterManager, ClusterDiscovery, FoundClusters, KernelDashboardLink, WarmLauncher]
 
     def initialize_settings(self) -> None:
         try:
@@ -30,6 +31,8 @@ class ClusterManagerApp(ExtensionApp):
         self.settings["clustermgr_manager"] = self.manager
         self.discovery = ClusterDiscovery(self.manager, parent=self.serverapp, log=self.log)
         self.serverapp.io_loop.add_callback(self.discovery.start)
+        self.found = FoundClusters(self.manager, parent=self.serverapp, log=self.log)
+        self.serverapp.io_loop.add_callback(self.found.start)
         self.kernel_dashboard_link = KernelDashboardLink(
             base_url=self.serverapp.base_url, parent=self.serverapp, log=self.log
         )
@@ -51,5 +54,6 @@ class ClusterManagerApp(ExtensionApp):
             return
         self.log.info("clustermgr_lab: %s the clusters", "keeping" if manager.on_shutdown == "keep" else "stopping")
         await self.discovery.stop()
+        await self.found.stop()
         self.kernel_dashboard_link.stop()
         await manager.close_all()

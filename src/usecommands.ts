@@ -14,6 +14,7 @@ import {
 import { hasScheduler, ICommandContext } from './commandcontext';
 import { EventHistory } from './components/EventHistory';
 import { dashboardTabId, IPlot, STATUS_PATH } from './dashboard';
+import { opensElsewhere } from './externaldashboard';
 import { clusterIcon } from './icons';
 import { trans } from './i18n';
 import { findDestination, IInsertTargets, insertClientCode } from './insert';
@@ -137,7 +138,9 @@ export function addUseCommands(
     isEnabled: args => applies(args, withDashboard),
     execute: async args => {
       const cluster = await pick(args, withDashboard);
-      if (cluster?.dashboard_url) {
+      if (cluster?.dashboard_url && opensElsewhere(cluster.dashboard_url)) {
+        window.open(cluster.dashboard_url, '_blank', 'noopener'); // a gateway's dashboard route
+      } else if (cluster?.dashboard_url) {
         await openDashboard(app, cluster, layout());
       }
     }

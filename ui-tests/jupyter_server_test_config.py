@@ -5,8 +5,11 @@ clustermgr_lab server extension enabled (it is enabled by the installed
 jupyter-config file; it is listed here too so a bare checkout also works).
 """
 
+import atexit
 import os
+import sys
 import tempfile
+from pathlib import Path
 
 from jupyterlab.galata import configure_jupyter_server
 
@@ -41,3 +44,20 @@ c.ClusterManager.templates = [
         "spec": {"groups": [{"name": "default", "count": 4, "threads": 1, "memory": "300 MiB"}]},
     }
 ]
+
+# A real dask-gateway server for ui-tests/tests/gateway.spec.ts (tests/gateway_server.py: PyPI's server and proxy, on
+# 127.0.0.1), started with this Jupyter server and stopped when it exits, and a template naming it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.gateway_server import start_gateway, stop_gateway  # noqa: E402
+
+_gateway = start_gateway(Path(_state) / "gateway")
+atexit.register(stop_gateway, _gateway)
+c.ClusterManager.templates.append(
+    {
+        "name": "gateway",
+        "description": "A dask-gateway server: its options are the form",
+        "backend": "gateway",
+        "options": _gateway.options,
+        "spec": {"groups": [{"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}]},
+    }
+)

@@ -4,7 +4,14 @@
 backends from here (or the contract from :mod:`.base`), never from a backend's own module.
 """
 
-from clustermgr_lab.backends.base import Backend, BackendContext, Capabilities, SchedulerEndpoint, Waiting
+from clustermgr_lab.backends.base import (
+    Backend,
+    BackendContext,
+    Capabilities,
+    SchedulerEndpoint,
+    TemplateProbe,
+    Waiting,
+)
 from clustermgr_lab.backends.batch.backend import BatchBackend
 from clustermgr_lab.backends.batch.gridengine import SGEBackend
 from clustermgr_lab.backends.batch.htcondor import HTCondorBackend
@@ -13,6 +20,7 @@ from clustermgr_lab.backends.batch.pbs import PBSBackend
 from clustermgr_lab.backends.batch.slurm import SlurmBackend
 from clustermgr_lab.backends.cluster_class import ClusterClassBackend
 from clustermgr_lab.backends.external import ExternalBackend, parse_scheduler_address
+from clustermgr_lab.backends.gateway.backend import GatewayBackend
 from clustermgr_lab.backends.local.backend import LocalBackend
 from clustermgr_lab.backends.local.launcher import WarmLauncher
 from clustermgr_lab.backends.local.standby import StandbySchedulers
@@ -29,13 +37,14 @@ BACKENDS: dict[str, type[Backend]] = {
         HTCondorBackend,
         SSHBackend,
         ClusterClassBackend,
+        GatewayBackend,
     )
 }
 #: Every backend a cluster may have: those templates name, and the one of clusters attached by address.
 ALL_BACKENDS: dict[str, type[Backend]] = {**BACKENDS, ExternalBackend.name: ExternalBackend}
 
 __all__ = [
-    "ALL_BACKENDS", "BACKENDS", "Backend", "BackendContext", "BatchBackend", "Capabilities", "ClusterClassBackend", "ExternalBackend", "HTCondorBackend",
+    "ALL_BACKENDS", "BACKENDS", "Backend", "BackendContext", "BatchBackend", "Capabilities", "ClusterClassBackend", "ExternalBackend", "GatewayBackend", "HTCondorBackend",
     "LSFBackend", "LocalBackend", "PBSBackend", "SGEBackend", "SSHBackend", "SchedulerEndpoint", "SlurmBackend",
-    "StandbySchedulers", "Waiting", "WarmLauncher", "parse_scheduler_address",
+    "StandbySchedulers", "TemplateProbe", "Waiting", "WarmLauncher", "parse_scheduler_address",
 ]  # fmt: skip

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from traitlets.config import LoggingConfigurable
 from traitlets.traitlets import MetaHasTraits
 
-from clustermgr_lab.domain.options import BackendOption
+from clustermgr_lab.domain.options import BackendOption, UserOption
 from clustermgr_lab.domain.spec import WorkerGroup
 
 if TYPE_CHECKING:
@@ -126,6 +126,22 @@ class _BackendMeta(abc.ABCMeta, MetaHasTraits):
 
 
 @dataclass(frozen=True)
+class TemplateProbe:
+    """What a backend learnt, asking the resource a template names, of whether it can be used now and how.
+
+    Attributes
+    ----------
+    reason : str or None
+        Why the template cannot be used now (e.g. its gateway does not answer); None: it can.
+    user_options : tuple of UserOption, optional
+        The options the resource offers users (e.g. a gateway's ``/api/v1/options``); None: the template's own.
+    """
+
+    reason: str | None = None
+    user_options: tuple[UserOption, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Waiting:
     """Why a requested worker is not running yet, in the backend's words (e.g. SLURM's ``Resources``)."""
 
@@ -207,6 +223,12 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     scheduler_link: ClassVar[type | None] = None
     #: Whether the scheduler's dashboard is served over HTTPS with the cluster's TLS credentials (when it has them).
     dashboard_over_tls: ClassVar[bool] = True
+    #: The cluster's dashboard at an address of its own that a browser opens directly (e.g. a gateway's dashboard
+    #: route), set once the scheduler runs; None: the scheduler's dashboard, through this server's dashboard proxy.
+    dashboard_link: str | None = None
+    #: The template option that receives the user's option values as one mapping, for a backend whose user
+    #: options are learnt from its resource (:meth:`probe`); None: each user option sets the backend option of its name.
+    user_options_option: ClassVar[str | None] = None
     #: True for a backend made with ``standby=``: a TLS scheduler on 127.0.0.1 started ahead of time (the
     #: server's standby pool), which it takes over instead of starting one.
     takes_standby: ClassVar[bool] = False
@@ -282,6 +304,47 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
 
         Called on the server's main thread (importing dask-jobqueue touches signal handlers); whether
         it is installed is checked in an executor (:mod:`clustermgr_lab.manager.availability`).
+        """
+        return None
+
+    @classmethod
+    async def probe(cls, options: Mapping[str, Any], timeout: float) -> TemplateProbe | None:
+        """Ask the resource a template's ``options`` name whether it can be used now, and what users may set.
+
+        Called for each template of this backend when templates are listed (at most every few seconds), on
+        the event loop: it must not block, and must return within ``timeout`` seconds. None: nothing to ask.
+        """
+        return None
+
+    @classmethod
+    async def create_ahead(cls, options: Mapping[str, Any], timeout: float) -> str | None:
+        """Have the resource take a new cluster of these backend ``options`` while its request waits.
+
+        So that a value the resource refuses is the request's 400 naming the field (an ``InvalidRequest``),
+        with the resource's own message. Returns the address the backend is then made with (``address=``,
+        as for a found cluster); None (the default): nothing is asked ahead, :meth:`start_scheduler` starts it.
+        """
+        return None
+
+    @classmethod
+    async def withdraw_ahead(cls, options: Mapping[str, Any], address: str, timeout: float) -> None:
+        """Stop a cluster :meth:`create_ahead` made that the server then did not list (refused for another reason)."""
+
+    @classmethod
+    def worker_shape(cls, group: WorkerGroup, values: Mapping[str, Any]) -> WorkerGroup:
+        """The size of a worker of ``group`` given a new cluster's user option ``values`` (the group as it is, by default).
+
+        For a backend whose workers' size is a user option (a gateway's ``worker_cores`` and ``worker_memory``):
+        scaling by cores or memory then resolves with the size the workers will have.
+        """
+        return group
+
+    @classmethod
+    async def find_clusters(cls, options: Mapping[str, Any], timeout: float) -> list[str] | None:
+        """The scheduler addresses of the clusters this user runs on the resource a template's ``options`` name.
+
+        Clusters made anywhere (a notebook's too): the server lists those it does not list yet, with a
+        backend of this class made with ``address=``. None: this backend finds none (the default).
         """
         return None
 

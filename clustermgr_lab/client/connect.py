@@ -48,6 +48,8 @@ def get_client(
         cluster = manager.wait(cluster["id"], lambda c: c["status"] in SCHEDULER_UP, timeout)
     client_kwargs.setdefault("timeout", manager.timeout)
     client_kwargs.setdefault("security", cluster_security(cluster))
+    if str(cluster["scheduler_address"]).startswith("gateway://"):
+        import dask_gateway  # noqa: F401 - registers the gateway:// comm: a gateway cluster is reached through its proxy
     return Client(cluster["scheduler_address"], **client_kwargs)
 
 

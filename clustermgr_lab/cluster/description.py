@@ -58,7 +58,11 @@ def api_view(cluster: Described, base_url: str = "/", dashboard_key: str = "") -
         "scheduler_address": endpoint.address if endpoint else None,
         # the cluster's TLS files (null: plain TCP): their owner's Client builds a distributed.Security from them
         "tls": security.to_dict() if security is not None else None,
-        "dashboard_url": f"{base_url}{dashboard}" if cluster.dashboard_address else None,
+        # a dashboard of its own (a gateway's route) is opened there; any other through this server's proxy
+        "dashboard_url": (
+            (cluster.backend.dashboard_link if endpoint else None)
+            or (f"{base_url}{dashboard}" if cluster.dashboard_address else None)
+        ),
         "spec": cluster.spec.to_dict(),
         "workers": cluster.worker_counts(),
         "resources": cluster.resources(),

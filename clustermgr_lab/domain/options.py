@@ -263,11 +263,16 @@ def parse_user_options(
 
 
 def resolve_user_options(
-    data: Any, user_options: tuple[UserOption, ...], declared: Mapping[str, BackendOption], field_name: str = "options"
+    data: Any,
+    user_options: tuple[UserOption, ...],
+    declared: Mapping[str, BackendOption] | None,
+    field_name: str = "options",
 ) -> dict[str, Any]:
     """The values of a template's user options for one new cluster: defaults, overridden by ``data``.
 
-    Each value is also checked by the backend option it sets; the values are returned as given.
+    Each value is also checked by the backend option it sets (``declared``; None: the options were learnt
+    from the backend's resource, and their own types, choices and bounds are the check); the values are
+    returned as given.
     """
     if data is None:
         data = {}
@@ -282,6 +287,7 @@ def resolve_user_options(
     for option in user_options:
         where = f"{field_name}.{option.name}"
         value = option.check(data.get(option.name, option.default), where)
-        declared[option.name].parse(value, where)
+        if declared is not None:
+            declared[option.name].parse(value, where)
         values[option.name] = value
     return values

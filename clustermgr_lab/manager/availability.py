@@ -15,6 +15,8 @@ from clustermgr_lab.backends.base import Backend
 
 PING_TIMEOUT = 5.0  # seconds `scontrol ping` may take before the controller counts as not answering
 AVAILABILITY_TTL = 10.0  # seconds a check of the backends' commands and controllers is reused
+SUBMIT_TIMEOUT = 30.0  # seconds a resource gets to take a new cluster while its request waits (Backend.create_ahead)
+PROBE_TIMEOUT = 5.0  # seconds a template's resource (e.g. its gateway) gets to answer whether it can be used
 
 
 class Availability:

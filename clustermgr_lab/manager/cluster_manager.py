@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import shutil
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from clustermgr_lab.backends import (
     Capabilities,
     ExternalBackend,
     StandbySchedulers,
+    TemplateProbe,
     WarmLauncher,
 )
 from clustermgr_lab.cluster import record_codec
@@ -51,9 +53,10 @@ from clustermgr_lab.domain.errors import Conflict, NotFound
 from clustermgr_lab.domain.limits import Limits
 from clustermgr_lab.domain.naming import next_default_name, unique_name
 from clustermgr_lab.domain.spec import WorkerSpec, parse_size, parse_spec
+from clustermgr_lab.domain.templates import Template
 from clustermgr_lab.domain.usage import MAX_DAYS, daily_summary
 from clustermgr_lab.manager import commands
-from clustermgr_lab.manager.availability import Availability
+from clustermgr_lab.manager.availability import AVAILABILITY_TTL, PROBE_TIMEOUT, SUBMIT_TIMEOUT, Availability
 from clustermgr_lab.manager.change_feed import ChangeFeed
 from clustermgr_lab.manager.dashboard_keys import DashboardKeys
 from clustermgr_lab.manager.machine import detect_gpus, total_memory
@@ -66,6 +69,22 @@ from clustermgr_lab.manager.stored_clusters import (
     stored_credentials,
     stored_records,
 )
+
+
+def restored_spec(backend_class: type[Backend], record: Mapping[str, Any]) -> WorkerSpec:
+    """The Worker Spec a stored cluster is listed with again: its own, but an attached one's workers are not ours.
+
+    A backend that attaches and scales (a gateway's cluster) keeps its groups with no worker planned: the
+    workers that run are listed as they connect, not started again, and a scale adds to them.
+    """
+    if not backend_class.attaches:
+        return parse_spec(record["spec"])
+    if not backend_class.capabilities.can_scale:
+        return WorkerSpec(())
+    spec = parse_spec(record["spec"])
+    for group in spec.groups:
+        spec = spec.with_count(group.name, 0)
+    return spec
 
 
 class ClusterManager(ClusterManagerSettings):
@@ -87,6 +106,8 @@ class ClusterManager(ClusterManagerSettings):
             limits_for=self.limits_for,
             max_workers=self.max_workers,
             max_groups=self.max_groups,
+            user_options_option=lambda backend: BACKENDS[backend].user_options_option,
+            worker_shape=lambda backend: BACKENDS[backend].worker_shape,
         )
         self._private([Path(self.workdir)], store_folder=Path(self.store_path).parent)
         self.launcher = WarmLauncher(Path(self.workdir), parent=self, log=self.log)
@@ -99,6 +120,10 @@ class ClusterManager(ClusterManagerSettings):
         # next to the store: keys stay valid across restarts, so restored dashboard tabs keep working
         self.dashboard_keys = DashboardKeys(Path(self.store_path).parent / "dashboard-secret", log=self.log)
         self.availability = Availability()
+        self._probes: dict[str, TemplateProbe] = {}  # what each template's resource said when last asked
+        self._probed_at = float("-inf")
+        self._probing: asyncio.Future | None = None
+        self._as_configured = dict(self._templates)  # before any resource's user options replaced a template's
         self._stored: list[tuple[ManagedCluster, dict]] = []
         self._unrestorable: list[dict] = []
         for record in stored_records(self.store, Path(self.workdir), self.log):
@@ -169,7 +194,7 @@ class ClusterManager(ClusterManagerSettings):
             self._backend_factory(
                 backend_class, cluster_id, options=stored_backend_options(self._templates, record), **extra
             ),
-            WorkerSpec(()) if attaches else parse_spec(record["spec"]),  # an attached one's workers are not ours
+            restored_spec(backend_class, record),
             self._context(cluster_id, Path(record["workdir"]), record.get("idle_timeout"), stored_credentials(record)),
         )
         record_codec.restore(cluster, record)
@@ -256,15 +281,85 @@ class ClusterManager(ClusterManagerSettings):
             {
                 **t.to_dict(),
                 "capabilities": BACKENDS[t.backend].capabilities.to_dict(),
-                "available": self.availability.reason(t.backend) is None,
-                "unavailable_reason": self.availability.reason(t.backend),
+                "available": self._unavailable_reason(t) is None,
+                "unavailable_reason": self._unavailable_reason(t),
             }
             for t in self._templates.values()
         ]
 
+    def _unavailable_reason(self, template: Template) -> str | None:
+        probe = self._probes.get(template.name)
+        return (probe.reason if probe is not None else None) or self.availability.reason(template.backend)
+
     async def check_backends(self) -> None:
-        """Check, in a thread, whether the templates' backends can work here (see :class:`~.availability.Availability`)."""
-        await self.availability.check({BACKENDS[t.backend] for t in self._templates.values()})
+        """Check, in a thread, whether the templates' backends can work here (see :class:`~.availability.Availability`),
+        and ask the resource each template names (e.g. its gateway) whether it answers and what users may set."""
+        await asyncio.gather(
+            self.availability.check({BACKENDS[t.backend] for t in self._templates.values()}), self.probe_templates()
+        )
+
+    async def probe_templates(self) -> None:
+        """Ask each template's resource (:meth:`Backend.probe`), at most every ``AVAILABILITY_TTL`` s; never raises.
+
+        A resource that offers user options (a gateway's ``/api/v1/options``) replaces the template's.
+        """
+        if self._probing is not None:  # one in flight: its answers, not older ones
+            await asyncio.shield(self._probing)
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._probed_at < AVAILABILITY_TTL:
+            return
+        self._probing = asyncio.ensure_future(self._probe_templates())
+        try:
+            await asyncio.shield(self._probing)
+        finally:
+            self._probed_at, self._probing = loop.time(), None
+
+    async def _probe_templates(self) -> None:
+        templates = list(self._as_configured.values())
+
+        async def probe(template: Template) -> TemplateProbe | None:
+            try:
+                return await BACKENDS[template.backend].probe(template.options, PROBE_TIMEOUT)
+            except Exception as exc:  # a probe must not break the listing of templates
+                self.log.warning("template %s: its resource could not be asked: %s", template.name, exc)
+                return TemplateProbe(f"its resource could not be asked: {exc}")
+
+        for template, answer in zip(templates, await asyncio.gather(*(probe(t) for t in templates))):
+            if answer is None:
+                continue
+            self._probes[template.name] = answer
+            if answer.user_options is not None:
+                self._templates[template.name] = replace(template, user_options=answer.user_options)
+
+    def found_sources(self) -> list[tuple[str, type[Backend], dict[str, Any]]]:
+        """``(template name, backend class, template options)`` of each template: where clusters may be found."""
+        return [(t.name, BACKENDS[t.backend], dict(t.options)) for t in self._templates.values()]
+
+    def list_found(self, template_name: str, address: str) -> ManagedCluster:
+        """List a cluster that runs already on the resource a template names (found there, e.g. a notebook's gateway
+        cluster); its backend is the template's, made with ``address=``. Returns it ``pending`` while it is reached."""
+        for other in self._clusters.values():
+            if address in (other.backend.address, other.endpoint and other.endpoint.address):
+                raise Conflict(f"the cluster at {address} is listed already, as {other.name!r}", "address")
+        self._check_cluster_limit()
+        template = self._templates[template_name]
+        cluster_id = uuid.uuid4().hex[:8]
+        workdir = private_folder(Path(self.workdir) / cluster_id)
+        group = template.spec.groups[0].name if template.spec.groups else None
+        spec = template.spec.with_count(group, 0) if group is not None else template.spec
+        cluster = self._new_cluster(
+            cluster_id,
+            self.unique_name(f"{template.name} {address.rstrip('/').rsplit('/', 1)[-1][:8]}"),
+            template.name,
+            self._backend_factory(BACKENDS[template.backend], cluster_id, options=template.options, address=address),
+            spec,
+            self._context(cluster_id, workdir, None, ClusterCredentials.in_folder(workdir)),
+        )
+        cluster.events.lifecycle(f"found on its template's resource: {address}")
+        self._register(cluster)
+        self.log.info("cluster %s (%s) found: %s", cluster_id, cluster.name, address)
+        return cluster
 
     def status(self) -> dict[str, Any]:
         """The health of what the manager depends on: whether its store can be written now."""
@@ -283,11 +378,12 @@ class ClusterManager(ClusterManagerSettings):
 
     # -- changing --------------------------------------------------------------------------------
 
-    def create(self, body: Any) -> ManagedCluster:
+    def create(self, body: Any, submitted: str | None = None) -> ManagedCluster:
         """Validate, register and start a cluster in the background; returns it ``pending``.
 
         A body ``{"attach": "tcp://host:port"}`` attaches a cluster started elsewhere instead (:meth:`attach`).
         Refused with :class:`StoreUnavailable` while the store cannot be written (see :meth:`ensure_store_writable`).
+        ``submitted``: the address of the cluster its resource already took (:meth:`Backend.create_ahead`).
         """
         request = self.parse.create(body)
         if isinstance(request, commands.AttachCluster):
@@ -310,6 +406,8 @@ class ClusterManager(ClusterManagerSettings):
             credentials = ClusterCredentials.in_folder(workdir) if template.tls else None  # made as the cluster starts
         context = self._context(cluster_id, workdir, request.idle_timeout, credentials)
         kwargs = {"standby": standby} if standby is not None else {}
+        if submitted is not None:
+            kwargs["address"] = submitted
         try:
             cluster = self._new_cluster(
                 cluster_id,
@@ -568,7 +666,20 @@ class ClusterManager(ClusterManagerSettings):
     async def create_durably(self, body: Any) -> ManagedCluster:
         """:meth:`create`, once a write has shown that the store can record the new cluster."""
         await self.ensure_store_writable()
-        return self.create(body)
+        request = self.parse.create(body)  # a 400 before the resource is asked
+        if isinstance(request, commands.AttachCluster):
+            return self.create(body)
+        if request.name is not None:
+            self._require_unique_name(request.name)
+        self._check_cluster_limit()
+        backend_class = BACKENDS[request.template.backend]
+        submitted = await backend_class.create_ahead(request.backend_options, SUBMIT_TIMEOUT)
+        try:
+            return self.create(body, submitted)
+        except BaseException:
+            if submitted is not None:  # taken by the resource, refused here (e.g. a name taken meanwhile)
+                self._spawn(backend_class.withdraw_ahead(request.backend_options, submitted, SUBMIT_TIMEOUT))
+            raise
 
     async def update_durably(self, cluster_id: str, body: Any) -> dict[str, Any]:
         """:meth:`update`, once a write has shown that the store can record the change.

@@ -20,7 +20,14 @@ from clustermgr_lab.domain.fields import check_number, reject_unknown_fields
 from clustermgr_lab.domain.idle import parse_idle_timeout
 from clustermgr_lab.domain.limits import Limits
 from clustermgr_lab.domain.options import parse_backend_options, resolve_user_options
-from clustermgr_lab.domain.spec import Resolution, WorkerSpec, parse_spec, parse_target, resolve_target
+from clustermgr_lab.domain.spec import (
+    Resolution,
+    WorkerGroup,
+    WorkerSpec,
+    parse_spec,
+    parse_target,
+    resolve_target,
+)
 from clustermgr_lab.domain.templates import Template
 
 
@@ -189,8 +196,14 @@ class RequestParser:
         limits_for: Callable[[Capabilities], Limits],
         max_workers: int,
         max_groups: int,
+        user_options_option: Callable[[str], str | None] = lambda backend: None,
+        worker_shape: Callable[[str], Callable[[WorkerGroup, Mapping[str, Any]], WorkerGroup]] = (
+            lambda backend: lambda group, values: group
+        ),
     ):
         self.templates = templates
+        self.user_options_option = user_options_option
+        self.worker_shape = worker_shape
         self.default_template = default_template
         self.template_options = template_options
         self.capabilities = capabilities
@@ -224,14 +237,21 @@ class RequestParser:
             raise InvalidRequest(f"template asks for more than {self.max_workers} workers", "template")
         else:
             limits.check(spec, "template")
+        idle_timeout = parse_idle_timeout(body["idle_timeout"]) if "idle_timeout" in body else template.idle_timeout
+        declared = self.template_options(template.backend)
+        into = self.user_options_option(template.backend)
+        if into is not None:  # options the backend learnt from its resource (a gateway's): handed over as one mapping
+            user_values = resolve_user_options(body.get("options"), template.user_options, None)
+            backend_options = {**template.options, into: {**template.options.get(into, {}), **user_values}}
+        else:
+            user_values = resolve_user_options(body.get("options"), template.user_options, declared)
+            backend_options = {**template.options, **parse_backend_options(user_values, declared, "options")}
+        # a backend whose workers' size is an option (a gateway's worker_cores): its groups have that size
+        spec = WorkerSpec(tuple(self.worker_shape(template.backend)(g, user_values) for g in spec.groups))
         adapt_data = body.get("adapt", template.adapt)
         adapt = parse_adapt(adapt_data, spec, max_workers=self.max_workers) if adapt_data is not None else None
         if adapt is not None:
             check_adapt_limits(spec, adapt, limits)
-        idle_timeout = parse_idle_timeout(body["idle_timeout"]) if "idle_timeout" in body else template.idle_timeout
-        declared = self.template_options(template.backend)
-        user_values = resolve_user_options(body.get("options"), template.user_options, declared)
-        backend_options = {**template.options, **parse_backend_options(user_values, declared, "options")}
         name = parse_name(body["name"]) if body.get("name") is not None else None
         return CreateCluster(template, name, spec, adapt, idle_timeout, user_values, backend_options)
 

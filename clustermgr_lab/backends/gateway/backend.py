@@ -1,0 +1,409 @@
+"""The gateway backend: one cluster of a dask-gateway server, created or found there, scaled and stopped through its API.
+
+The gateway starts the scheduler and the workers (on Kubernetes, a batch system or local processes,
+whatever its own backend is) and reaches them through its proxy over TLS; this backend only speaks to
+the gateway's REST API with dask-gateway's own client (``dask_gateway.Gateway``), and writes the
+cluster's TLS credentials, which the gateway hands out, into the cluster's work folder so that the
+server's link, ``clustermgr_lab.connect`` and the inserted cell use them like any cluster's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import urlparse
+
+from dask_gateway import BasicAuth, Gateway, GatewayClusterError, JupyterHubAuth, KerberosAuth
+from dask_gateway.client import ClusterStatus
+from traitlets import Float
+
+from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint, TemplateProbe
+from clustermgr_lab.backends.gateway.link import GatewaySchedulerLink
+from clustermgr_lab.common.security import private_folder
+from clustermgr_lab.domain.errors import BackendError, Conflict, InvalidRequest
+from clustermgr_lab.domain.options import BackendOption, UserOption
+from clustermgr_lab.domain.spec import WorkerGroup
+
+AUTH_TYPES = ("basic", "jupyterhub", "kerberos")
+#: dask-gateway's option types → the user option types of a template (its ``mapping`` type has no form field here).
+OPTION_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "string": "string", "select": "string"}
+
+
+def _url(value: Any, field_name: str) -> str:
+    parsed = urlparse(value) if isinstance(value, str) else None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise InvalidRequest(f"must be an http:// or https:// URL of the gateway, not {value!r}", field_name)
+    return value.rstrip("/")
+
+
+def _public(value: Any, field_name: str) -> str:
+    """An http(s) URL, or a path on the page's own host (``/services/dask-gateway``, as under JupyterHub)."""
+    if isinstance(value, str) and value.startswith("/") and not value.startswith("//"):
+        return value.rstrip("/")
+    return _url(value, field_name)
+
+
+def _proxy(value: Any, field_name: str) -> str:
+    text = value.split("://", 1)[-1] if isinstance(value, str) else ""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidRequest(
+            f"must be the gateway proxy's host:port (or gateway://host:port), not {value!r}", field_name
+        )
+    return f"gateway://{text}"
+
+
+def _auth(value: Any, field_name: str) -> dict[str, str]:
+    if not isinstance(value, Mapping) or value.get("type") not in AUTH_TYPES:
+        raise InvalidRequest(
+            f"must be an object whose type is one of {', '.join(AUTH_TYPES)} (e.g. {{'type': 'jupyterhub'}}), "
+            f"not {value!r}",
+            field_name,
+        )
+    allowed = {"basic": {"type", "username", "password"}}.get(value["type"], {"type"})
+    unknown = set(value) - allowed
+    if unknown:
+        raise InvalidRequest(f"{value['type']} authentication takes only {', '.join(sorted(allowed))}", field_name)
+    if not all(isinstance(v, str) for v in value.values()):
+        raise InvalidRequest("every setting of the authentication must be a string", field_name)
+    return dict(value)
+
+
+def _mapping(value: Any, field_name: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidRequest(f"must be an object of option name -> value, not {value!r}", field_name)
+    return dict(value)
+
+
+def gateway_client(options: Mapping[str, Any]) -> Gateway:
+    """dask-gateway's own client, asynchronous on the running loop, for a template's options.
+
+    Authentication: ``{"type": "jupyterhub"}`` presents this server's ``JUPYTERHUB_API_TOKEN`` (under a
+    hub); ``{"type": "basic", "username", "password"}`` the gateway's simple authenticator (the user
+    defaults to this server's); ``{"type": "kerberos"}`` the ticket of this server's user.
+    """
+    auth = options.get("auth") or (
+        {"type": "jupyterhub"} if os.environ.get("JUPYTERHUB_API_TOKEN") else {"type": "basic"}
+    )
+    if auth["type"] == "jupyterhub":
+        authenticator = JupyterHubAuth(api_token=os.environ.get("JUPYTERHUB_API_TOKEN"))
+    elif auth["type"] == "kerberos":
+        authenticator = KerberosAuth()
+    else:
+        authenticator = BasicAuth(auth.get("username") or getpass.getuser(), auth.get("password"))
+    return Gateway(
+        options["gateway_address"],
+        proxy_address=options.get("proxy_address"),
+        public_address=options.get("public_address"),
+        auth=authenticator,
+        asynchronous=True,
+    )
+
+
+def user_options_of(spec: list[dict[str, Any]]) -> tuple[UserOption, ...]:
+    """A gateway's ``/api/v1/options`` specification as a template's user options: same fields, defaults, bounds, choices.
+
+    Examples
+    --------
+    >>> [o.to_dict()["maximum"] for o in user_options_of([
+    ...     {"field": "worker_cores", "label": "Cores", "default": 1, "spec": {"type": "int", "min": 1, "max": 4}}])]
+    [4]
+    """
+    options = []
+    for field in spec:
+        kind = field["spec"]["type"]
+        if kind not in OPTION_TYPES:
+            continue  # a mapping: left to the gateway's default
+        options.append(
+            UserOption(
+                name=field["field"],
+                type=OPTION_TYPES[kind],
+                default=field["default"],
+                label=field.get("label") or field["field"],
+                choices=tuple(field["spec"]["options"]) if kind == "select" else None,
+                minimum=field["spec"].get("min"),
+                maximum=field["spec"].get("max"),
+            )
+        )
+    return tuple(options)
+
+
+class GatewayBackend(Backend):
+    """One cluster of a dask-gateway server: created there (or found there, made with ``address=``), scaled, stopped.
+
+    Workers are the gateway's: scaling sets the gateway cluster's worker count, after this server's
+    scheduler link has retired the workers to go (their data moved, as for any cluster), and the
+    gateway's worker names are matched to the names this server requested in the order they connect.
+
+    Parameters
+    ----------
+    address : str, optional
+        ``gateway://proxy-host:port/cluster-name``: a cluster that runs on the gateway already (found
+        there, or stored by an earlier server); without it, :meth:`start_scheduler` creates one.
+    """
+
+    name = "gateway"
+    description = "Clusters of a dask-gateway server (Kubernetes, HPC, YARN or local processes behind it)"
+    capabilities = Capabilities(
+        multiple_groups=False,
+        runs_processes_here=False,
+        editable_spec=False,
+        reasons={
+            "multiple_groups": "a gateway cluster has one kind of worker, set by its options",
+            "editable_spec": "the gateway sets its workers' size from the cluster's options",
+            "runs_processes_here": "the gateway runs its scheduler and workers",
+        },
+    )
+    template_options: ClassVar[Mapping[str, BackendOption]] = {
+        "gateway_address": BackendOption(_url, "The gateway's address, e.g. 'https://gateway.example.org'."),
+        "proxy_address": BackendOption(_proxy, "The gateway's scheduler proxy, host:port (default: as the address)."),
+        "public_address": BackendOption(_public, "The gateway's address as a browser reaches it (dashboards)."),
+        "auth": BackendOption(_auth, "How to authenticate: {'type': 'jupyterhub' | 'basic' | 'kerberos', ...}."),
+        "cluster_options": BackendOption(_mapping, "Cluster options sent to the gateway (the user's, from its form)."),
+    }
+    user_options_option = "cluster_options"
+    attaches = True
+    scheduler_link: ClassVar[type] = GatewaySchedulerLink
+    dashboard_over_tls: ClassVar[bool] = False
+    start_timeout = Float(300.0, config=True, help="Seconds the gateway gets to start a cluster's scheduler.")
+    request_timeout = Float(30.0, config=True, help="Seconds one request to the gateway's API may take.")
+
+    def __init__(self, *args: Any, address: str | None = None, **kwargs: Any):
+        self.gateway_address: str | None = None
+        self.proxy_address: str | None = None
+        self.public_address: str | None = None
+        self.auth: dict[str, str] | None = None
+        self.cluster_options: dict[str, Any] = {}
+        super().__init__(*args, **kwargs)
+        self.address = address
+        self.dashboard_link: str | None = None
+        self._gateway: Gateway | None = None
+        self._requested: list[str] = []  # worker names this server asked for, oldest first
+        self._claimed: dict[str, str] = {}  # the gateway's worker name -> the requested name it is
+        self._foreign: set[str] = set()  # connected gateway workers this server did not request (made before it)
+        # this cluster's link tells which gateway workers left, so that those made before it stop counting
+        self.scheduler_link = partial(GatewaySchedulerLink, on_gone=self._worker_gone)
+
+    @property
+    def cluster_name(self) -> str | None:
+        """The gateway's name of the cluster (the last part of its address)."""
+        return self.address.rstrip("/").rsplit("/", 1)[-1] if self.address else None
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "gateway_address": self.gateway_address,
+            "proxy_address": self.proxy_address,
+            "public_address": self.public_address,
+            "auth": self.auth,
+        }
+
+    def _client(self) -> Gateway:
+        if self.gateway_address is None:
+            raise BackendError("the template names no gateway (options.gateway_address)")
+        if self._gateway is None:
+            self._gateway = gateway_client(self._options())
+        return self._gateway
+
+    async def _ask(self, coroutine, what: str, timeout: float | None = None) -> Any:
+        """Await a request to the gateway; its refusals and silences become errors that say what was asked."""
+        try:
+            return await asyncio.wait_for(coroutine, timeout or self.request_timeout)
+        except asyncio.TimeoutError:
+            raise BackendError(f"the gateway at {self.gateway_address} did not answer ({what}) in time") from None
+        except ValueError as exc:  # 404 and 422: the gateway's own words
+            raise BackendError(f"the gateway refused to {what}: {exc}") from None
+        except (GatewayClusterError, OSError) as exc:
+            raise BackendError(f"the gateway at {self.gateway_address} could not {what}: {exc}") from None
+        except Exception as exc:  # aiohttp's errors (refused connection, 5xx)
+            raise BackendError(f"the gateway at {self.gateway_address} could not {what}: {exc}") from None
+
+    # -- the template ---------------------------------------------------------------------------------
+
+    @classmethod
+    async def probe(cls, options: Mapping[str, Any], timeout: float) -> TemplateProbe:
+        """Whether the gateway answers (with these credentials), and its cluster options as user options."""
+        gateway = gateway_client(options)
+        try:
+            # the specification itself, as the gateway sends it (the client's cluster_options() parses it into widgets)
+            answer = await asyncio.wait_for(gateway._request("GET", f"{gateway.address}/api/v1/options"), timeout)
+            spec = (await answer.json())["cluster_options"]
+        except asyncio.TimeoutError:
+            return TemplateProbe(f"the gateway at {gateway.address} did not answer within {timeout:g} s")
+        except Exception as exc:
+            return TemplateProbe(f"the gateway at {gateway.address} cannot be used: {exc or type(exc).__name__}")
+        finally:
+            await gateway.close()
+        return TemplateProbe(None, user_options_of(spec))
+
+    @classmethod
+    async def create_ahead(cls, options: Mapping[str, Any], timeout: float) -> str:
+        """Create the cluster on the gateway while the request waits: a value it refuses is a 400 naming the field.
+
+        The gateway checks the options (its fields, then its options handler) before it creates anything,
+        and answers 422 with its message; the field is the first of the request's options the message names.
+        """
+        values = dict(options.get("cluster_options") or {})
+        gateway = gateway_client(options)
+        try:
+            name = await asyncio.wait_for(gateway.submit(**values), timeout)
+        except ValueError as exc:  # 422: the gateway's own words
+            message = str(exc)
+            named = sorted((message.index(k), k) for k in values if k in message)
+            field = f"options.{named[0][1]}" if named else "options"
+            raise InvalidRequest(f"the gateway refused it: {message}", field) from None
+        except asyncio.TimeoutError:
+            raise Conflict(
+                f"the gateway at {gateway.address} did not answer within {timeout:g} s", "template"
+            ) from None
+        except Exception as exc:
+            raise Conflict(f"the gateway at {gateway.address} cannot be used: {exc}", "template") from None
+        finally:
+            await gateway.close()
+        return f"{gateway.proxy_address}/{name}"
+
+    @classmethod
+    async def withdraw_ahead(cls, options: Mapping[str, Any], address: str, timeout: float) -> None:
+        """Stop on the gateway a cluster :meth:`create_ahead` made that the server did not list."""
+        gateway = gateway_client(options)
+        try:
+            await asyncio.wait_for(gateway.stop_cluster(address.rsplit("/", 1)[-1]), timeout)
+        finally:
+            await gateway.close()
+
+    @classmethod
+    def worker_shape(cls, group: WorkerGroup, values: Mapping[str, Any]) -> WorkerGroup:
+        """The group with the cores and memory dask-gateway's conventional options give (``worker_cores``, and
+        ``worker_memory`` in GiB, as in dask-gateway's documentation); other options leave it as the template has it.
+
+        Examples
+        --------
+        >>> from clustermgr_lab.domain.spec import parse_group
+        >>> group = parse_group({"name": "default", "count": 0, "threads": 1, "memory": "1 GiB"}, "group")
+        >>> shaped = GatewayBackend.worker_shape(group, {"worker_cores": 2, "worker_memory": 0.5})
+        >>> shaped.threads, shaped.memory
+        (2, 536870912)
+        """
+        cores, memory = values.get("worker_cores"), values.get("worker_memory")
+        if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0:
+            group = replace(group, threads=cores)
+        if isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory > 0:
+            group = replace(group, memory=int(memory * 2**30))
+        return group
+
+    @classmethod
+    async def find_clusters(cls, options: Mapping[str, Any], timeout: float) -> list[str]:
+        """The addresses of this user's running clusters on the gateway, made from here or from anywhere else."""
+        gateway = gateway_client(options)
+        try:
+            reports = await asyncio.wait_for(gateway.list_clusters(status=ClusterStatus.RUNNING), timeout)
+        finally:
+            await gateway.close()
+        return [r.scheduler_address for r in reports if r.scheduler_address]
+
+    # -- the cluster ----------------------------------------------------------------------------------
+
+    async def start_scheduler(self) -> SchedulerEndpoint:
+        """Create the cluster on the gateway (or find the one of ``address``), wait until it runs, take its credentials."""
+        if self.security is None:
+            raise BackendError("a gateway cluster is reached over TLS only: its template must not say 'tls': false")
+        gateway = self._client()
+        if self.address is None:
+            name = await self._ask(gateway.submit(**self.cluster_options), "create a cluster")
+            self.address = f"{gateway.proxy_address}/{name}"  # known from now on: it is not "found" as another
+            self._notify_change()
+        await self._ask(  # what Gateway.connect() waits with, without the GatewayCluster it then makes
+            gateway._wait_for_start(self.cluster_name), f"start cluster {self.cluster_name}", self.start_timeout
+        )
+        report = await self._ask(gateway.get_cluster(self.cluster_name), f"report on {self.cluster_name}")
+        if report.tls_cert is None:
+            raise BackendError(f"gateway cluster {self.cluster_name} is {report.status.name.lower()}, not running")
+        await asyncio.get_running_loop().run_in_executor(None, self._write_credentials, report.tls_cert, report.tls_key)
+        self.dashboard_link = report.dashboard_link
+        scheduler_id = await self._scheduler_id()
+        listed_as = self.context.listed_as
+        other = listed_as(scheduler_id) if listed_as is not None and scheduler_id else None
+        if other is not None:
+            raise BackendError(f"gateway cluster {self.cluster_name} is listed already, as {other!r}")
+        return SchedulerEndpoint(self.address, None, scheduler_id)
+
+    def _write_credentials(self, cert: str, key: str) -> None:
+        """The gateway's certificate (its own CA) and key, as the cluster's TLS files (this user's only)."""
+        credentials = self.security
+        private_folder(Path(credentials.key).parent)
+        for path, text in ((credentials.ca_file, cert), (credentials.cert, cert), (credentials.key, key)):
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "w") as out:
+                out.write(text)
+
+    async def _scheduler_id(self) -> str | None:
+        from distributed.core import rpc
+
+        connection = rpc(self.address, connection_args=self.security.security().get_connection_args("client"))
+        try:
+            identity = await self._ask(connection.identity(n_workers=0), "reach the cluster's scheduler")
+        finally:
+            await connection.close_rpc()
+        return identity.get("id")
+
+    async def closed_by_owner(self) -> str | None:
+        """Once the scheduler is gone: "stopped on the gateway" when the gateway says it stopped it; None: it was lost."""
+        try:
+            report = await self._ask(self._client().get_cluster(self.cluster_name), "report on the cluster")
+        except BackendError:
+            return None
+        if report.status in (ClusterStatus.STOPPING, ClusterStatus.STOPPED):
+            return "stopped on the gateway (by its user, its idle timeout, or the gateway's administrator)"
+        return None
+
+    def claim_worker(self, info: Mapping[str, Any]) -> str:
+        """The requested worker a newly connected gateway worker is: the oldest requested one not claimed yet."""
+        gateway_name = str(info.get("name"))
+        if gateway_name not in self._claimed:
+            unclaimed = [n for n in self._requested if n not in self._claimed.values()]
+            if not unclaimed:
+                self._foreign.add(gateway_name)  # one it had before this server listed it: shown as not ours
+                return gateway_name
+            self._claimed[gateway_name] = unclaimed[0]
+        return self._claimed[gateway_name]
+
+    def _worker_gone(self, gateway_name: str) -> None:
+        self._foreign.discard(gateway_name)
+        self._claimed.pop(gateway_name, None)
+
+    def started(self) -> set[str]:
+        return set(self._requested)
+
+    async def scale_up(self, group: WorkerGroup, names: list[str]) -> None:
+        self._requested += names
+        await self._scale()
+
+    async def scale_down(self, names: list[str]) -> None:
+        gone = set(names)
+        self._requested = [n for n in self._requested if n not in gone]
+        self._claimed = {g: n for g, n in self._claimed.items() if n not in gone}
+        await self._scale()
+
+    async def _scale(self) -> None:
+        count = len(self._requested) + len(self._foreign)  # the workers it had when found stay
+        await self._ask(self._client().scale_cluster(self.cluster_name, count), f"scale to {count} workers")
+        self._notify_change()
+
+    async def close(self) -> None:
+        """Stop the cluster on the gateway (its scheduler and workers), then let go of the client."""
+        try:
+            if self.cluster_name is not None and self.gateway_address is not None:
+                await self._ask(self._client().stop_cluster(self.cluster_name), f"stop {self.cluster_name}")
+        finally:
+            await self.detach()
+
+    async def detach(self) -> None:
+        """Let go of the gateway client; the cluster keeps running on the gateway."""
+        if self._gateway is not None:
+            gateway, self._gateway = self._gateway, None
+            await gateway.close()

@@ -1,0 +1,82 @@
+"""Clusters found on the resources templates name (a gateway's): listed by themselves, and dropped once they end there.
+
+Every ``interval`` seconds each template's backend is asked for the clusters this user runs on its
+resource (:meth:`~clustermgr_lab.backends.base.Backend.find_clusters`: a gateway's running clusters,
+made from the sidebar or with ``Gateway().new_cluster()`` in a notebook). One that this server does not
+list and that was there at the previous round too (so that a cluster being created here, whose address
+is not known yet, is never listed twice) is listed with the template's backend. A cluster of such a
+template that has ended and no longer runs there leaves the list. The same rounds keep the templates'
+availability and user options fresh (:meth:`~clustermgr_lab.manager.cluster_manager.ClusterManager.probe_templates`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from traitlets import Float
+from traitlets.config import LoggingConfigurable
+
+from clustermgr_lab.cluster.managed import FAILED, RUNNING, STOPPED
+from clustermgr_lab.common.tasks import cancel_and_wait
+from clustermgr_lab.domain.errors import ClusterManagerError
+from clustermgr_lab.manager.cluster_manager import ClusterManager
+
+
+class FoundClusters(LoggingConfigurable):
+    """Lists the clusters found on templates' resources, and lets go of those that ended there."""
+
+    interval = Float(2.0, config=True, help="Seconds between two rounds of asking the templates' resources.")
+    timeout = Float(5.0, config=True, help="Seconds one resource gets to list its clusters.")
+
+    def __init__(self, manager: ClusterManager, **kwargs):
+        super().__init__(**kwargs)
+        self.manager = manager
+        self._seen: dict[str, set[str]] = {}  # template -> addresses found at the previous round
+        self._ever: set[str] = set()  # every address found so far
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._task)
+
+    async def _run(self) -> None:
+        while True:
+            await self.manager.probe_templates()
+            for template, backend_class, options in self.manager.found_sources():
+                try:
+                    found = await backend_class.find_clusters(options, self.timeout)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # the resource is down: its template says so (probe); nothing changes
+                    self.log.debug("template %s: no clusters found: %s", template, exc)
+                    continue
+                if found is not None:
+                    self._apply(template, set(found))
+            await asyncio.sleep(self.interval)
+
+    def _apply(self, template: str, found: set[str]) -> None:
+        clusters = self.manager.clusters()
+        listed = {c.backend.address for c in clusters} | {c.endpoint.address for c in clusters if c.endpoint}
+        before = self._seen.get(template, set())
+        for address in sorted(found & before - listed):
+            try:
+                self.manager.list_found(template, address)
+            except ClusterManagerError as exc:  # e.g. the server lists as many clusters as it allows
+                self.log.warning("template %s: cannot list the cluster found at %s: %s", template, address, exc)
+        self._seen[template] = found
+        self._ever |= found
+        for cluster in clusters:
+            address = cluster.backend.address
+            if cluster.template != template or not address or address in found:
+                continue
+            # It ended on the resource (stopped there, by its user or the resource): it leaves the list. One that
+            # runs here must have been found there once, then missed twice in a row (a listing made as it started
+            # is no reason).
+            missed = address in self._ever and address not in before
+            if cluster.lifecycle in (STOPPED, FAILED) or (cluster.lifecycle == RUNNING and missed):
+                self.log.info(
+                    "cluster %s (%s) no longer runs at %s: it leaves the list", cluster.id, cluster.name, address
+                )
+                self.manager.delete(cluster.id)
