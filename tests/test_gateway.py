@@ -190,17 +190,25 @@ def test_a_gateway_cluster_stays_listed_across_a_server_restart_and_is_stopped_o
         # Then the cluster is listed again, attached to the same gateway cluster, its worker running
         again = client.wait(cluster["id"], lambda c: c["status"] == "running" and c["workers"]["running"] == 1, 60)
         assert again["scheduler_address"] == cluster["scheduler_address"]
-        # And the inserted cell's code, run in a fresh process as in a kernel, computes through the gateway's proxy
+        # And the inserted cell's code (the notebook's Cluster object), run in a fresh process as in a kernel,
+        # computes through the gateway's proxy with the gateway's TLS credentials
         cell = (
             "import clustermgr_lab\n"
-            f"client = clustermgr_lab.connect({cluster['id']!r}, url={servers[-1].url!r}, token={servers[-1].token!r})\n"
+            "from distributed import Client\n"
+            f"cluster = clustermgr_lab.get_cluster({cluster['id']!r}, url={servers[-1].url!r}, token={servers[-1].token!r})\n"
+            "client = Client(cluster)\n"
             "print(client.submit(lambda x: x + 1, 41).result())\n"
+            "print(cluster.dashboard_link)\n"
             "client.close()\n"
+            "cluster.close()\n"
         )
         kernel = subprocess.run(
             [sys.executable, "-c", cell], capture_output=True, text=True, timeout=120, env=subprocess_env()
         )
-        assert kernel.stdout.strip() == "42", kernel.stderr[-2000:]
+        assert kernel.returncode == 0, kernel.stderr[-3000:]
+        answer, dashboard = kernel.stdout.strip().splitlines()[-2:]
+        assert answer == "42", kernel.stderr[-2000:]
+        assert dashboard == again["dashboard_url"], (dashboard, again["dashboard_url"])
         # And deleting it stops it on the gateway
         client.delete(cluster["id"], wait=True, timeout=60)
         assert asyncio.run(gateway_status(gateway, cluster["scheduler_address"])) in ("STOPPING", "STOPPED")

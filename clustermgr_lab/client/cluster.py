@@ -36,7 +36,7 @@ from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from clustermgr_lab.client.api import ClusterManagerClient
-from clustermgr_lab.client.connect import SCHEDULER_UP, cluster_security
+from clustermgr_lab.client.connect import SCHEDULER_UP, cluster_security, register_comm
 from clustermgr_lab.client.errors import (
     ClusterFailedError,
     ClusterManagerAPIError,
@@ -178,6 +178,7 @@ class JupyterServerCluster(Cluster):
             self.name = self.state["name"]
             self.security = cluster_security(self.state)
             connection_args = self.security.get_connection_args("client") if self.security else {}
+            register_comm(self.state["scheduler_address"])
             self.scheduler_comm = rpc(self.state["scheduler_address"], connection_args=connection_args)
             self.scheduler_info = SchedulerInfo(await self.scheduler_comm.identity())
             self._refresh_task = asyncio.ensure_future(self._refresh_scheduler_info())

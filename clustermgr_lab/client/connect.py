@@ -48,8 +48,7 @@ def get_client(
         cluster = manager.wait(cluster["id"], lambda c: c["status"] in SCHEDULER_UP, timeout)
     client_kwargs.setdefault("timeout", manager.timeout)
     client_kwargs.setdefault("security", cluster_security(cluster))
-    if str(cluster["scheduler_address"]).startswith("gateway://"):
-        import dask_gateway  # noqa: F401 - registers the gateway:// comm: a gateway cluster is reached through its proxy
+    register_comm(cluster["scheduler_address"])
     return Client(cluster["scheduler_address"], **client_kwargs)
 
 
@@ -63,3 +62,12 @@ def cluster_security(cluster: dict[str, Any]) -> distributed.Security | None:
 
     tls = cluster.get("tls")
     return ClusterCredentials.from_paths(tls).security() if tls else None
+
+
+def register_comm(address: str) -> None:
+    """Make ``address``'s scheme known to distributed: ``gateway://`` is dask-gateway's comm through its proxy.
+
+    Call it before connecting a Client or an rpc to a cluster's scheduler address.
+    """
+    if str(address).startswith("gateway://"):
+        import dask_gateway.comm  # noqa: F401 - registers the gateway:// comm
