@@ -10,7 +10,9 @@ from clustermgr_lab.backends.local.launcher import WarmLauncher
 from clustermgr_lab.foreign.discovery import ClusterDiscovery
 from clustermgr_lab.manager.cluster_manager import ClusterManager
 from clustermgr_lab.manager.gc_pauses import freeze_startup_objects
+from clustermgr_lab.web.generic_proxy import confine_generic_routes
 from clustermgr_lab.web.kernel_dashboard_link import KernelDashboardLink
+from clustermgr_lab.web.kernel_environment import KernelEnvironment
 from clustermgr_lab.web.routes import route_table
 
 
@@ -33,9 +35,20 @@ class ClusterManagerApp(ExtensionApp):
         self.kernel_dashboard_link = KernelDashboardLink(
             base_url=self.serverapp.base_url, parent=self.serverapp, log=self.log
         )
-        self.kernel_dashboard_link.start()
+        # Only the kernels this server starts get their variables; the server's own environment is left alone.
+        self.kernel_environment = KernelEnvironment(self.serverapp.kernel_manager)
+        self.kernel_environment.add(self.discovery.kernel_variables)
+        self.kernel_environment.add(self.kernel_dashboard_link.kernel_variables)
+        self.kernel_environment.start()
+        # At the event loop's first turn, before any request: every extension has added its routes by then.
+        self.serverapp.io_loop.add_callback(self._confine_generic_proxy)
         if self.manager.freeze_startup_objects:  # at the event loop's first turn: every extension has loaded by then
             self.serverapp.io_loop.add_callback(freeze_startup_objects, self.log)
+
+    def _confine_generic_proxy(self) -> None:
+        """jupyter-server-proxy's generic ``/proxy/`` routes (when it is on) refuse this server's clusters."""
+        if confine_generic_routes(self.serverapp.web_app, self.manager.clusters):
+            self.log.info("clustermgr: jupyter-server-proxy's generic /proxy/ routes refuse this server's clusters")
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(route_table())
@@ -51,5 +64,5 @@ class ClusterManagerApp(ExtensionApp):
             return
         self.log.info("clustermgr_lab: %s the clusters", "keeping" if manager.on_shutdown == "keep" else "stopping")
         await self.discovery.stop()
-        self.kernel_dashboard_link.stop()
+        self.kernel_environment.stop()
         await manager.close_all()
