@@ -10,6 +10,7 @@ from clustermgr_lab.backends.local.launcher import WarmLauncher
 from clustermgr_lab.foreign.discovery import ClusterDiscovery
 from clustermgr_lab.manager.cluster_manager import ClusterManager
 from clustermgr_lab.manager.gc_pauses import freeze_startup_objects
+from clustermgr_lab.manager.initial_clusters import start_initial_clusters
 from clustermgr_lab.web.generic_proxy import confine_generic_routes
 from clustermgr_lab.web.kernel_dashboard_link import KernelDashboardLink
 from clustermgr_lab.web.kernel_environment import KernelEnvironment
@@ -56,7 +57,13 @@ class ClusterManagerApp(ExtensionApp):
     async def _start_jupyter_server_extension(self, serverapp) -> None:
         if hasattr(self, "manager"):  # else it did not load (e.g. its store is locked by another server)
             self.manager.warm_up()  # the warm launcher starts (or is re-used) in the background
-            self._readopt = asyncio.ensure_future(self.manager.readopt_all())
+            self._readopt = asyncio.ensure_future(self._readopt_then_start_initial())
+
+    async def _readopt_then_start_initial(self) -> None:
+        """Re-adopt the stored clusters, then start dask-labextension's ``labextension.initial`` ones not listed."""
+        await self.manager.readopt_all()
+        if self.manager.start_labextension_initial:
+            await start_initial_clusters(self.manager, self.log)
 
     async def stop_extension(self) -> None:
         manager = getattr(self, "manager", None)

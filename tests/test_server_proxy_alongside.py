@@ -12,7 +12,7 @@ import contextlib
 import socket
 import subprocess
 import sys
-import uuid
+from pathlib import Path
 
 import psutil
 import pytest
@@ -21,19 +21,16 @@ from tornado.httpclient import HTTPClientError
 from .helpers import create, delete_and_wait, running_with, until, wait_for
 from .test_dashboard import fetch_raw
 
-#: Marks the http.server processes of this module, so that they (and only they) are found and stopped.
-MARKER = f"clustermgr-test-{uuid.uuid4().hex[:8]}"
-
 
 @pytest.fixture
 def jp_server_config(jp_server_config, tmp_path):
-    site = tmp_path / "site-app"
+    site = site_folder(tmp_path)
     site.mkdir()
     (site / "index.html").write_text("<title>site app</title>hello from the site's app")
     jp_server_config["ServerProxy"] = {
         "servers": {
             "siteapp": {
-                # `--directory` carries the marker: the process is found by it at the end
+                # its `--directory`, of this test alone, is how the process is found and stopped at the end
                 "command": [
                     sys.executable,
                     "-m",
@@ -45,7 +42,6 @@ def jp_server_config(jp_server_config, tmp_path):
                     str(site),
                 ],
                 "timeout": 30,
-                "environment": {"CLUSTERMGR_TEST_MARKER": MARKER},
             }
         }
     }
@@ -58,12 +54,29 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def marked_processes() -> list[psutil.Process]:
+def site_folder(tmp_path) -> Path:
+    return tmp_path / "site-app"
+
+
+def site_app_processes(tmp_path) -> list[psutil.Process]:
+    """The site app's processes (jupyter-server-proxy starts them detached: found by their command line)."""
     found = []
-    for process in psutil.Process().children(recursive=True):
+    for process in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
-            if process.environ().get("CLUSTERMGR_TEST_MARKER") == MARKER:
+            if str(site_folder(tmp_path)) in (process.info["cmdline"] or []):
                 found.append(process)
+    return found
+
+
+def supervised_apps(web_app) -> list:
+    """The supervised processes (simpervisor) of the ServerProcess apps jupyter-server-proxy started in ``web_app``."""
+    found, routers = [], [web_app.default_router, web_app.wildcard_router]
+    while routers:
+        for rule in getattr(routers.pop(), "rules", ()):
+            if hasattr(rule.target, "rules"):
+                routers.append(rule.target)
+            elif "proc" in (rule.target_kwargs or {}).get("state", {}):
+                found.append(rule.target_kwargs["state"]["proc"])
     return found
 
 
@@ -98,7 +111,7 @@ async def test_a_sites_server_process_app_and_generic_route_work_alongside(
         status, body = await fetch_status(jp_fetch, "siteapp", "index.html")
         # Then both answer through this server
         assert status == 200 and b"hello from the site's app" in body
-        assert len(marked_processes()) == 1
+        assert len(site_app_processes(tmp_path)) == 1
         status, body = await until(program_answers, 30, "the user's program to answer through /proxy/<port>")
         assert body == b"the user's own program"
         status, body = await fetch_raw(
@@ -116,7 +129,9 @@ async def test_a_sites_server_process_app_and_generic_route_work_alongside(
         own.terminate()
         own.wait(10)
         await delete_and_wait(jp_fetch, cluster_id)
-        for process in marked_processes():  # jupyter-server-proxy leaves its apps running until the server exits
-            process.terminate()
-        gone, alive = await asyncio.to_thread(psutil.wait_procs, marked_processes(), 10)
-        assert not alive
+        # jupyter-server-proxy supervises its app (restarts it when it dies) until its server process exits:
+        # stopped through its supervisor, as jupyter-server-proxy does at exit
+        for process in supervised_apps(jp_serverapp.web_app):
+            await process.terminate()
+        gone, alive = await asyncio.to_thread(psutil.wait_procs, site_app_processes(tmp_path), 10)
+        assert not alive and not site_app_processes(tmp_path)
