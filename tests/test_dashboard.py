@@ -76,15 +76,19 @@ async def test_dashboard_needs_authentication_and_a_managed_cluster(jp_fetch, jp
 async def test_generic_proxy_routes_cannot_reach_its_clusters(
     jp_fetch, jp_ws_fetch, jp_serverapp, jp_http_port, jp_base_url, jp_auth_header
 ):
-    # Given jupyter-server-proxy on, as a site has it, and a running cluster with its scheduler and dashboard ports
+    # Given jupyter-server-proxy on, as a site has it, and a running cluster: its scheduler's, dashboard's and
+    # worker's ports
     assert jp_serverapp.jpserver_extensions.get("jupyter_server_proxy") is True
     cluster = await running_cluster(jp_fetch)
     manager = jp_serverapp.web_app.settings["clustermgr_manager"]
     endpoint = manager.get(cluster["id"]).endpoint
     dashboard_port = endpoint.dashboard_address.rsplit(":", 1)[1]
     scheduler_port = endpoint.address.rsplit(":", 1)[1]
+    (worker,) = [record for record in manager.get(cluster["id"]).reconciler.workers.values() if record.address]
+    worker_ports = [worker.address.rsplit(":", 1)[1], worker.info["nanny"].rsplit(":", 1)[1]]
+    worker_ports += [str(port) for port in (worker.info.get("services") or {}).values()]
     # When its generic routes are asked for them, in every spelling of this machine
-    for port in (dashboard_port, scheduler_port):
+    for port in (dashboard_port, scheduler_port, *worker_ports):
         for path in (
             f"proxy/{port}/status",
             f"proxy/absolute/{port}/status",

@@ -4,7 +4,8 @@ jupyter-server-proxy stays on as the site installed it: its named ``ServerProces
 ``host_allowlist`` and its generic routes ``/proxy/<port>/…``, ``/proxy/<host>:<port>/…`` and
 their ``/proxy/absolute/…`` forms all work as before. Only in this server, and only for those
 generic routes, a request whose target is the scheduler or dashboard port of a cluster this server
-lists is refused (403, before any connection is made). Such a dashboard is served by this server's
+lists is refused (403, before any connection is made); so is one of its workers' ports (comm, nanny,
+worker dashboard). Such a dashboard is served by this server's
 own proxy only (:mod:`.dashboard_proxy`): sandboxed, behind its per-cluster key, read-only; through
 the generic route it would run on Jupyter's own origin, where its scripts could read Jupyter's
 cookies and XSRF token.
@@ -36,8 +37,17 @@ if TYPE_CHECKING:
 ALL_INTERFACES = frozenset({"", "0.0.0.0", "::", "*"})
 
 
+def _workers(cluster) -> list[tuple[str | None, dict]]:
+    """``(address, scheduler info)`` of each worker connected to a listed cluster (its own and others)."""
+    reconciler = getattr(cluster, "reconciler", None)
+    if reconciler is None:
+        return []
+    return [(r.address, r.info or {}) for r in reconciler.workers.values()] + list(reconciler.external.items())
+
+
 def cluster_ports(clusters: Iterable[ManagedCluster]) -> dict[int, set[str]]:
-    """Port -> the hosts on which a listed cluster's scheduler or dashboard listens on it.
+    """Port -> the hosts on which a listed cluster's scheduler, dashboard or workers (comm, nanny, worker dashboard)
+    listen on it.
 
     >>> from types import SimpleNamespace as NS
     >>> endpoint = NS(address="tls://127.0.0.1:8786", dashboard_address="127.0.0.1:8787")
@@ -45,18 +55,29 @@ def cluster_ports(clusters: Iterable[ManagedCluster]) -> dict[int, set[str]]:
     {8786: {'127.0.0.1'}, 8787: {'127.0.0.1'}}
     """
     ports: dict[int, set[str]] = {}
+
+    def add(address: str | None, port: int | None = None) -> None:
+        if not address:
+            return
+        with contextlib.suppress(ValueError, TypeError):
+            location = parse_address(address)[1] if "://" in address else address
+            host, listed_port = parse_host_port(location)
+            port = port if port is not None else listed_port
+            if isinstance(port, int):
+                ports.setdefault(port, set()).add(host.strip("[]"))
+
     for cluster in clusters:
         endpoint = cluster.endpoint
         if endpoint is None:
             continue
-        for address in (endpoint.address, endpoint.dashboard_address):
-            if not address:
-                continue
-            with contextlib.suppress(ValueError, TypeError):
-                location = parse_address(address)[1] if "://" in address else address
-                host, port = parse_host_port(location)
-                if isinstance(port, int):
-                    ports.setdefault(port, set()).add(host.strip("[]"))
+        add(endpoint.address)
+        add(endpoint.dashboard_address)
+        for address, info in _workers(cluster):
+            add(address)
+            add(info.get("nanny"))
+            dashboard = (info.get("services") or {}).get("dashboard")
+            if isinstance(dashboard, int):
+                add(address, dashboard)
     return ports
 
 
