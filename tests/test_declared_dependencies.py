@@ -29,7 +29,9 @@ def normalized(name: str) -> str:
 
 def declared() -> set[str]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    return {normalized(re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0]) for requirement in project["dependencies"]}
+    return {
+        normalized(re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0]) for requirement in project["dependencies"]
+    }
 
 
 def guarded(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
@@ -64,7 +66,10 @@ def third_party_imports() -> dict[str, tuple[bool, list[str]]]:
                 if top in sys.stdlib_module_names or top in ("clustermgr_lab", "__future__"):
                     continue
                 was_guarded, where = found.get(top, (True, []))
-                found[top] = (was_guarded and guarded(node, parents), [*where, f"{path.relative_to(REPO)}:{node.lineno}"])
+                found[top] = (
+                    was_guarded and guarded(node, parents),
+                    [*where, f"{path.relative_to(REPO)}:{node.lineno}"],
+                )
     return found
 
 
