@@ -6,10 +6,12 @@ clusters; a second one, after a restart that keeps the clusters, re-adopts them 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import time
 
+import psutil
 import pytest
 
 from .helpers import running_with
@@ -30,6 +32,16 @@ def dask_config_initial(monkeypatch):
     """``labextension.initial`` as the servers' Dask config has it (the environment's form of a labextension.yaml)."""
     monkeypatch.setenv("DASK_LABEXTENSION__INITIAL", json.dumps(INITIAL))
     monkeypatch.setenv("DASK_LABEXTENSION__DEFAULT", json.dumps({"workers": None, "adapt": None}))
+
+
+def processes_below(folder) -> list[psutil.Process]:
+    """Processes whose command line names ``folder`` or whose working folder is below it."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "cwd"]):
+        cmdline, cwd = process.info["cmdline"] or [], process.info["cwd"] or ""
+        if any(str(folder) in part for part in cmdline) or cwd.startswith(str(folder)):
+            found.append(process)
+    return found
 
 
 def names_and_ids(client) -> dict[str, str]:
@@ -78,7 +90,15 @@ def test_initial_clusters_start_with_the_server_once_and_are_re_adopted_not_dupl
             time.sleep(0.2)
         assert client.list() == []
     finally:
-        for server in servers:
+        for server in servers:  # a failed test's server: its clusters are deleted (it keeps them), then it stops
             if server.process is not None and server.process.poll() is None:
+                with contextlib.suppress(Exception):
+                    for cluster in server.client().list():
+                        server.client().delete(cluster["id"])
                 server.stop(signal.SIGTERM)
         kill_leftovers(pids, str(workdir))
+        # the warm launcher exits once idle (2 s); a failed test's schedulers are found by their folder
+        _, alive = psutil.wait_procs(processes_below(tmp_path), timeout=15)
+        for process in alive:
+            process.kill()
+        assert not alive, f"left running: {alive}"
