@@ -12,8 +12,9 @@
 #   4. `jupyter server` on a free 127.0.0.1 port: a cluster is created through the REST API, runs with one
 #      worker, and is deleted; then the server is stopped (SIGTERM) and everything is removed.
 #
-# Environment: PYTHON (python3) makes the clean venv and runs the build (it needs `build`: the test extras have
-# it; default: .venv's python); WHEEL_CHECK_DIR (a new folder under /tmp) is where it all happens.
+# Environment: BUILD_PYTHON (default: .venv's python) runs the build and the leftover check (it needs `build` and
+# psutil: the test extras have them); PYTHON (python3) makes the clean venv; WHEEL_CHECK_DIR (a new folder under
+# /tmp) is where it all happens.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -23,6 +24,16 @@ WORK="${WHEEL_CHECK_DIR:-$(mktemp -d /tmp/clustermgr-wheel-check.XXXXXX)}"
 SERVER_PID=""
 started=$SECONDS
 
+# Processes of this check: their command line or working folder is below $WORK (a scheduler that sets its process
+# title hides its command line, not its folder).
+leftovers() {
+  "$BUILD_PYTHON" -c 'import os, psutil, sys
+for p in psutil.process_iter(["cmdline", "cwd"]):
+    if p.pid == os.getpid():
+        continue  # this one names the folder too
+    if any(sys.argv[1] in part for part in (p.info["cmdline"] or [])) or (p.info["cwd"] or "").startswith(sys.argv[1]):
+        print(p.pid)' "$WORK/"
+}
 step() { printf '[wheel-check %3ds] %s\n' $((SECONDS - started)) "$*"; }
 cleanup() {
   local rc=$?
@@ -31,6 +42,9 @@ cleanup() {
     for _ in $(seq 100); do kill -0 "$SERVER_PID" 2> /dev/null || break; sleep 0.2; done
     kill -KILL "$SERVER_PID" 2> /dev/null || true
   fi
+  # whatever of the check still runs (a failed run's launcher, scheduler or workers): its command line names $WORK
+  left=$(leftovers || true)
+  [ -n "$left" ] && kill -KILL $left 2> /dev/null
   rm -rf "$WORK"
   [ $rc = 0 ] && step "passed" || step "FAILED (exit $rc)"
   exit $rc
@@ -71,12 +85,12 @@ for tool in sh bash env cat ls uname id ps; do
   [ -n "$path" ] && ln -s "$path" "$WORK/bin/$tool"
 done
 mkdir -p "$WORK/home" "$WORK/jupyter-config" "$WORK/jupyter-data" "$WORK/runtime" "$WORK/dask" "$WORK/root"
-in_venv() {
-  env -i PATH="$WORK/venv/bin:$WORK/bin" HOME="$WORK/home" LANG=C.UTF-8 \
-    JUPYTER_CONFIG_DIR="$WORK/jupyter-config" JUPYTER_DATA_DIR="$WORK/jupyter-data" \
-    JUPYTER_RUNTIME_DIR="$WORK/runtime" DASK_CONFIG="$WORK/dask" \
-    CLUSTERMGR_TEST_RUN="${CLUSTERMGR_TEST_RUN:-}" "$@"
-}
+# `env -i` execs the command: a command started in the background keeps that pid (the server's is $!)
+CLEAN_ENV=(env -i PATH="$WORK/venv/bin:$WORK/bin" HOME="$WORK/home" LANG=C.UTF-8
+  JUPYTER_CONFIG_DIR="$WORK/jupyter-config" JUPYTER_DATA_DIR="$WORK/jupyter-data"
+  JUPYTER_RUNTIME_DIR="$WORK/runtime" DASK_CONFIG="$WORK/dask"
+  CLUSTERMGR_TEST_RUN="${CLUSTERMGR_TEST_RUN:-}")
+in_venv() { "${CLEAN_ENV[@]}" "$@"; }
 if in_venv sh -c 'command -v node || command -v npm || command -v yarn'; then
   echo "wheel-check: node is on the clean PATH" >&2
   exit 1
@@ -107,7 +121,7 @@ EOF
 step "jupyter server on 127.0.0.1: create, run and delete a cluster through the REST API"
 port=$("$WORK/venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 token=$("$WORK/venv/bin/python" -c 'import secrets; print(secrets.token_hex(16))')
-in_venv jupyter server --ip=127.0.0.1 --port="$port" --port-retries=0 --no-browser --allow-root \
+"${CLEAN_ENV[@]}" jupyter server --ip=127.0.0.1 --port="$port" --port-retries=0 --no-browser --allow-root \
   --IdentityProvider.token="$token" --ServerApp.root_dir="$WORK/root" \
   --ClusterManager.workdir="$WORK/clusters" --ClusterManager.store_path="$WORK/store/clusters.sqlite3" \
   --ClusterManager.on_shutdown=stop > "$WORK/server.log" 2>&1 &
@@ -165,3 +179,10 @@ for _ in $(seq 150); do kill -0 "$SERVER_PID" 2> /dev/null || break; sleep 0.2; 
 if kill -0 "$SERVER_PID" 2> /dev/null; then echo "wheel-check: the server did not stop on SIGTERM" >&2; exit 1; fi
 wait "$SERVER_PID" || true
 SERVER_PID=""
+# Nothing of it is left: the warm launcher and the cluster's processes went with the server
+for _ in $(seq 75); do [ -z "$(leftovers)" ] && break; sleep 0.2; done
+if [ -n "$(leftovers)" ]; then
+  echo "wheel-check: still running after the server stopped:" >&2
+  ps -o pid,cmd -p "$(leftovers | paste -sd,)" >&2
+  exit 1
+fi
