@@ -21,6 +21,7 @@ REPO="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD_PYTHON="${BUILD_PYTHON:-$REPO/.venv/bin/python}"
 BASE_PYTHON="${PYTHON:-python3}"
 WORK="${WHEEL_CHECK_DIR:-$(mktemp -d /tmp/clustermgr-wheel-check.XXXXXX)}"
+mkdir -p "$WORK"
 SERVER_PID=""
 started=$SECONDS
 
@@ -37,6 +38,7 @@ for p in psutil.process_iter(["cmdline", "cwd"]):
 step() { printf '[wheel-check %3ds] %s\n' $((SECONDS - started)) "$*"; }
 cleanup() {
   local rc=$?
+  set +e  # every step of the clean-up runs
   if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2> /dev/null; then
     kill -TERM "$SERVER_PID" 2> /dev/null || true
     for _ in $(seq 100); do kill -0 "$SERVER_PID" 2> /dev/null || break; sleep 0.2; done
