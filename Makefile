@@ -1,7 +1,8 @@
 # clustermgr-lab developer and CI entry points.
 #
 #   make lab      build + install into .venv, then start JupyterLab on 127.0.0.1
-#   make test     everything CI runs: Python tests, then the galata UI tests; fails if the run leaves anything running
+#   make test     everything CI runs: the wheel check, Python tests, then the galata UI tests; fails if the run leaves
+#                 anything running
 #   make test-stress  the suites N times under CPU load (flake guard; not part of make test)
 #
 # Needs only python3 (3.10+), Node.js 20 and, for the UI tests, Debian's
@@ -42,7 +43,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export VIRTUAL_ENV := $(VENV)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help venv install build lab test test-stress pytest ui-test chromium sshd clean bench lint lint-deps ts-test
+.PHONY: help venv install build lab test test-stress pytest ui-test chromium sshd clean bench lint lint-deps ts-test wheel-check
 
 help:
 	@echo "make lab     - install into .venv and start JupyterLab (127.0.0.1:$(LAB_PORT))"
@@ -52,6 +53,7 @@ help:
 	@echo "make pytest / make ui-test - run one test suite"
 	@echo "make lint    - ruff (lint + format check), prettier --check, eslint; bash ci/lint-fix.sh fixes what it can"
 	@echo "make ts-test - the TypeScript unit and parity tests (jest)"
+	@echo "make wheel-check - build sdist + wheel, install the wheel in a clean venv without Node, use it"
 	@echo "make test-stress - both suites STRESS_RUNS (3) times under CPU load: a table of test -> failures"
 	@echo "make bench   - benchmarks/results/<date>.json + .png: targets, side by side with dask-labextension"
 	@echo "make clean   - remove build outputs (keeps .venv)"
@@ -115,6 +117,9 @@ define with_services
 	$(1)
 endef
 RUN_PYTEST = "$(VENV_PY)" -m pytest $(PYTEST_ARGS) --basetemp="$$run_dir/pytest"
+# The package as shipped (ci/wheel-check.sh, ~3-4 min): sdist + wheel, the wheel in a clean venv on a PATH without
+# Node.js, pip check, the extension lists, a server that creates and deletes a cluster.
+WHEEL_CHECK = BUILD_PYTHON="$(VENV_PY)" bash $(CURDIR)/ci/wheel-check.sh
 # The UI tests start their own JupyterLab on 127.0.0.1:$(LAB_PORT) (CI=1: never reuse a running one).
 # SLURM stays up for the UI tests too (tests/hpc.spec.ts creates a SLURM cluster through the sidebar).
 # UI_TEST_SHARDS Playwright processes side by side, each with a server of its own (ci/ui_shards.py).
@@ -154,7 +159,10 @@ ts-test: lint-deps
 # Lint and the TypeScript unit tests first: they fail fast.
 test: install lint ts-test chromium sshd
 	cd ui-tests && jlpm install
-	export CLUSTERMGR_HUB=1; $(call with_services,$(RUN_PYTEST); $(RUN_UI_TESTS); $(RUN_HUB_TESTS))
+	export CLUSTERMGR_HUB=1; $(call with_services,$(WHEEL_CHECK); $(RUN_PYTEST); $(RUN_UI_TESTS); $(RUN_HUB_TESTS))
+
+wheel-check: install
+	$(call with_services,$(WHEEL_CHECK))
 
 # Flake guard (not part of `make test`): both suites STRESS_RUNS times under a CPU load it starts and stops
 # (stress-ng --cpu STRESS_CPUS), then a table of test -> failures. Services as for `make test`.

@@ -1,8 +1,8 @@
 """Test set-up shared by every test module: a real Jupyter server with the extension on.
 
 The server gets the configuration that ``pip install`` ships (``jupyter-config/``), read in
-the order Jupyter reads it, on top of jupyter-server-proxy's own file (which enables its
-generic ``/proxy/<port>`` routes; ours turns that extension off again).
+the order Jupyter reads it, on top of jupyter-server-proxy's own file (which enables it, with its
+generic ``/proxy/<port>`` routes: it stays on, as at a site that has both).
 """
 
 import json

@@ -11,7 +11,10 @@ from clustermgr_lab.foreign.discovery import ClusterDiscovery
 from clustermgr_lab.foreign.found import FoundClusters
 from clustermgr_lab.manager.cluster_manager import ClusterManager
 from clustermgr_lab.manager.gc_pauses import freeze_startup_objects
+from clustermgr_lab.manager.initial_clusters import start_initial_clusters
+from clustermgr_lab.web.generic_proxy import confine_generic_routes
 from clustermgr_lab.web.kernel_dashboard_link import KernelDashboardLink
+from clustermgr_lab.web.kernel_environment import KernelEnvironment
 from clustermgr_lab.web.routes import route_table
 
 
@@ -36,9 +39,20 @@ class ClusterManagerApp(ExtensionApp):
         self.kernel_dashboard_link = KernelDashboardLink(
             base_url=self.serverapp.base_url, parent=self.serverapp, log=self.log
         )
-        self.kernel_dashboard_link.start()
+        # Only the kernels this server starts get their variables; the server's own environment is left alone.
+        self.kernel_environment = KernelEnvironment(self.serverapp.kernel_manager)
+        self.kernel_environment.add(self.discovery.kernel_variables)
+        self.kernel_environment.add(self.kernel_dashboard_link.kernel_variables)
+        self.kernel_environment.start()
+        # At the event loop's first turn, before any request: every extension has added its routes by then.
+        self.serverapp.io_loop.add_callback(self._confine_generic_proxy)
         if self.manager.freeze_startup_objects:  # at the event loop's first turn: every extension has loaded by then
             self.serverapp.io_loop.add_callback(freeze_startup_objects, self.log)
+
+    def _confine_generic_proxy(self) -> None:
+        """jupyter-server-proxy's generic ``/proxy/`` routes (when it is on) refuse this server's clusters."""
+        if confine_generic_routes(self.serverapp.web_app, self.manager.clusters):
+            self.log.info("clustermgr: jupyter-server-proxy's generic /proxy/ routes refuse this server's clusters")
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(route_table())
@@ -46,7 +60,13 @@ class ClusterManagerApp(ExtensionApp):
     async def _start_jupyter_server_extension(self, serverapp) -> None:
         if hasattr(self, "manager"):  # else it did not load (e.g. its store is locked by another server)
             self.manager.warm_up()  # the warm launcher starts (or is re-used) in the background
-            self._readopt = asyncio.ensure_future(self.manager.readopt_all())
+            self._readopt = asyncio.ensure_future(self._readopt_then_start_initial())
+
+    async def _readopt_then_start_initial(self) -> None:
+        """Re-adopt the stored clusters, then start dask-labextension's ``labextension.initial`` ones not listed."""
+        await self.manager.readopt_all()
+        if self.manager.start_labextension_initial:
+            await start_initial_clusters(self.manager, self.log)
 
     async def stop_extension(self) -> None:
         manager = getattr(self, "manager", None)
@@ -55,5 +75,5 @@ class ClusterManagerApp(ExtensionApp):
         self.log.info("clustermgr_lab: %s the clusters", "keeping" if manager.on_shutdown == "keep" else "stopping")
         await self.discovery.stop()
         await self.found.stop()
-        self.kernel_dashboard_link.stop()
+        self.kernel_environment.stop()
         await manager.close_all()

@@ -5,7 +5,7 @@ import re
 from urllib.parse import urlparse
 
 import pytest
-from tornado.httpclient import HTTPClientError
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from .helpers import create, delete_and_wait, running_with, wait_for
 
@@ -16,6 +16,12 @@ async def fetch_status(jp_fetch, *path, **kwargs):
         return response.code, response.body
     except HTTPClientError as exc:
         return exc.code, exc.response.body if exc.response else b""
+
+
+async def fetch_raw(server: str, path: str, headers: dict) -> tuple[int, bytes]:
+    """GET ``server + path`` as written (jp_fetch would escape the ``:`` of ``/proxy/host:port``)."""
+    response = await AsyncHTTPClient().fetch(server + path, headers=headers, raise_error=False, request_timeout=30)
+    return response.code, response.body or b""
 
 
 def dashboard_path(cluster: dict, *page: str) -> tuple[str, ...]:
@@ -67,20 +73,38 @@ async def test_dashboard_needs_authentication_and_a_managed_cluster(jp_fetch, jp
     await delete_and_wait(jp_fetch, cluster["id"])
 
 
-async def test_generic_proxy_route_is_off(jp_fetch, jp_serverapp):
-    # Given a running cluster and its dashboard's port
+async def test_generic_proxy_routes_cannot_reach_its_clusters(
+    jp_fetch, jp_ws_fetch, jp_serverapp, jp_http_port, jp_base_url, jp_auth_header
+):
+    # Given jupyter-server-proxy on, as a site has it, and a running cluster: its scheduler's, dashboard's and
+    # worker's ports
+    assert jp_serverapp.jpserver_extensions.get("jupyter_server_proxy") is True
     cluster = await running_cluster(jp_fetch)
     manager = jp_serverapp.web_app.settings["clustermgr_manager"]
-    port = manager.get(cluster["id"]).endpoint.dashboard_address.rsplit(":", 1)[1]
-    # Then jupyter-server-proxy's generic routes do not exist, though ours reaches it
-    assert jp_serverapp.jpserver_extensions.get("jupyter_server_proxy") is False
-    for path in (
-        ("proxy", port, "status"),
-        ("proxy", f"127.0.0.1:{port}", "status"),
-        ("proxy", "absolute", port, "status"),
-    ):
-        status, _ = await fetch_status(jp_fetch, *path)
-        assert status == 404, path
+    endpoint = manager.get(cluster["id"]).endpoint
+    dashboard_port = endpoint.dashboard_address.rsplit(":", 1)[1]
+    scheduler_port = endpoint.address.rsplit(":", 1)[1]
+    (worker,) = [record for record in manager.get(cluster["id"]).reconciler.workers.values() if record.address]
+    worker_ports = [worker.address.rsplit(":", 1)[1], worker.info["nanny"].rsplit(":", 1)[1]]
+    worker_ports += [str(port) for port in (worker.info.get("services") or {}).values()]
+    # When its generic routes are asked for them, in every spelling of this machine
+    for port in (dashboard_port, scheduler_port, *worker_ports):
+        for path in (
+            f"proxy/{port}/status",
+            f"proxy/absolute/{port}/status",
+            f"proxy/127.0.0.1:{port}/status",
+            f"proxy/localhost:{port}/status",
+            f"proxy/absolute/127.0.0.1:{port}/status",
+        ):
+            status, body = await fetch_raw(f"http://127.0.0.1:{jp_http_port}{jp_base_url}", path, jp_auth_header)
+            # Then each is refused before anything is proxied, saying which link to use instead
+            assert status == 403, (path, status, body[:200])
+            assert b"dashboard_url" in body, path
+    # And so is a WebSocket to the dashboard's Bokeh endpoint
+    with pytest.raises(HTTPClientError) as refused:
+        await jp_ws_fetch("proxy", dashboard_port, "status", "ws")
+    assert refused.value.code == 403
+    # While the cluster's own, sandboxed proxy reaches it
     status, _ = await fetch_status(jp_fetch, *dashboard_path(cluster, "status"))
     assert status == 200
     await delete_and_wait(jp_fetch, cluster["id"])

@@ -1,6 +1,7 @@
 """Clusters started in this server's notebooks: kernels announce their schedulers in a folder, this lists them.
 
-The kernels of this server inherit two environment variables (see :meth:`ClusterDiscovery.kernel_environment`)
+The kernels this server starts get two environment variables (see :meth:`ClusterDiscovery.kernel_environment`;
+only kernels: :mod:`clustermgr_lab.web.kernel_environment`)
 that make every scheduler started in a kernel load :mod:`clustermgr_lab.preloads.discovery`, which drops
 one small JSON file per scheduler into the discovery folder and removes it when the scheduler closes.
 Here, one cheap ``stat`` of that folder per interval (in a thread, off the event loop) notices the
@@ -21,6 +22,7 @@ import ast
 import asyncio
 import os
 import shutil
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 
@@ -121,20 +123,29 @@ class ClusterDiscovery(LoggingConfigurable):
         self._dead: set[str] = set()  # announcement files this server removed: their kernel died, nothing closed
         self._mtime: int | None = None
         self._task: asyncio.Task | None = None
-        self._saved_env: dict[str, str | None] = {}
         self._reported: set[str] = set()  # announcement files already logged as unacceptable
         self._reported_excess = False
 
-    def kernel_environment(self) -> dict[str, str]:
-        """The environment variables that make a kernel's schedulers announce themselves here."""
-        preloads = _existing_preloads(os.environ.get(PRELOAD_ENV))
+    def kernel_environment(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment variables that make a kernel's schedulers announce themselves here.
+
+        ``env`` is the environment the kernel would start with (default: the server's): the scheduler preloads
+        named there (or else in the Dask config files) are kept, this one added.
+        """
+        env = os.environ if env is None else env
+        preloads = _existing_preloads(env.get(PRELOAD_ENV))
         preload = str(Path(discovery_preload.__file__).resolve())
         if preload not in preloads:
             preloads.append(preload)
         return {PRELOAD_ENV: repr(preloads), discovery_preload.DISCOVERY_DIR_ENV: str(self.folder)}
 
+    def kernel_variables(self, env: Mapping[str, str]) -> dict[str, str]:
+        """What one kernel about to start with ``env`` gets (:mod:`clustermgr_lab.web.kernel_environment`):
+        nothing while discovery is off."""
+        return self.kernel_environment(env) if self._task is not None else {}
+
     def start(self) -> None:
-        """Give kernels started from now on the environment, and watch the folder."""
+        """Watch the folder; kernels started from now on get :meth:`kernel_variables`."""
         if not self.enabled or self._task is not None:
             return
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -143,18 +154,9 @@ class ClusterDiscovery(LoggingConfigurable):
         except PermissionError as exc:
             self.log.error("clustermgr: cluster discovery is off: %s", exc)
             return
-        for name, value in self.kernel_environment().items():
-            self._saved_env[name] = os.environ.get(name)
-            os.environ[name] = value  # kernels inherit the server's environment
         self._task = asyncio.ensure_future(self._watch())
 
     async def stop(self) -> None:
-        for name, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        self._saved_env.clear()
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None

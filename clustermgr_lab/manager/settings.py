@@ -87,6 +87,13 @@ class ClusterManagerSettings(LoggingConfigurable):
         "labextension.default's workers and adapt) as the template 'labextension' (backend cluster-class), "
         "when the Dask config has one. One that cannot be used is left out, with a warning.",
     )
+    start_labextension_initial = Bool(
+        True,
+        config=True,
+        help="Start dask-labextension's labextension.initial clusters (Dask config) with the server, once: "
+        "an entry whose name a listed cluster has already (e.g. re-adopted after a restart) is not started again "
+        "(a stopped or failed one is restarted). See clustermgr_lab/manager/initial_clusters.py.",
+    )
     workdir = Unicode(
         config=True, help="Folder for scheduler files and process logs of the clusters (one folder each)."
     )

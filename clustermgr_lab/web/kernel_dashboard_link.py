@@ -3,8 +3,9 @@
 In a kernel, ``client.dashboard_link`` (and the Client and cluster widgets' links) are Dask's
 ``distributed.dashboard.link`` template formatted with the dashboard's ``host`` and ``port``:
 ``http://127.0.0.1:<port>/status`` by default, which a browser on another machine cannot open.
-The server gives its kernels that template through ``DASK_DISTRIBUTED__DASHBOARD__LINK`` (as it
-gives them the discovery preload, :mod:`.discovery`): ``{base_url}clustermgr/dashboard-at/{host}/{port}/status``,
+The server gives the kernels it starts that template through ``DASK_DISTRIBUTED__DASHBOARD__LINK``
+in their environment only (:mod:`.kernel_environment`; a link the site set itself is kept unless
+``KernelDashboardLink.replace_site_link``): ``{base_url}clustermgr/dashboard-at/{host}/{port}/status``,
 a path on the browser's own origin below the server's base URL (so JupyterHub's ``/user/<name>/``
 prefix included). :class:`DashboardAtHandler` serves it: for an authenticated user allowed to
 read clusters, it finds the one cluster this server lists whose dashboard is at that host and
@@ -15,10 +16,14 @@ of no listed cluster is a JSON 404, never a redirect elsewhere.
 from __future__ import annotations
 
 import contextlib
-import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlparse
 
+import dask.config
+import distributed
+import yaml
 from distributed.comm.addressing import get_address_host
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
@@ -122,17 +127,43 @@ def dashboard_at_route() -> tuple[str, type]:
     return (ROUTE + r"/(?P<host>[^/]+)/(?P<port>[0-9]{1,5})(?P<proxied_path>/.*)?", DashboardAtHandler)
 
 
+def distributed_default_link() -> str:
+    """The ``distributed.dashboard.link`` that distributed ships (what a site that set none has)."""
+    with open(Path(distributed.__file__).with_name("distributed.yaml")) as file:
+        return yaml.safe_load(file)["distributed"]["dashboard"]["link"]
+
+
+def site_link(env: Mapping[str, str]) -> str | None:
+    """The dashboard link template a site or user set for kernels (environment or Dask config), or None.
+
+    ``env`` is the environment the kernel would start with; Dask's config files are read as this server
+    read them (the kernel reads the same files).
+    """
+    if env.get(LINK_ENV):
+        return env[LINK_ENV]
+    configured = dask.config.get("distributed.dashboard.link", None)
+    return configured if configured and configured != distributed_default_link() else None
+
+
 class KernelDashboardLink(LoggingConfigurable):
-    """Gives the kernels this server starts from now on the proxied dashboard link (an environment variable)."""
+    """Gives the kernels this server starts the proxied dashboard link (a variable of their environment only)."""
 
     enabled = Bool(
         True,
         config=True,
         help="Make ``client.dashboard_link`` in this server's kernels (and the Client widget's link) a path "
         "through this server's authenticated dashboard proxy, which opens from wherever JupyterLab is opened, "
-        "instead of the scheduler's own http://host:port/status. Sets DASK_DISTRIBUTED__DASHBOARD__LINK for the "
-        "kernels this server starts; it takes precedence over a link set in Dask's config files or in the "
-        "server's environment (the server puts that back when it stops).",
+        "instead of the scheduler's own http://host:port/status. Sets DASK_DISTRIBUTED__DASHBOARD__LINK in the "
+        "environment of the kernels this server starts (never in the server's own environment: terminals and "
+        "other processes keep theirs). A link the site set itself (distributed.dashboard.link in Dask's config, "
+        "or the variable in the server's environment) is kept, unless replace_site_link is True.",
+    )
+
+    replace_site_link = Bool(
+        False,
+        config=True,
+        help="Give kernels this server's proxied dashboard link even where the site set its own "
+        "distributed.dashboard.link (e.g. a JupyterHub's '/user/{JUPYTERHUB_USER}/proxy/{port}/status').",
     )
 
     public_origin = Unicode(
@@ -155,25 +186,22 @@ class KernelDashboardLink(LoggingConfigurable):
     def __init__(self, base_url: str = "/", **kwargs):
         super().__init__(**kwargs)
         self.base_url = base_url
-        self._saved: str | None = None
-        self._started = False
+        self._reported_site_link = False
 
     def kernel_environment(self) -> dict[str, str]:
         """The environment variable that gives a kernel the proxied link."""
         return {LINK_ENV: kernel_link_template(self.base_url, self.public_origin)}
 
-    def start(self) -> None:
-        if not self.enabled or self._started:
-            return
-        self._saved = os.environ.get(LINK_ENV)
-        os.environ.update(self.kernel_environment())  # kernels inherit the server's environment
-        self._started = True
-
-    def stop(self) -> None:
-        if not self._started:
-            return
-        if self._saved is None:
-            os.environ.pop(LINK_ENV, None)
-        else:
-            os.environ[LINK_ENV] = self._saved
-        self._started = False
+    def kernel_variables(self, env: Mapping[str, str]) -> dict[str, str]:
+        """What one kernel about to start with ``env`` gets: the proxied link, unless off or the site set its own."""
+        if not self.enabled:
+            return {}
+        own = site_link(env)
+        if own is not None and not self.replace_site_link:
+            if not self._reported_site_link:
+                self.log.info(
+                    "clustermgr: kernels keep the site's dashboard link %r (KernelDashboardLink.replace_site_link)", own
+                )
+                self._reported_site_link = True
+            return {}
+        return self.kernel_environment()

@@ -15,9 +15,11 @@ import logging
 import re
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+import dask.config
 from traitlets import Float
 
 from clustermgr_lab.backends.base import SCHEDULER_PROCESS as SCHEDULER
@@ -212,22 +214,73 @@ class BatchBackend(Backend):
     def job_name(self, name: str) -> str:
         return f"{self.job_name_prefix}-{self.cluster_id}-{name}"
 
-    def directives(self, group: WorkerGroup) -> list[str]:
-        """Extra directives for one worker of ``group``: the site's, then the GPU request."""
-        directives = list(self.job_extra_directives)
+    # -- the site's dask-jobqueue configuration (jobqueue.yaml) -----------------------------------------
+
+    def site_config(self, key: str, *deprecated: str) -> Any:
+        """The site's ``jobqueue.<system>.<key>`` from Dask's config (its jobqueue.yaml, ``DASK_JOBQUEUE__...``),
+        or its ``deprecated`` name's, as dask-jobqueue reads it; None when unset."""
+        system = self.job_class().config_name
+        for name in (key, *deprecated):
+            value = dask.config.get(f"jobqueue.{system}.{name}", None)
+            if value:
+                return value
+        return None
+
+    def site_lines(self, key: str, *deprecated: str) -> list[str]:
+        """A list option of the site's config (``job-script-prologue``...), as a list of strings."""
+        value = self.site_config(key, *deprecated)
+        if value is None or isinstance(value, Mapping):  # a mapping (HTCondor's directives): see directives()
+            return []
+        return [value] if isinstance(value, str) else [str(line) for line in value]
+
+    def set_by_template(self, option: str) -> bool:
+        """Whether the template (or a subclass) set ``option``, rather than leaving it to the defaults."""
+        return option in vars(self) or getattr(type(self), option) is not getattr(BatchBackend, option)
+
+    @property
+    def worker_interface(self) -> str | None:
+        """The template's ``interface``; else the site's ``jobqueue.<system>.interface``; else ``lo`` (one node)."""
+        if self.set_by_template("interface"):
+            return self.interface
+        return self.site_config("interface") or self.interface
+
+    @property
+    def worker_python(self) -> str:
+        """The template's ``python`` (quoted); else the site's ``jobqueue.<system>.python`` (as written: it may
+        carry arguments); else the server's interpreter."""
+        if self.set_by_template("python"):
+            return shlex.quote(self.python)
+        return str(self.site_config("python") or shlex.quote(self.python))
+
+    def system_directives(self, group: WorkerGroup) -> list[str]:
+        """Directives this backend always gives its jobs on this queueing system (after the site's)."""
+        return []
+
+    def directives(self, group: WorkerGroup) -> list[str] | None:
+        """Extra directives for one worker of ``group``: the site's (jobqueue config), this system's, the template's,
+        the GPU request.
+
+        A site's directives given as a mapping (HTCondor's submit description) cannot be merged with lines:
+        None then (dask-jobqueue reads the site's own) when the template asks for none, else the template's.
+        """
+        directives = self.site_lines("job-extra-directives", "job-extra") + self.system_directives(group)
+        directives += self.job_extra_directives
         if group.gpus and self.gpu_directive:
             directives.append(self.gpu_directive.format(gpus=group.gpus))
+        if not directives and isinstance(self.site_config("job-extra-directives", "job-extra"), Mapping):
+            return None
         return directives
 
     def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
         """Arguments of the ``Job`` class for worker ``name`` of ``group``."""
         # dask-jobqueue rounds --memory-limit to 3 digits; a later flag wins, so give the exact bytes.
-        extra = ["--memory-limit", str(group.memory)]
+        extra = self.site_lines("worker-extra-args", "extra") + ["--memory-limit", str(group.memory)]
         if group.worker_resources:
             resources = " ".join(f"{k}={v}" for k, v in group.worker_resources.items())
             extra += ["--resources", shlex.quote(resources)]  # the command line is joined into a shell script
         worker_config = {**WORKER_DEFAULTS, **self.worker_config}
-        prologue = [
+        prologue = self.site_lines("job-script-prologue", "env-extra")  # the site's module loads / conda activate
+        prologue += [
             f"export {key}={shlex.quote(value)}" for key, value in opt.dask_config_environment(worker_config).items()
         ]
         prologue += self.job_script_prologue
@@ -241,12 +294,12 @@ class BatchBackend(Backend):
             cores=group.threads,
             memory=group.memory,
             processes=1,
-            interface=self.interface,
+            interface=self.worker_interface,
             # Checked by script_path already; quoted as well, since dask-jobqueue joins them into a shell line.
             # `exec`: the worker replaces the job's shell. Cancelling a job signals every process of it at once;
             # a shell killed first would leave the worker to init, out of reach of a system that tracks a
             # job's processes by parentage (SLURM's proctrack/linuxproc), still running after the job ended.
-            python=f"exec {shlex.quote(self.python)}",
+            python=f"exec {self.worker_python}",
             local_directory=shlex.quote(self.local_directory) if self.local_directory else None,
             log_directory=str(self.workdir),
             queue=self.queue,

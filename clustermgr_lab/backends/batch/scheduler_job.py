@@ -93,10 +93,10 @@ class SchedulerJob:
         job = backend.job_class()(**kwargs)
         command = scheduler_command(
             self.scheduler_file,
-            interface=backend.interface,
+            interface=backend.worker_interface,
             idle_timeout=idle_timeout,
             dashboard_host="",
-            python=backend.python,
+            python=shlex.split(backend.worker_python)[0],
             credentials=backend.security,
         )
         # exec: the scheduler is the job's own process, which the system signals when the job is cancelled (a child

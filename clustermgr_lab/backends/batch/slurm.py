@@ -83,13 +83,13 @@ class SlurmBackend(BatchBackend):
                 self.slurm_conf = record["slurm_conf"]
                 return
 
-    def directives(self, group: WorkerGroup) -> list[str]:
+    def system_directives(self, group: WorkerGroup) -> list[str]:
         # A job whose node fails ends as NODE_FAIL, reported, and the cluster starts a replacement; a requeued
         # job would come back later, by SLURM's choice, next to that replacement (a scheduler at a new address).
         own = ["--no-requeue"]
         own += [f"--qos={self.qos}"] if self.qos else []
         own += [f"--nice={self.nice}"] if self.nice is not None else []
-        return own + super().directives(group)
+        return own
 
     def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
         return {**super().job_kwargs(group, name), "account": self.account}
