@@ -74,7 +74,7 @@ def third_party_imports() -> dict[str, tuple[bool, list[str]]]:
 
 
 #: Imported only under ``except ImportError``: used when installed, not required.
-OPTIONAL = {"pynvml", "dask_gateway", "dask_ctl", "tomli"}
+OPTIONAL = {"pynvml", "dask_ctl", "tomli"}
 
 
 def test_every_imported_package_is_declared():
