@@ -12,7 +12,10 @@ test('a dashboard tab dragged with the mouse splits the main area', async ({
 }) => {
   // Given a Launcher and a cluster's dashboard tab beside it (its frame shows whatever the proxy answers)
   await fakeServer(page, [
-    fakeCluster('d', { name: 'Drag one', dashboard_url: '/dashboard' })
+    fakeCluster('d', {
+      name: 'Drag one',
+      dashboard_url: '/clustermgr/dashboard/d/status'
+    })
   ]);
   await page.goto();
   await page.evaluate(() =>

@@ -19,7 +19,7 @@ import {
   TEMPLATE_LIST,
   TEMPLATES
 } from './fakes';
-import { getSources } from './helpers';
+import { clientCellText, getSources } from './helpers';
 
 test('a template whose backend cannot work here is marked in New Cluster, with the reason', async ({
   page
@@ -69,7 +69,10 @@ test('the dashboard of a cluster named "Cluster 1" says "Cluster 1 is gone"', as
 }) => {
   // Given the dashboard tab of a cluster named "Cluster 1"
   const server = await fakeServer(page, [
-    fakeCluster('c1', { name: 'Cluster 1', dashboard_url: '/dashboard' })
+    fakeCluster('c1', {
+      name: 'Cluster 1',
+      dashboard_url: '/clustermgr/dashboard/c1/status'
+    })
   ]);
   await page.goto();
   const sidebar = await openSidebar(page);
@@ -111,7 +114,7 @@ test('the palette inserts the Client cell of the only cluster without asking whi
   // Then no dialog asks which cluster, and the cell connects to that one
   await expect
     .poll(async () => (await getSources(page)).join('\n'))
-    .toContain('127.0.0.1:7');
+    .toContain(clientCellText({ id: 'one' }));
   await expect(page.locator('.jp-Dialog')).toHaveCount(0);
 });
 

@@ -115,7 +115,10 @@ test('History tabs are restored after a reload; tabs of a gone cluster keep its 
 }) => {
   // Given a cluster with its History and dashboard tabs open
   const clusters = [
-    fakeCluster('g0ne1d', { name: 'Soon gone', dashboard_url: '/dashboard' }),
+    fakeCluster('g0ne1d', {
+      name: 'Soon gone',
+      dashboard_url: '/clustermgr/dashboard/g0ne1d/status'
+    }),
     fakeCluster('k33p', { name: 'Kept' })
   ];
   await fakeServer(page, clusters);
