@@ -5,6 +5,7 @@
  */
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
+import { Styling } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { API_PATH, asServerError, requestAPI } from './request';
@@ -51,7 +52,7 @@ export class LogViewer extends Widget {
     this._follow.checked = true;
     this._follow.className = 'cm-LogViewer-follow';
     this._follow.onchange = () => void this.showLog(this._name);
-    follow.append(this._follow, ' Follow');
+    follow.append(this._follow, ` ${trans.__('Follow')}`);
     this._search.type = 'search';
     this._search.placeholder = trans.__('Search (only matching lines)');
     this._search.className = 'cm-LogViewer-search';
@@ -59,16 +60,18 @@ export class LogViewer extends Widget {
     this._search.oninput = () => this._render();
     const download = document.createElement('button');
     download.type = 'button';
-    download.className = 'jp-mod-styled cm-LogViewer-download';
+    download.className = 'cm-LogViewer-download';
     download.textContent = trans.__('Download');
     download.title = trans.__('Save the last 100000 lines of this log');
     download.onclick = () => void this.download();
     const reload = document.createElement('button');
     reload.type = 'button';
-    reload.className = 'jp-mod-styled cm-LogViewer-reload';
+    reload.className = 'cm-LogViewer-reload';
     reload.textContent = trans.__('Reload');
     reload.onclick = () => void this.showLog(this._name);
     bar.append(this._picker, follow, this._search, download, reload);
+    // JupyterLab's own look for DOM-built controls: jp-mod-styled, and the select in its caret wrapper.
+    Styling.styleNode(bar);
     this._status.className = 'cm-LogViewer-status';
     this._status.setAttribute('role', 'status');
     this._text.className = 'cm-LogViewer-text';

@@ -1,4 +1,4 @@
-import { ReactWidget, UseSignal } from '@jupyterlab/ui-components';
+import { Button, ReactWidget, UseSignal } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
@@ -289,7 +289,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
             {model.connected ? trans.__('Live') : trans.__('Offline')}
           </span>
         </span>
-        <button
+        <Button
           type="button"
           className="jp-mod-styled jp-mod-accept cm-NewClusterButton"
           aria-label={trans.__('New Cluster')}
@@ -300,8 +300,8 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
           onClick={() => void commands.execute(CommandIDs.newCluster)}
         >
           {trans.__('New Cluster')}
-        </button>
-        <button
+        </Button>
+        <Button
           type="button"
           className="jp-mod-styled cm-AttachButton"
           aria-label={trans.__('Attach a cluster started elsewhere')}
@@ -314,7 +314,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
           onClick={() => void commands.execute(CommandIDs.attachCluster)}
         >
           {trans.__('Attach')}
-        </button>
+        </Button>
       </div>
       {missing && <ServerMissing />}
       {offline && (

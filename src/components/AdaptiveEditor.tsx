@@ -136,10 +136,14 @@ function rangePreview([lo, hi]: [ITotals, ITotals]): string {
       formatSize(hi.memory)
     );
   }
-  return (
-    `→ ${lo.workers}–${hi.workers} workers · ` +
-    `${formatCores(lo.cores)}–${formatCores(hi.cores)} cores · ` +
-    `${formatSize(lo.memory)}–${formatSize(hi.memory)}`
+  return trans.__(
+    '→ %1–%2 workers · %3–%4 cores · %5–%6',
+    lo.workers,
+    hi.workers,
+    formatCores(lo.cores),
+    formatCores(hi.cores),
+    formatSize(lo.memory),
+    formatSize(hi.memory)
   );
 }
 
@@ -199,11 +203,12 @@ export function AdaptRangeFields(
         <label className="cm-Checkbox">
           <input
             type="checkbox"
-            className="cm-AdaptRange-on"
+            className="jp-mod-styled cm-AdaptRange-on"
             checked={draft.on}
             onChange={e => set({ on: e.target.checked })}
           />
-          Adaptive <span className="cm-AdaptRange-group">{label}</span>
+          {trans.__('Adaptive')}{' '}
+          <span className="cm-AdaptRange-group">{label}</span>
         </label>
       </legend>
       {draft.on && (
@@ -353,8 +358,12 @@ export function AdaptiveEditor(
       ))}
       {cluster.adapt && (
         <p className="cm-Form-note">
-          Decides every {cluster.adapt.interval} s; shrinks after{' '}
-          {cluster.adapt.wait_count} low intervals.
+          {trans._n(
+            'Decides every %2 s; shrinks after %1 low interval.',
+            'Decides every %2 s; shrinks after %1 low intervals.',
+            cluster.adapt.wait_count,
+            cluster.adapt.interval
+          )}
         </p>
       )}
     </div>

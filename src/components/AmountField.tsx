@@ -3,6 +3,7 @@
  * input(s), the unit, and the preview of what it resolves to with warnings
  * about the server's and the machine's limits.
  */
+import { HTMLSelect, InputGroup } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { addTotals, limitWarnings } from '../limits';
@@ -133,10 +134,10 @@ export function AmountField(props: IAmountFieldProps): React.ReactElement {
   const { inputs, unit } = props;
   const labelled = !props.label;
   const input = (i: IAmountInput) => (
-    <input
+    <InputGroup
       key={i.className}
       id={i.id}
-      className={`jp-mod-styled ${i.className}`}
+      className={i.className}
       value={i.value}
       onChange={e => i.onChange(e.target.value)}
       placeholder={i.placeholder}
@@ -144,8 +145,8 @@ export function AmountField(props: IAmountFieldProps): React.ReactElement {
     />
   );
   const unitSelect = (
-    <select
-      className={`jp-mod-styled ${props.unitClassName}`}
+    <HTMLSelect
+      className={props.unitClassName}
       aria-label={labelled ? undefined : 'Unit'}
       value={unit}
       onChange={e => props.onUnitChange(e.target.value as AdaptUnit)}
@@ -158,7 +159,7 @@ export function AmountField(props: IAmountFieldProps): React.ReactElement {
           {u.label}
         </option>
       ))}
-    </select>
+    </HTMLSelect>
   );
   const row = (
     <div className="cm-Field-row">

@@ -2,10 +2,10 @@
  * The top of a cluster card: name, template, origin and status, the
  * cluster's errors, and its scheduler address with a copy button.
  */
-import { copyIcon } from '@jupyterlab/ui-components';
+import { Button, copyIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { hasEnded, shownStatus } from '../cardstate';
+import { hasEnded, shownStatus, statusWord } from '../cardstate';
 import { ICluster } from '../types';
 import { SchedulerAddress } from './CardParts';
 import { ExternalBadge } from './ExternalBadge';
@@ -28,7 +28,7 @@ export function CardHeader(props: { cluster: ICluster }): React.ReactElement {
       <ExternalBadge cluster={cluster} />
       <span
         className={`cm-StatusBadge cm-StatusBadge-${status}`}
-        aria-label={`Status: ${status}`}
+        aria-label={trans.__('Status: %1', statusWord(status))}
         title={
           status === 'refused'
             ? trans.__(
@@ -37,7 +37,7 @@ export function CardHeader(props: { cluster: ICluster }): React.ReactElement {
             : undefined
         }
       >
-        {status}
+        {statusWord(status)}
       </span>
     </div>
   );
@@ -95,7 +95,7 @@ export function CardScheduler(props: {
         ended={hasEnded(cluster)}
       />
       {cluster.scheduler_address && (
-        <button
+        <Button
           type="button"
           className="jp-mod-styled cm-IconButton cm-CopyAddress"
           aria-label={trans.__(
@@ -106,7 +106,7 @@ export function CardScheduler(props: {
           onClick={props.onCopy}
         >
           <copyIcon.react tag="span" />
-        </button>
+        </Button>
       )}
     </div>
   );

@@ -2,6 +2,7 @@
  * The numbers of a cluster card: workers running and pending (per group),
  * resources, user options, adaptive range, and the last scaling decision.
  */
+import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { withoutShownError } from '../cardstate';
@@ -21,7 +22,7 @@ export function pendingText(
 ): string {
   const entries = Object.entries(reasons ?? {});
   if (!pending || !entries.length) {
-    return `${pending} pending`;
+    return trans.__('%1 pending', pending);
   }
   const why =
     entries.length === 1
@@ -34,7 +35,9 @@ function rangeText(range: IAdaptRange): string {
   if (range.unit === 'memory') {
     return `${range.group} ${formatSize(range.minimum)}–${formatSize(range.maximum)}`;
   }
-  return `${range.group} ${range.minimum}–${range.maximum} ${range.unit}`;
+  return range.unit === 'cores'
+    ? trans.__('%1 %2–%3 cores', range.group, range.minimum, range.maximum)
+    : trans.__('%1 %2–%3 workers', range.group, range.minimum, range.maximum);
 }
 
 /**
@@ -46,7 +49,7 @@ function decisionChange(event: IEvent): string {
   }
   const group = event.group ? ` (${event.group})` : '';
   if (event.before === event.after) {
-    return `${plural(event.after, 'worker')}${group}, unchanged:`;
+    return trans.__('%1%2, unchanged:', plural(event.after, 'worker'), group);
   }
   return `${event.before} → ${plural(event.after, 'worker')}${group}`;
 }
@@ -62,10 +65,14 @@ export function CardDetails(props: { cluster: ICluster }): React.ReactElement {
       <dt>{trans.__('Workers')}</dt>
       <dd
         className="cm-ClusterCard-workers"
-        aria-label={`Workers: ${workers.running} running, ${pendingText(workers.pending, workers.pending_reasons)}`}
+        aria-label={trans.__(
+          'Workers: %1 running, %2',
+          workers.running,
+          pendingText(workers.pending, workers.pending_reasons)
+        )}
       >
         <span className="cm-ClusterCard-workersRunning">{workers.running}</span>{' '}
-        running,{' '}
+        {trans.__('running,')}{' '}
         <span
           className="cm-ClusterCard-workersPending"
           title={(workers.waiting ?? [])
@@ -147,14 +154,14 @@ export function CardDeparture(props: {
       <span className="cm-ClusterCard-decisionMeta">
         {formatTime(props.departure.time)}
       </span>{' '}
-      <button
+      <Button
         type="button"
         className="cm-ClusterCard-departureLog"
         title={trans.__('Open the log of %1', cause.worker)}
         onClick={() => props.onOpenLog(cause.worker)}
       >
-        log
-      </button>
+        {trans.__('log')}
+      </Button>
     </div>
   );
 }

@@ -98,12 +98,24 @@ export function blockedByClientData(decision: IEvent | null): boolean {
  * How to let adaptive mode shrink when a client's data holds workers.
  */
 export function ShrinkHint(): React.ReactElement {
+  // The code stays as is; the sentence around it is translated whole, with
+  // markers where the code goes (%1, %2, %3), which are then set as <code>.
+  const code = [
+    'del',
+    'client.cancel(futures)',
+    'client.unpublish_dataset(name)'
+  ];
+  const text = trans.__(
+    'To let it shrink, release the data in the notebook that holds it: %1 the futures or persisted collections you no longer need, or call %2; published datasets stay until %3.',
+    ...code.map((_, i) => `\uE000${i}\uE000`)
+  );
   return (
     <div className="cm-ShrinkHint" role="note">
-      To let it shrink, release the data in the notebook that holds it:{' '}
-      <code>del</code> the futures or persisted collections you no longer need,
-      or call <code>client.cancel(futures)</code>; published datasets stay until{' '}
-      <code>client.unpublish_dataset(name)</code>.
+      {text
+        .split(/\uE000(\d)\uE000/)
+        .map((part, i) =>
+          i % 2 ? <code key={i}>{code[Number(part)]}</code> : part
+        )}
     </div>
   );
 }

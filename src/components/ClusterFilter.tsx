@@ -1,6 +1,7 @@
 import { InputGroup } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
+import { statusWord } from '../cardstate';
 import { ICluster } from '../types';
 import { trans } from '../i18n';
 
@@ -11,7 +12,8 @@ export const MANY_CLUSTERS = 4;
 
 /**
  * Whether a cluster matches the filter text (name, template, backend,
- * status or scheduler address; case-insensitive, every word).
+ * status (the API's word or the one shown) or scheduler address;
+ * case-insensitive, every word).
  */
 export function matchesFilter(cluster: ICluster, text: string): boolean {
   const haystack = [
@@ -19,6 +21,7 @@ export function matchesFilter(cluster: ICluster, text: string): boolean {
     cluster.template,
     cluster.backend,
     cluster.status,
+    statusWord(cluster.status),
     cluster.scheduler_address ?? ''
   ]
     .join(' ')
@@ -51,7 +54,7 @@ export function ClusterFilter(props: {
       />
       {props.value && (
         <span className="cm-ClusterFilter-count" role="status">
-          {props.shown} of {props.total}
+          {trans.__('%1 of %2', props.shown, props.total)}
         </span>
       )}
     </div>

@@ -123,12 +123,12 @@ function PlotGroups(props: {
         return (
           <li key={group.name} className="cm-PlotList-group">
             <span className="cm-PlotList-heading" id={headingId}>
-              {group.name}
+              {group.label}
             </span>
             <ul className="cm-PlotList-items" aria-labelledby={headingId}>
               {group.plots.map(plot => (
                 <li key={plot.path}>
-                  <button
+                  <Button
                     type="button"
                     className="cm-PlotList-item"
                     onClick={() =>
@@ -140,7 +140,7 @@ function PlotGroups(props: {
                     }
                   >
                     {plot.label}
-                  </button>
+                  </Button>
                 </li>
               ))}
             </ul>
@@ -149,9 +149,12 @@ function PlotGroups(props: {
       })}
       {arranged.hiddenReason && (
         <li className="cm-PlotList-note">
-          {`${arranged.hidden.length} GPU ${
-            arranged.hidden.length === 1 ? 'plot' : 'plots'
-          } not shown: ${arranged.hiddenReason}`}
+          {trans._n(
+            '%1 GPU plot not shown: %2',
+            '%1 GPU plots not shown: %2',
+            arranged.hidden.length,
+            arranged.hiddenReason
+          )}
         </li>
       )}
     </>

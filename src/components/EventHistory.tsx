@@ -1,4 +1,4 @@
-import { ReactWidget } from '@jupyterlab/ui-components';
+import { Button, ReactWidget } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { formatTime } from '../format';
@@ -93,14 +93,16 @@ export class EventHistory extends ReactWidget {
     return (
       <div className="cm-EventHistory-body">
         <div className="cm-EventHistory-header">
-          <h2>Event history of {cluster?.name ?? this.clusterName}</h2>
-          <button
+          <h2>
+            {trans.__('Event history of %1', cluster?.name ?? this.clusterName)}
+          </h2>
+          <Button
             type="button"
             className="jp-mod-styled cm-EventHistory-refresh"
             onClick={() => void this.load()}
           >
             {trans.__('Refresh')}
-          </button>
+          </Button>
         </div>
         {this._error && (
           <p className="cm-EventHistory-error" role="status">

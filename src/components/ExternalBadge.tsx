@@ -29,7 +29,7 @@ export function ExternalBadge(props: {
       )}
       aria-label={trans.__('External cluster, %1', origin)}
     >
-      external
+      {trans.__('external')}
     </span>
   );
 }

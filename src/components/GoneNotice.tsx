@@ -1,4 +1,4 @@
-import { closeIcon } from '@jupyterlab/ui-components';
+import { Button, closeIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { IGoneReport } from '../gone';
@@ -56,7 +56,7 @@ export function GoneNotice(props: {
           )}
         </p>
       )}
-      <button
+      <Button
         type="button"
         className="jp-mod-styled cm-IconButton cm-GoneNotice-dismiss"
         aria-label={trans.__('Dismiss')}
@@ -64,7 +64,7 @@ export function GoneNotice(props: {
         onClick={props.onDismiss}
       >
         <closeIcon.react tag="span" />
-      </button>
+      </Button>
     </div>
   );
 }

@@ -1,3 +1,4 @@
+import { HTMLSelect, InputGroup } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { capabilitiesOf, offReason } from '../capabilities';
@@ -209,8 +210,8 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
       <FieldError id="cm-new-template-error" message={templateMessage} />
       <label className="cm-Field">
         <span className="cm-Field-label">{trans.__('Name')}</span>
-        <input
-          className="jp-mod-styled cm-NewCluster-name"
+        <InputGroup
+          className="cm-NewCluster-name"
           value={name}
           placeholder={trans.__('Cluster N')}
           onChange={e => {
@@ -254,8 +255,8 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
       {groups.length > 1 && adapt.on && (
         <label className="cm-Field">
           <span className="cm-Field-label">{trans.__('Adaptive group')}</span>
-          <select
-            className="jp-mod-styled cm-NewCluster-adaptGroup"
+          <HTMLSelect
+            className="cm-NewCluster-adaptGroup"
             value={adaptDraftGroup?.name}
             onChange={e => setAdaptGroup(e.target.value)}
           >
@@ -264,7 +265,7 @@ function NewClusterForm(props: INewClusterFormProps): React.ReactElement {
                 {g.name}
               </option>
             ))}
-          </select>
+          </HTMLSelect>
         </label>
       )}
       <AdaptRangeFields

@@ -1,3 +1,4 @@
+import { HTMLSelect } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { capabilitiesOf } from '../capabilities';
@@ -88,8 +89,8 @@ export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
       {groups.length > 1 && (
         <label className="cm-Field">
           <span className="cm-Field-label">{trans.__('Group')}</span>
-          <select
-            className="jp-mod-styled cm-ScaleEditor-group"
+          <HTMLSelect
+            className="cm-ScaleEditor-group"
             value={group?.name}
             onChange={e =>
               edit(() => {
@@ -106,7 +107,7 @@ export function ScaleEditor(props: IScaleEditorProps): React.ReactElement {
                 {g.name}
               </option>
             ))}
-          </select>
+          </HTMLSelect>
           <FieldError id="cm-scale-group-error" message={groupMessage} />
         </label>
       )}

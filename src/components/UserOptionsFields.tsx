@@ -2,6 +2,7 @@
  * The user options a template declares (walltime, partition, account...),
  * as form fields of the New Cluster dialog.
  */
+import { HTMLSelect, InputGroup } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { ClusterManagerError } from '../request';
@@ -96,7 +97,7 @@ export function UserOptionsFields(props: {
           input = (
             <input
               type="checkbox"
-              className="cm-UserOption-input"
+              className="jp-mod-styled cm-UserOption-input"
               data-option={option.name}
               checked={!!draft}
               onChange={e => set(option.name, e.target.checked)}
@@ -105,8 +106,8 @@ export function UserOptionsFields(props: {
           );
         } else if (option.choices) {
           input = (
-            <select
-              className="jp-mod-styled cm-UserOption-input"
+            <HTMLSelect
+              className="cm-UserOption-input"
               data-option={option.name}
               value={String(draft)}
               onChange={e => set(option.name, e.target.value)}
@@ -117,13 +118,13 @@ export function UserOptionsFields(props: {
                   {String(choice)}
                 </option>
               ))}
-            </select>
+            </HTMLSelect>
           );
         } else {
           const numeric = option.type === 'integer' || option.type === 'number';
           input = (
-            <input
-              className="jp-mod-styled cm-UserOption-input"
+            <InputGroup
+              className="cm-UserOption-input"
               data-option={option.name}
               inputMode={numeric ? 'decimal' : undefined}
               value={String(draft)}

@@ -1,4 +1,9 @@
-import { addIcon, closeIcon } from '@jupyterlab/ui-components';
+import {
+  addIcon,
+  Button,
+  closeIcon,
+  InputGroup
+} from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { ClusterManagerError } from '../request';
@@ -159,8 +164,8 @@ export function WorkerSpecEditor(
                     const locked = !!props.shapeLocked && c.key !== 'count';
                     return (
                       <td key={c.key}>
-                        <input
-                          className={`jp-mod-styled cm-SpecEditor-${c.key}`}
+                        <InputGroup
+                          className={`cm-SpecEditor-${c.key}`}
                           aria-label={trans.__('%1, group %2', c.hint, i + 1)}
                           title={locked ? props.shapeLocked! : c.hint}
                           disabled={locked}
@@ -177,7 +182,7 @@ export function WorkerSpecEditor(
                     );
                   })}
                   <td>
-                    <button
+                    <Button
                       type="button"
                       className="jp-mod-styled cm-IconButton cm-SpecEditor-remove"
                       aria-label={trans.__(
@@ -189,7 +194,7 @@ export function WorkerSpecEditor(
                       onClick={() => remove(i)}
                     >
                       <closeIcon.react tag="span" />
-                    </button>
+                    </Button>
                   </td>
                 </tr>
                 <tr className="cm-SpecEditor-detail">
@@ -211,7 +216,7 @@ export function WorkerSpecEditor(
       </table>
       <FieldError id={`${idPrefix}-spec-error`} message={otherError} />
       <div className="cm-SpecEditor-footer">
-        <button
+        <Button
           type="button"
           className="jp-mod-styled cm-SpecEditor-add"
           onClick={add}
@@ -225,7 +230,7 @@ export function WorkerSpecEditor(
         >
           <addIcon.react tag="span" className="cm-ButtonIcon" />
           {trans.__('Add group')}
-        </button>
+        </Button>
         <PlanPreview
           className="cm-SpecEditor-total"
           text={

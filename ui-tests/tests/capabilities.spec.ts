@@ -233,7 +233,7 @@ test('a Cluster class cluster scales by count: its spec editing is greyed out wi
   await sidebar.getByRole('button', { name: 'New Cluster' }).click();
   const dialog = page.locator('.cm-FormDialog');
   await expect(dialog.getByLabel('Number of workers, group 1')).toBeEnabled();
-  const threads = dialog.locator('.cm-SpecEditor-threads');
+  const threads = dialog.locator('.cm-SpecEditor-threads input');
   await expect(threads).toBeDisabled();
   await expect(threads).toHaveAttribute('title', reasons.editable_spec);
   const addGroup = dialog.getByRole('button', { name: 'Add group' });

@@ -99,15 +99,15 @@ test('scale, adaptive and Worker Spec of a real cluster', async ({ page }) => {
       .getByRole('button', { name: 'Adaptive mode of manage-test' })
       .click();
     await dialog.locator('.cm-AdaptRange-on').check();
-    await dialog.locator('.cm-AdaptRange-minimum').fill('3');
-    await dialog.locator('.cm-AdaptRange-maximum').fill('1');
+    await dialog.locator('.cm-AdaptRange-minimum input').fill('3');
+    await dialog.locator('.cm-AdaptRange-maximum input').fill('1');
     await dialog.getByRole('button', { name: 'Apply' }).click();
     await expect(dialog.locator('.cm-FieldError')).toHaveText([
       'Must be at least the minimum'
     ]);
     await expect(dialog.locator('[aria-invalid="true"]')).toHaveCount(1);
-    await dialog.locator('.cm-AdaptRange-minimum').fill('1');
-    await dialog.locator('.cm-AdaptRange-maximum').fill('2');
+    await dialog.locator('.cm-AdaptRange-minimum input').fill('1');
+    await dialog.locator('.cm-AdaptRange-maximum input').fill('2');
     await dialog.getByRole('button', { name: 'Apply' }).click();
     await expect(dialog).toHaveCount(0);
     await expect(card.locator('.cm-ClusterCard-adapt')).toHaveText(
@@ -136,7 +136,9 @@ test('scale, adaptive and Worker Spec of a real cluster', async ({ page }) => {
       .getByRole('button', { name: 'Adaptive mode of manage-test' })
       .click();
     await expect(dialog.locator('.cm-AdaptRange-on')).toBeChecked();
-    await expect(dialog.locator('.cm-AdaptRange-maximum')).toHaveValue('2');
+    await expect(dialog.locator('.cm-AdaptRange-maximum input')).toHaveValue(
+      '2'
+    );
     await dialog.locator('.cm-AdaptRange-on').uncheck();
     await dialog.getByRole('button', { name: 'Apply' }).click();
     await expect(dialog).toHaveCount(0);

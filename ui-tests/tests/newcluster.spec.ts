@@ -80,7 +80,7 @@ test('lists templates and prefills the Worker Spec editor', async ({
   );
   await templates.getByRole('radio', { name: /^local-adaptive/ }).check();
   await expect(dialog.locator('.cm-AdaptRange-on')).toBeChecked();
-  await expect(dialog.locator('.cm-AdaptRange-maximum')).toHaveValue('4');
+  await expect(dialog.locator('.cm-AdaptRange-maximum input')).toHaveValue('4');
   await expect(dialog.locator('.cm-AdaptRange-preview')).toHaveText(
     '→ 0–4 workers · 0–4 cores · 0 B–8 GiB'
   );

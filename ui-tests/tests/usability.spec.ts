@@ -220,12 +220,14 @@ test('editors: units convert, input explains itself, limits warn, one error show
     .click();
   const cpu = dialog.locator('.cm-AdaptRange[data-group="cpu"]');
   await cpu.locator('.cm-AdaptRange-on').check();
-  await expect(cpu.locator('.cm-AdaptRange-maximum')).toHaveValue('4');
-  await cpu.locator('.cm-AdaptRange-unit').selectOption('cores');
-  await expect(cpu.locator('.cm-AdaptRange-maximum')).toHaveValue('8');
-  await cpu.locator('.cm-AdaptRange-unit').selectOption('memory');
-  await expect(cpu.locator('.cm-AdaptRange-minimum')).toHaveValue('0');
-  await expect(cpu.locator('.cm-AdaptRange-maximum')).toHaveValue('16 GiB');
+  await expect(cpu.locator('.cm-AdaptRange-maximum input')).toHaveValue('4');
+  await cpu.locator('.cm-AdaptRange-unit select').selectOption('cores');
+  await expect(cpu.locator('.cm-AdaptRange-maximum input')).toHaveValue('8');
+  await cpu.locator('.cm-AdaptRange-unit select').selectOption('memory');
+  await expect(cpu.locator('.cm-AdaptRange-minimum input')).toHaveValue('0');
+  await expect(cpu.locator('.cm-AdaptRange-maximum input')).toHaveValue(
+    '16 GiB'
+  );
   await expect(cpu.locator('.cm-AdaptRange-preview')).toHaveText(
     '→ 0–4 workers · 0–8 cores · 0 B–16 GiB'
   );
@@ -572,8 +574,8 @@ test('plurals and sizes read the same everywhere', async ({ page }) => {
   await card.getByRole('button', { name: 'Adaptive mode of Single' }).click();
   const range = page.locator('.cm-AdaptRange[data-group="default"]');
   await range.locator('.cm-AdaptRange-on').check();
-  await range.locator('.cm-AdaptRange-minimum').fill('1');
-  await range.locator('.cm-AdaptRange-maximum').fill('1');
+  await range.locator('.cm-AdaptRange-minimum input').fill('1');
+  await range.locator('.cm-AdaptRange-maximum input').fill('1');
   await expect(range.locator('.cm-AdaptRange-preview')).toHaveText(
     '→ 1 worker · 1 core · 1 GiB'
   );
