@@ -109,6 +109,24 @@ export function shownStatus(
 }
 
 /**
+ * A status as the card's badge shows it (`shownStatus`), in the user's
+ * language; the status itself (the API's word) stays the key.
+ */
+export function statusWord(status: string): string {
+  const words: { [status: string]: string } = {
+    pending: trans._p('cluster status', 'pending'),
+    running: trans._p('cluster status', 'running'),
+    scaling: trans._p('cluster status', 'scaling'),
+    unresponsive: trans._p('cluster status', 'unresponsive'),
+    stopping: trans._p('cluster status', 'stopping'),
+    stopped: trans._p('cluster status', 'stopped'),
+    failed: trans._p('cluster status', 'failed'),
+    refused: trans._p('cluster status', 'refused')
+  };
+  return words[status] ?? status;
+}
+
+/**
  * A decision's reason without an error the card already shows above it
  * ("not retrying: sbatch: error …" becomes "not retrying"): said once.
  */

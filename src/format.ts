@@ -141,22 +141,35 @@ export function exactSize(bytes: number): string {
  * An amount of use in `unit`-seconds as seconds, minutes or hours, whichever
  * reads best: `40 core-seconds`, `12.5 core-minutes`, `12.4 core-hours`.
  */
-export function formatUsage(seconds: number, unit: string): string {
+export function formatUsage(seconds: number, unit: 'core' | 'GPU'): string {
+  // Whole phrases per unit, so that a language pack words each its own way.
+  const words =
+    unit === 'core'
+      ? {
+          seconds: (n: string) => trans.__('%1 core-seconds', n),
+          minutes: (n: string) => trans.__('%1 core-minutes', n),
+          hours: (n: string) => trans.__('%1 core-hours', n)
+        }
+      : {
+          seconds: (n: string) => trans.__('%1 GPU-seconds', n),
+          minutes: (n: string) => trans.__('%1 GPU-minutes', n),
+          hours: (n: string) => trans.__('%1 GPU-hours', n)
+        };
   if (!isFinite(seconds) || seconds < 60) {
     const whole = Math.max(0, Math.round(isFinite(seconds) ? seconds : 0));
-    return `${whole} ${unit}-seconds`;
+    return words.seconds(String(whole));
   }
   if (seconds < 3600) {
-    return `${(seconds / 60).toFixed(1)} ${unit}-minutes`;
+    return words.minutes((seconds / 60).toFixed(1));
   }
-  return `${(seconds / 3600).toFixed(1)} ${unit}-hours`;
+  return words.hours((seconds / 3600).toFixed(1));
 }
 
 /**
  * Memory use (byte-seconds) as size-hours: `1.5 GiB-hours`.
  */
 export function formatMemoryUsage(byteSeconds: number): string {
-  return `${formatSize(Math.max(0, byteSeconds) / 3600)}-hours`;
+  return trans.__('%1-hours', formatSize(Math.max(0, byteSeconds) / 3600));
 }
 
 /**

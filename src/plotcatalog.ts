@@ -5,14 +5,17 @@
  * (GPU plots on a cluster without GPUs). Pure: no DOM, no requests.
  */
 import { IPlot } from './dashboard';
+import { trans } from './i18n';
 import { ICluster } from './types';
 
 /**
  * A named group of plots, in the order they are offered.
  */
 export interface IPlotGroup {
-  /** e.g. "Most used", "Tasks". */
+  /** The group's key, e.g. "Most used", "Tasks" (`MOST_USED`, `GROUP_ORDER`). */
   name: string;
+  /** Its name as shown, in the user's language. */
+  label: string;
   plots: IPlot[];
 }
 
@@ -48,6 +51,23 @@ interface ICatalogEntry {
 }
 
 /**
+ * The shown name of group `name` (a key of `GROUP_ORDER` or `MOST_USED`), translated.
+ */
+export function groupLabel(name: string): string {
+  const labels: { [name: string]: string } = {
+    [MOST_USED]: trans.__('Most used'),
+    Tasks: trans.__('Tasks'),
+    Memory: trans.__('Memory'),
+    Performance: trans.__('Performance'),
+    'Network and disk': trans.__('Network and disk'),
+    System: trans.__('System'),
+    [GPU_GROUP]: trans.__('GPU'),
+    [OTHER_GROUP]: trans.__('Other')
+  };
+  return labels[name] ?? name;
+}
+
+/**
  * The groups after "Most used", in the order they are offered.
  */
 export const GROUP_ORDER = [
@@ -77,73 +97,89 @@ const MOST_USED_ORDER = [
 
 /**
  * Known plots by the slug of their path (`/individual-<slug>`, or
- * `/statics/individual-<slug>.html`): a readable name and a group.
+ * `/statics/individual-<slug>.html`): a readable name, translated when
+ * called (after the plugin has set the translator), and a group.
  */
-const CATALOG: { [slug: string]: ICatalogEntry } = {
-  'task-stream': { label: 'Task Stream', group: MOST_USED },
-  progress: { label: 'Progress', group: MOST_USED },
-  'workers-memory': { label: 'Workers Memory', group: MOST_USED },
-  nprocessing: { label: 'Task Processing', group: MOST_USED },
-  graph: { label: 'Task Graph', group: MOST_USED },
-  cpu: { label: 'CPU', group: MOST_USED },
-  'cluster-memory': { label: 'Cluster Memory', group: MOST_USED },
-  workers: { label: 'Workers', group: MOST_USED },
+const catalog = (): { [slug: string]: ICatalogEntry } => ({
+  'task-stream': { label: trans.__('Task Stream'), group: MOST_USED },
+  progress: { label: trans.__('Progress'), group: MOST_USED },
+  'workers-memory': { label: trans.__('Workers Memory'), group: MOST_USED },
+  nprocessing: { label: trans.__('Task Processing'), group: MOST_USED },
+  graph: { label: trans.__('Task Graph'), group: MOST_USED },
+  cpu: { label: trans.__('CPU'), group: MOST_USED },
+  'cluster-memory': { label: trans.__('Cluster Memory'), group: MOST_USED },
+  workers: { label: trans.__('Workers'), group: MOST_USED },
 
-  groups: { label: 'Task Groups Graph', group: 'Tasks' },
-  'group-progress': { label: 'Task Groups Progress', group: 'Tasks' },
-  occupancy: { label: 'Occupancy', group: 'Tasks' },
-  exceptions: { label: 'Exceptions', group: 'Tasks' },
+  groups: { label: trans.__('Task Groups Graph'), group: 'Tasks' },
+  'group-progress': { label: trans.__('Task Groups Progress'), group: 'Tasks' },
+  occupancy: { label: trans.__('Occupancy'), group: 'Tasks' },
+  exceptions: { label: trans.__('Exceptions'), group: 'Tasks' },
 
-  'memory-by-key': { label: 'Memory by Key', group: 'Memory' },
+  'memory-by-key': { label: trans.__('Memory by Key'), group: 'Memory' },
   'workers-memory-timeseries': {
-    label: 'Workers Memory over Time',
+    label: trans.__('Workers Memory over Time'),
     group: 'Memory'
   },
 
   'fine-performance-metrics': {
-    label: 'Fine Performance Metrics',
+    label: trans.__('Fine Performance Metrics'),
     group: 'Performance'
   },
   'compute-time-per-key': {
-    label: 'Compute Time per Key',
+    label: trans.__('Compute Time per Key'),
     group: 'Performance'
   },
   'aggregate-time-per-action': {
-    label: 'Aggregate Time per Action',
+    label: trans.__('Aggregate Time per Action'),
     group: 'Performance'
   },
-  profile: { label: 'Profile', group: 'Performance' },
-  'profile-server': { label: 'Profile of the Scheduler', group: 'Performance' },
-  contention: { label: 'Contention', group: 'Performance' },
+  profile: { label: trans.__('Profile'), group: 'Performance' },
+  'profile-server': {
+    label: trans.__('Profile of the Scheduler'),
+    group: 'Performance'
+  },
+  contention: { label: trans.__('Contention'), group: 'Performance' },
 
-  'bandwidth-types': { label: 'Bandwidth by Type', group: 'Network and disk' },
+  'bandwidth-types': {
+    label: trans.__('Bandwidth by Type'),
+    group: 'Network and disk'
+  },
   'bandwidth-workers': {
-    label: 'Bandwidth by Worker',
+    label: trans.__('Bandwidth by Worker'),
     group: 'Network and disk'
   },
   'workers-transfer-bytes': {
-    label: 'Workers Transfer Bytes',
+    label: trans.__('Workers Transfer Bytes'),
     group: 'Network and disk'
   },
-  'workers-network': { label: 'Workers Network', group: 'Network and disk' },
+  'workers-network': {
+    label: trans.__('Workers Network'),
+    group: 'Network and disk'
+  },
   'workers-network-timeseries': {
-    label: 'Workers Network over Time',
+    label: trans.__('Workers Network over Time'),
     group: 'Network and disk'
   },
-  'workers-disk': { label: 'Workers Disk', group: 'Network and disk' },
+  'workers-disk': {
+    label: trans.__('Workers Disk'),
+    group: 'Network and disk'
+  },
   'workers-disk-timeseries': {
-    label: 'Workers Disk over Time',
+    label: trans.__('Workers Disk over Time'),
     group: 'Network and disk'
   },
 
-  'workers-cpu-timeseries': { label: 'Workers CPU over Time', group: 'System' },
-  'scheduler-system': { label: 'Scheduler System', group: 'System' },
-  'cluster-map': { label: 'Cluster Map', group: 'System' },
+  'workers-cpu-timeseries': {
+    label: trans.__('Workers CPU over Time'),
+    group: 'System'
+  },
+  'scheduler-system': { label: trans.__('Scheduler System'), group: 'System' },
+  'cluster-map': { label: trans.__('Cluster Map'), group: 'System' },
 
-  'gpu-memory': { label: 'GPU Memory', group: GPU_GROUP },
-  'gpu-utilization': { label: 'GPU Utilization', group: GPU_GROUP },
-  'rmm-memory': { label: 'RMM Memory', group: GPU_GROUP }
-};
+  'gpu-memory': { label: trans.__('GPU Memory'), group: GPU_GROUP },
+  'gpu-utilization': { label: trans.__('GPU Utilization'), group: GPU_GROUP },
+  'rmm-memory': { label: trans.__('RMM Memory'), group: GPU_GROUP }
+});
 
 /**
  * The slug of an individual plot's path: "/individual-task-stream" and
@@ -199,13 +235,14 @@ export function arrangePlots(
   const grouped = new Map<string, IPlot[]>();
   const hidden: IPlot[] = [];
   const seen = new Set<string>();
+  const catalogued = catalog();
   for (const plot of plots) {
     const slug = plotSlug(plot.path);
     if (seen.has(slug)) {
       continue; // the same plot under two paths: offered once
     }
     seen.add(slug);
-    const known = CATALOG[slug];
+    const known = catalogued[slug];
     const named: IPlot = {
       label: known?.label ?? fallbackLabel(plot.label),
       path: plot.path
@@ -224,19 +261,24 @@ export function arrangePlots(
     const rank = (plot: IPlot) => MOST_USED_ORDER.indexOf(plotSlug(plot.path));
     groups.push({
       name: MOST_USED,
+      label: groupLabel(MOST_USED),
       plots: [...mostUsed].sort((a, b) => rank(a) - rank(b))
     });
   }
   for (const name of GROUP_ORDER) {
     const members = grouped.get(name);
     if (members) {
-      groups.push({ name, plots: [...members].sort(byLabel) });
+      groups.push({
+        name,
+        label: groupLabel(name),
+        plots: [...members].sort(byLabel)
+      });
     }
   }
   hidden.sort(byLabel);
   return {
     groups,
     hidden,
-    hiddenReason: hidden.length ? 'no GPUs on this cluster' : null
+    hiddenReason: hidden.length ? trans.__('no GPUs on this cluster') : null
   };
 }

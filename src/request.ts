@@ -112,9 +112,10 @@ export async function requestAPI<T>(
     throw new ClusterManagerError({
       status: 0,
       code: 'network',
-      message: `Cannot reach the Jupyter server: ${
+      message: trans.__(
+        'Cannot reach the Jupyter server: %1',
         (error as Error)?.message ?? String(error)
-      }`
+      )
     });
   }
 
