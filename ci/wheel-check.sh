@@ -10,7 +10,9 @@
 #      jupyter_server_proxy not disabled, `jupyter labextension list` clustermgr-lab enabled and
 #      @jupyterhub/jupyter-server-proxy not disabled;
 #   4. `jupyter server` on a free 127.0.0.1 port: a cluster is created through the REST API, runs with one
-#      worker, and is deleted; then the server is stopped (SIGTERM) and everything is removed.
+#      worker, and is deleted; then the server is stopped (SIGTERM) and everything is removed;
+#   5. side by side: dask-labextension (DASK_LABEXTENSION_VERSION, 7.0.0) joins the venv; both server and lab
+#      extensions are listed enabled, and each makes, lists and deletes a cluster through its own API.
 #
 # Environment: BUILD_PYTHON (default: .venv's python) runs the build and the leftover check (it needs `build` and
 # psutil: the test extras have them); PYTHON (python3) makes the clean venv; WHEEL_CHECK_DIR (a new folder under
@@ -20,6 +22,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD_PYTHON="${BUILD_PYTHON:-$REPO/.venv/bin/python}"
 BASE_PYTHON="${PYTHON:-python3}"
+DASK_LABEXTENSION_VERSION="${DASK_LABEXTENSION_VERSION:-7.0.0}"
 WORK="${WHEEL_CHECK_DIR:-$(mktemp -d /tmp/clustermgr-wheel-check.XXXXXX)}"
 mkdir -p "$WORK"
 SERVER_PID=""
@@ -120,14 +123,33 @@ disabled = data.get("jupyterlab", {}).get("disabledExtensions", [])
 assert not disabled, f"clustermgr-lab's lab extension disables {disabled}"
 EOF
 
+start_server() {
+  port=$("$WORK/venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  token=$("$WORK/venv/bin/python" -c 'import secrets; print(secrets.token_hex(16))')
+  "${CLEAN_ENV[@]}" jupyter server --ip=127.0.0.1 --port="$port" --port-retries=0 --no-browser --allow-root \
+    --IdentityProvider.token="$token" --ServerApp.root_dir="$WORK/root" \
+    --ClusterManager.workdir="$WORK/clusters" --ClusterManager.store_path="$WORK/store/clusters.sqlite3" \
+    --ClusterManager.on_shutdown=stop > "$WORK/server.log" 2>&1 &
+  SERVER_PID=$!
+}
+
+stop_server() {
+  kill -TERM "$SERVER_PID"
+  for _ in $(seq 150); do kill -0 "$SERVER_PID" 2> /dev/null || break; sleep 0.2; done
+  if kill -0 "$SERVER_PID" 2> /dev/null; then echo "wheel-check: the server did not stop on SIGTERM" >&2; exit 1; fi
+  wait "$SERVER_PID" || true
+  SERVER_PID=""
+  # Nothing of it is left: the warm launcher and the cluster's processes went with the server
+  for _ in $(seq 75); do [ -z "$(leftovers)" ] && break; sleep 0.2; done
+  if [ -n "$(leftovers)" ]; then
+    echo "wheel-check: still running after the server stopped:" >&2
+    ps -o pid,cmd -p "$(leftovers | paste -sd,)" >&2
+    exit 1
+  fi
+}
+
 step "jupyter server on 127.0.0.1: create, run and delete a cluster through the REST API"
-port=$("$WORK/venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-token=$("$WORK/venv/bin/python" -c 'import secrets; print(secrets.token_hex(16))')
-"${CLEAN_ENV[@]}" jupyter server --ip=127.0.0.1 --port="$port" --port-retries=0 --no-browser --allow-root \
-  --IdentityProvider.token="$token" --ServerApp.root_dir="$WORK/root" \
-  --ClusterManager.workdir="$WORK/clusters" --ClusterManager.store_path="$WORK/store/clusters.sqlite3" \
-  --ClusterManager.on_shutdown=stop > "$WORK/server.log" 2>&1 &
-SERVER_PID=$!
+start_server
 in_venv python - "$port" "$token" "$SERVER_PID" << 'EOF' || { tail -40 "$WORK/server.log" >&2; exit 1; }
 """Create a cluster of one worker through the REST API, wait until it runs, delete it, wait until it is gone."""
 import json
@@ -176,15 +198,88 @@ assert status in (200, 202, 204), status
 until("the cluster to be gone", lambda: not call("GET", "/clusters")[1]["clusters"])
 print("wheel-check: cluster deleted")
 EOF
-kill -TERM "$SERVER_PID"
-for _ in $(seq 150); do kill -0 "$SERVER_PID" 2> /dev/null || break; sleep 0.2; done
-if kill -0 "$SERVER_PID" 2> /dev/null; then echo "wheel-check: the server did not stop on SIGTERM" >&2; exit 1; fi
-wait "$SERVER_PID" || true
-SERVER_PID=""
-# Nothing of it is left: the warm launcher and the cluster's processes went with the server
-for _ in $(seq 75); do [ -z "$(leftovers)" ] && break; sleep 0.2; done
-if [ -n "$(leftovers)" ]; then
-  echo "wheel-check: still running after the server stopped:" >&2
-  ps -o pid,cmd -p "$(leftovers | paste -sd,)" >&2
-  exit 1
-fi
+stop_server
+
+step "side by side with dask-labextension $DASK_LABEXTENSION_VERSION: both extensions on, both APIs work"
+"$WORK/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  "dask-labextension==$DASK_LABEXTENSION_VERSION" >> "$WORK/pip.log" 2>&1 || { tail -40 "$WORK/pip.log" >&2; exit 1; }
+"$WORK/venv/bin/python" -m pip check --disable-pip-version-check
+extensions=$(in_venv jupyter server extension list 2>&1 | no_colour)
+labextensions=$(in_venv jupyter labextension list 2>&1 | no_colour)
+for pattern in 'clustermgr_lab[[:space:]]+enabled' 'dask_labextension[[:space:]]+enabled' \
+  'jupyter_server_proxy[[:space:]]+enabled'; do
+  echo "$extensions" | grep -Eq "$pattern" || { echo "wheel-check: not /$pattern/:" >&2; echo "$extensions" >&2; exit 1; }
+done
+for pattern in 'clustermgr-lab v[^ ]+ enabled' 'dask-labextension v[^ ]+ enabled'; do
+  echo "$labextensions" | grep -Eq "$pattern" \
+    || { echo "wheel-check: not /$pattern/:" >&2; echo "$labextensions" >&2; exit 1; }
+done
+start_server
+in_venv python - "$port" "$token" "$SERVER_PID" << 'EOF' || { tail -40 "$WORK/server.log" >&2; exit 1; }
+"""Beside dask-labextension: its cluster and ours are made, listed by their own APIs only, and deleted."""
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+
+port, token, server_pid = sys.argv[1:]
+api = f"http://127.0.0.1:{port}/clustermgr/api"
+
+
+def call(method, path, body=None):
+    request = urllib.request.Request(
+        api + path, method=method, data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status, json.loads(response.read() or b"null")
+
+
+def until(what, check, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        os.kill(int(server_pid), 0)  # the server exited: fail now, with its log
+        try:
+            found = check()
+        except (urllib.error.URLError, ConnectionError):
+            found = None
+        if found:
+            return found
+        time.sleep(0.3)
+    sys.exit(f"wheel-check: timed out waiting for {what}")
+
+
+until("the server to answer", lambda: call("GET", "/clusters")[0] == 200)
+dask_api = f"http://127.0.0.1:{port}/dask/clusters"
+
+
+def dask_call(method, path="", body=None):
+    request = urllib.request.Request(dask_api + path, method=method, data=body,
+                                     headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return response.status, json.loads(response.read() or b"null")
+
+
+status, theirs = dask_call("PUT", "/", b"")
+assert status == 200 and theirs["id"], (status, theirs)
+print(f"wheel-check: dask-labextension made its cluster {theirs['id']} ({theirs['scheduler_address']})")
+status, cluster = call("POST", "/clusters", {"name": "wheel-check", "spec": {"groups": [
+    {"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}]}})
+assert status == 202, (status, cluster)
+running = until("the cluster to run with 1 worker", lambda: (lambda c: c if c["status"] == "running"
+                and c["workers"]["running"] == 1 else None)(call("GET", f"/clusters/{cluster['id']}")[1]))
+print(f"wheel-check: cluster {running['id']} running, scheduler {running['scheduler_address']}")
+status, _ = call("DELETE", f"/clusters/{cluster['id']}")
+assert status in (200, 202, 204), status
+until("the cluster to be gone", lambda: not call("GET", "/clusters")[1]["clusters"])
+print("wheel-check: cluster deleted")
+status, listed = dask_call("GET", "/")
+assert status == 200 and [c["id"] for c in listed] == [theirs["id"]], listed
+status, _ = dask_call("DELETE", f"/{theirs['id']}")
+assert status in (200, 204), status
+until("dask-labextension's cluster to be gone", lambda: dask_call("GET", "/")[1] == [])
+print("wheel-check: dask-labextension's cluster deleted")
+EOF
+stop_server
