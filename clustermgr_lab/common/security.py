@@ -11,6 +11,7 @@ and the dashboard. A restarted server finds them again in the same place.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import os
@@ -228,6 +229,40 @@ class ClusterCredentials:
     def to_dict(self) -> dict[str, str]:
         """The file paths, as in the API's ``tls`` object: only their owner can read the files they name."""
         return {"ca_file": str(self.ca_file), "cert": str(self.cert), "key": str(self.key)}
+
+    def regular_files(self) -> None:
+        """Raise :class:`UnsafePath` unless each path (symbolic links followed) is a regular file.
+
+        Opening a FIFO (or a device) blocks until someone writes to it: such a path is refused before
+        anything opens it. ``os.stat`` itself can block on a hung network file system: see
+        :meth:`ssl_context_off_loop`, which calls this in a thread.
+        """
+        for path in (self.ca_file, self.cert, self.key):
+            try:
+                info = os.stat(path)
+            except OSError as exc:
+                raise UnsafePath(f"{path} cannot be read: {exc.strerror}") from None
+            if not stat.S_ISREG(info.st_mode):
+                raise UnsafePath(f"{path} is not a regular file: refusing to open it")
+
+    def checked_client_ssl_context(self) -> ssl.SSLContext:
+        """:meth:`client_ssl_context` from files checked by :meth:`regular_files` first; blocking (call it in a thread)."""
+        self.regular_files()
+        return self.client_ssl_context()
+
+    async def ssl_context_off_loop(self, timeout: float = 10.0) -> ssl.SSLContext:
+        """:meth:`checked_client_ssl_context` in a thread: the event loop never waits on a file.
+
+        Raises
+        ------
+        UnsafePath
+            When a path is not a regular file, cannot be read, or checking and reading take longer than ``timeout``.
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(None, self.checked_client_ssl_context), timeout)
+        except asyncio.TimeoutError:
+            raise UnsafePath(f"reading the certificate files took more than {timeout:g} s") from None
 
     def security(self, **kwargs: Any):
         """A ``distributed.Security`` for every role (client, scheduler, worker), encryption required."""

@@ -205,8 +205,8 @@ class ForeignSchedulerLink:
         self._on_removed = on_removed
         self._on_lost = on_lost
         self._on_responsive = on_responsive
-        ssl_context = security.get_connection_args("client")["ssl_context"] if security is not None else None
-        self._comm = ForeignComm(address, self.heartbeat_timeout, ssl_context=ssl_context)
+        self._security = security
+        self._comm = ForeignComm(address, self.heartbeat_timeout)
         self._workers: dict[str, dict] = {}
         self._poller: asyncio.Task | None = None
         self._closing = False
@@ -215,6 +215,12 @@ class ForeignSchedulerLink:
 
     async def start(self, timeout: float = 30) -> None:
         self._comm.timeout = min(timeout, 10.0)
+        if self._security is not None:  # reading the certificate files: in a thread, never on the event loop
+            loop = asyncio.get_running_loop()
+            self._comm.ssl_context = await asyncio.wait_for(
+                loop.run_in_executor(None, lambda: self._security.get_connection_args("client")["ssl_context"]),
+                self._comm.timeout,
+            )
         self._apply(await foreign_identity(self.address, comm=self._comm))
         self._comm.timeout = self.heartbeat_timeout
         self._poller = asyncio.ensure_future(self._poll())
