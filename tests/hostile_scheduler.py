@@ -7,7 +7,9 @@ PORT_FILE, and answers every call according to MODE:
 - ``gpu-inf``: an identity whose worker has ``resources: {"GPU": inf}``;
 - ``huge-frame``: a length header of 1.5 GB, then 256 MiB of data actually sent;
 - ``pickle``: an identity whose id is a pickled object that creates the folder MARKER when unpickled;
-- ``silent``: accepts connections and never answers.
+- ``silent``: accepts connections and never answers;
+- ``escape-error``: answers every call with an error whose text holds terminal escape sequences, line breaks
+  and a bidi override (:data:`HOSTILE_TEXT`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import msgpack
 
 MODE, PORT_FILE = sys.argv[1], sys.argv[2]
 MARKER = sys.argv[3] if len(sys.argv) > 3 else "/nonexistent"
+#: Sets the terminal's title, turns text red, clears the screen, forges a line of output, reverses text.
+HOSTILE_TEXT = "\x1b]0;pwned\x07\x1b[31mred\x1b[2J\r\nclustermgr: all fine\u202eevil\x1b[0m"
 
 
 class Trap:
@@ -68,6 +72,8 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
             message = await read_message(reader)
             if message.get("op") == "echo":
                 writer.write(frame(msgpack.dumps(message.get("data"))))
+            elif MODE == "escape-error":
+                writer.write(frame(msgpack.dumps({"status": "error", "exception": HOSTILE_TEXT, "text": HOSTILE_TEXT})))
             elif MODE == "huge-frame":
                 writer.write(struct.pack("<Q", 1_500_000_000))
                 chunk = bytes(2**20)

@@ -1,6 +1,7 @@
 """Given attach targets that are hostile or malformed peers (real processes), then the server stays up for everyone:
-bad identities and huge frames fail only that cluster with a reason, nothing is unpickled, and limits, ports and
-duplicates are checked."""
+bad identities and huge frames fail only that cluster with a reason, nothing is unpickled, a peer's error text
+reaches the API, the events and the command line without its escape sequences, and limits, ports and duplicates
+are checked."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from .helpers import call, subprocess_env, wait_for
+from .helpers import call, console_script, run, subprocess_env, wait_for
 from .test_external import external_scheduler  # noqa: F401 - fixture
 
 HOSTILE = Path(__file__).with_name("hostile_scheduler.py")
@@ -142,3 +143,37 @@ def _another_local_address() -> str:
     except OSError:
         pass
     return "0.0.0.0"
+
+
+UNPRINTABLE = ("\x1b", "\x07", "\r", "\u202e")
+
+
+async def test_a_peers_error_text_is_shown_without_its_escape_sequences(
+    jp_fetch, jp_serverapp, jp_http_port, jp_base_url, hostile, tmp_path
+):
+    # Given a peer that answers every call with an error text full of terminal escape sequences and line breaks
+    address = hostile("escape-error")
+    # When it is attached
+    failed = await attach_and_fail(jp_fetch, address)
+    # Then the cluster's error quotes the peer, with every control character shown escaped, on one line
+    assert "\\x1b[31mred" in failed["error"] and "\\r\\nclustermgr: all fine" in failed["error"], failed["error"]
+    assert not any(c in failed["error"] for c in (*UNPRINTABLE, "\n")), failed["error"]
+    # And so do its events
+    _, events = await call(jp_fetch, "GET", "clusters", failed["id"], "events", expect=200)
+    quoted = [e["message"] for e in events["events"] if "pwned" in e["message"]]
+    assert quoted and not any(c in m for m in quoted for c in (*UNPRINTABLE, "\n")), quoted
+
+    # When the clustermgr command shows the cluster's events and the stream on a terminal
+    (tmp_path / "bin").mkdir()
+    script = console_script("clustermgr", tmp_path / "bin")
+    auth = ("--url", f"http://127.0.0.1:{jp_http_port}{jp_base_url}", "--token", jp_serverapp.identity_provider.token)
+    for command in (("events", failed["id"]), ("watch", "--count", "1")):
+        code, out, err = await run(str(script), *auth, *command, env=subprocess_env())
+        # Then what it prints quotes the peer escaped: no escape sequence reaches the terminal
+        assert code == 0 and "pwned" in out, (command, code, out, err)
+        assert not any(c in out + err for c in UNPRINTABLE), (command, out)
+    await call(jp_fetch, "DELETE", "clusters", failed["id"], expect=202)
+    # And when it attaches the peer itself and waits, its error message is escaped as well
+    code, out, err = await run(str(script), *auth, "attach", address, "--wait", env=subprocess_env())
+    assert code == 1 and "pwned" in err, (code, out, err)
+    assert not any(c in out + err for c in UNPRINTABLE), err

@@ -29,6 +29,7 @@ from clustermgr_lab.cluster.scheduler_link import SchedulerLink, scheduler_ident
 from clustermgr_lab.common import metrics
 from clustermgr_lab.domain.adaptive import AdaptivePolicy, AdaptOff, AdaptSettings
 from clustermgr_lab.domain.errors import Conflict
+from clustermgr_lab.domain.fields import printable
 from clustermgr_lab.domain.spec import Resolution, WorkerSpec
 from clustermgr_lab.domain.timeline import Timeline
 from clustermgr_lab.domain.usage import UsageMeter
@@ -380,7 +381,7 @@ class ManagedCluster:
             log.exception("change listener failed")
 
     def _set_error(self, message: str | None) -> None:
-        self.error = message
+        self.error = printable(message) if message is not None else None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -424,6 +425,7 @@ class ManagedCluster:
         self._changed()
 
     async def _fail(self, message: str) -> None:
+        message = printable(message)  # it may quote a peer: never an escape sequence, in the log or the API
         log.error("cluster %s failed: %s", self.id, message)
         self.lifecycle = FAILED
         self.error = message

@@ -28,6 +28,7 @@ from distributed.comm.addressing import parse_address, parse_host_port
 
 from clustermgr_lab.common.tasks import cancel_and_wait
 from clustermgr_lab.domain.errors import Conflict
+from clustermgr_lab.domain.fields import printable
 from clustermgr_lab.foreign.identity import MAX_WORKERS, ForeignIdentity, InvalidIdentity, parse_identity
 
 if TYPE_CHECKING:
@@ -120,7 +121,10 @@ class ForeignComm:
             self.abort()
             raise
         if isinstance(answer, dict) and answer.get("status") in ("uncaught-error", "error"):
-            raise ForeignSchedulerError(f"{self.address} failed {op!r}: {str(answer.get('exception'))[:200]}")
+            # its text is the peer's: escape sequences and line breaks are shown escaped, never passed on
+            raise ForeignSchedulerError(
+                f"{self.address} failed {op!r}: {printable(str(answer.get('exception'))[:200])}"
+            )
         return answer
 
     async def _read(self) -> Any:
