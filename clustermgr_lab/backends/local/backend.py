@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -159,8 +160,15 @@ class LocalBackend(Backend):
         return endpoint
 
     def _gpu_env(self, group: WorkerGroup, name: str) -> dict[str, str]:
+        """``CUDA_VISIBLE_DEVICES`` of a worker: its own GPUs (slots no other worker of the cluster has), or none.
+
+        A worker of a group without GPUs gets the empty list: CUDA then shows it no device at all (left
+        unset, it would see, and could use, every GPU of the machine). Slots are positions in the
+        server's own ``CUDA_VISIBLE_DEVICES`` when it has one (a site that gave it GPUs 2 and 3 hands
+        out 2 and 3); a slot beyond that list is no device.
+        """
         if not group.gpus:
-            return {}
+            return {"CUDA_VISIBLE_DEVICES": ""}
         taken = {slot for slots in self._gpu_slots.values() for slot in slots}
         slots, candidate = [], 0
         while len(slots) < group.gpus:
@@ -168,7 +176,11 @@ class LocalBackend(Backend):
                 slots.append(candidate)
             candidate += 1
         self._gpu_slots[name] = slots
-        return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, slots))}
+        own = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if own is None:
+            return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, slots))}
+        devices = [device.strip() for device in own.split(",") if device.strip()]
+        return {"CUDA_VISIBLE_DEVICES": ",".join(devices[slot] for slot in slots if slot < len(devices))}
 
     async def scale_up(self, group: WorkerGroup, names: list[str]) -> None:
         await self.scheduler.spawned.wait()
