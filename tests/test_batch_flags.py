@@ -1,6 +1,7 @@
-"""Given batch templates that offer their options to users, then no option value can carry another flag of the
+"""Given templates that offer their options to users, then no batch option value can carry another flag of the
 batch system (a Grid Engine ``resource_spec`` of ``-q long -P otherproj``, a queue of ``-q``): each is a 400 naming
-the field and nothing is created; options whose values are directives or shell lines are offered only as choices."""
+the field and nothing is created; options used as they are (directives, shell lines, a Cluster class to import) are
+offered to users only as choices."""
 
 from __future__ import annotations
 
@@ -99,4 +100,28 @@ def test_a_template_may_offer_free_form_options_only_as_choices(tmp_path, option
     assert f"{option}.choices: is required" in str(refused.value), str(refused.value)
     # And with choices the site picked, it starts
     template["user_options"][option]["choices"] = [value]
+    ClusterManager(templates=[template], **settings).store.close()
+
+
+def test_a_template_may_offer_the_cluster_class_only_as_choices(tmp_path):
+    # Given a site template that lets users name the Cluster class to import
+    template = {
+        "name": "any-class",
+        "backend": "cluster-class",
+        "options": {"class": "distributed.LocalCluster"},
+        "user_options": {"class": {"type": "string", "default": "distributed.LocalCluster"}},
+        "spec": {"groups": [{"name": "default", "count": 0, "threads": 1, "memory": "256 MiB"}]},
+    }
+    settings = {
+        "workdir": str(tmp_path / "work"),
+        "store_path": str(tmp_path / "store" / "clusters.sqlite3"),
+        "include_builtin_templates": False,
+        "default_template": "any-class",
+    }
+    # When the server starts, Then it refuses: a request could import a module of its choice
+    with pytest.raises(ValueError) as refused:
+        ClusterManager(templates=[template], **settings)
+    assert "user_options.class.choices: is required" in str(refused.value), str(refused.value)
+    # And with the classes the site chose, it starts
+    template["user_options"]["class"]["choices"] = ["distributed.LocalCluster"]
     ClusterManager(templates=[template], **settings).store.close()

@@ -160,8 +160,9 @@ class BackendOption:
     parse: Parser
     help: str
     kind: str = "string"  # for user options: the user-facing type this option takes
-    #: Its value is passed on as it is: directives (any flag of the batch system) or shell lines. A template may
-    #: offer it as a user option only with ``choices`` (a free value would let a user add any flag or command).
+    #: Its value is used as it is: directives (any flag of the batch system), shell lines, a class to import. A
+    #: template may offer it as a user option only with ``choices`` (a free value would add any flag, command
+    #: or module).
     free_form: bool = False
 
 
@@ -277,8 +278,8 @@ def parse_user_options(
         if declared[name].free_form and option.choices is None:
             raise _where(
                 f"{where}.choices",
-                f"is required: {name!r} is passed on as directives or shell lines, so a user may only pick "
-                "among values the site chose",
+                f"is required: {name!r} is used as it is (directives, shell lines, a class to import), so a "
+                "user may only pick among values the site chose",
             )
         if kind not in ("integer", "number") and (option.minimum is not None or option.maximum is not None):
             raise _where(where, f"minimum and maximum apply only to integer and number options, not to {kind}")
