@@ -318,15 +318,18 @@ class ClusterCredentials:
         return context
 
 
-def require_dashboard_client_certificates(scheduler) -> None:
-    """Make a scheduler's HTTPS dashboard refuse a peer without the cluster's certificate (mutual TLS).
+def require_dashboard_client_certificates(node) -> None:
+    """Make a scheduler's HTTPS dashboard (or a worker's HTTP server) refuse a peer without the cluster's certificate.
 
     distributed serves the dashboard over HTTPS when ``distributed.scheduler.dashboard.tls.cert`` is
-    set, but asks no client certificate. Its server context (tornado keeps the same object and wraps
-    each new connection with it) is switched to ``CERT_REQUIRED``; a connection accepted before that
-    (between the dashboard's listen and this preload) is closed.
+    set, but asks no client certificate; a worker's own HTTP server (``/health``, ``/metrics``) reads
+    the same settings. Its server context (tornado keeps the same object and wraps each new
+    connection with it) is switched to ``CERT_REQUIRED``; a connection accepted before that (between
+    the server's listen and this preload) is closed.
     """
-    server = scheduler.services.get("dashboard") if hasattr(scheduler, "services") else None
+    server = getattr(node, "http_server", None)
+    if server is None and hasattr(node, "services"):
+        server = node.services.get("dashboard")
     context = getattr(server, "ssl_options", None)
     if not isinstance(context, ssl.SSLContext):
         return  # a plain dashboard: TLS is off for this cluster

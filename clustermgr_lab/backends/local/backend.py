@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import dask.config
 from traitlets import Bool, Dict, Float, TraitError, validate
 
 from clustermgr_lab.backends.base import SCHEDULER_PROCESS as SCHEDULER
@@ -49,6 +51,8 @@ def worker_command(
         "--memory-limit", str(group.memory),
         "--host", "127.0.0.1",
         "--no-dashboard",
+        # its HTTP routes (/health, /metrics) still listen: on loopback, not on every interface
+        "--dashboard-address", "127.0.0.1:0",
         "--death-timeout", str(death_timeout),
     ]  # fmt: skip
     if not nanny:
@@ -56,8 +60,35 @@ def worker_command(
     if group.worker_resources:
         command += ["--resources", " ".join(f"{k}={v}" for k, v in group.worker_resources.items())]
     if credentials is not None:
-        command += credentials.cli_arguments()
+        command += credentials.cli_arguments()  # and WORKER_PRELOAD through worker_preload_environment
     return command
+
+
+#: With TLS, a worker's HTTP routes ask for the cluster's certificate too (see :mod:`clustermgr_lab.preloads.worker`).
+WORKER_PRELOAD = "clustermgr_lab.preloads.worker"
+WORKER_PRELOAD_ENV = "DASK_DISTRIBUTED__WORKER__PRELOAD"
+
+
+def worker_preload_environment(value: str | None) -> dict[str, str]:
+    """``DASK_DISTRIBUTED__WORKER__PRELOAD`` with :data:`WORKER_PRELOAD` added to the worker preloads already set.
+
+    ``value``: that variable as the worker would get it otherwise (a template's ``worker_config``, else
+    the server's environment); unset, the user's Dask config files say. A ``--preload`` on the command
+    line would replace them all; the variable takes precedence over the files, so they are carried over.
+
+    >>> worker_preload_environment("['site_preload']")
+    {'DASK_DISTRIBUTED__WORKER__PRELOAD': "['site_preload', 'clustermgr_lab.preloads.worker']"}
+    """
+    if value:
+        try:  # Dask reads its environment variables as Python literals
+            configured = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            configured = value
+    else:
+        paths = dask.config._get_paths() if hasattr(dask.config, "_get_paths") else dask.config.paths
+        configured = dask.config.get("distributed.worker.preload", None, config=dask.config.collect(paths, env={}))
+    preloads = [configured] if isinstance(configured, str) else [str(p) for p in configured or ()]
+    return {WORKER_PRELOAD_ENV: repr([*preloads, WORKER_PRELOAD])}
 
 
 class LocalBackend(Backend):
@@ -191,6 +222,10 @@ class LocalBackend(Backend):
             **opt.dask_config_environment(self.worker_config),
             **(self.security.environment() if self.security else {}),
         }
+        if self.security:
+            shared_env.update(
+                worker_preload_environment(shared_env.get(WORKER_PRELOAD_ENV) or os.environ.get(WORKER_PRELOAD_ENV))
+            )
         for name in names:
             command = worker_command(scheduler, group, name, self.worker_death_timeout, self.security, self.nanny)
             await self.processes.spawn(name, command, {**shared_env, **self._gpu_env(group, name)})
