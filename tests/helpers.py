@@ -377,7 +377,11 @@ def cluster_client(cluster: dict, **kwargs):
 
 
 async def assert_strangers_refused(
-    cluster: dict, dashboard_address: str | None = None, workers: tuple[str, ...] = (), timeout: float = 3
+    cluster: dict,
+    dashboard_address: str | None = None,
+    workers: tuple[str, ...] = (),
+    timeout: float = 3,
+    worker_http: tuple[str, ...] = (),
 ) -> None:
     """Assert that a cluster's scheduler, workers and dashboard let in no one without the cluster's certificate.
 
@@ -385,7 +389,8 @@ async def assert_strangers_refused(
     certificate of its own (trusting the cluster's CA, so only the scheduler can be the one refusing), and a
     bare TLS handshake without any certificate; against each of ``workers`` (their ``tls://`` addresses):
     a plain connection and a bare TLS handshake. Against the dashboard (``host:port``), when given: plain
-    HTTP and HTTPS without a certificate. Each must fail at the connection, with nothing of the cluster read.
+    HTTP and HTTPS without a certificate; so against each of ``worker_http`` (``host:port`` of a worker's own
+    HTTP routes, ``/health`` and ``/metrics``). Each must fail at the connection, with nothing of the cluster read.
     """
     import ssl
 
@@ -429,6 +434,7 @@ async def assert_strangers_refused(
     targets += [(*w.removeprefix("tls://").rsplit(":", 1), b"\x00" * 16) for w in workers]
     if dashboard_address:
         targets.append((*dashboard_address.rsplit(":", 1), b"GET /status HTTP/1.0\r\n\r\n"))
+    targets += [(*address.rsplit(":", 1), b"GET /health HTTP/1.0\r\n\r\n") for address in worker_http]
     for target_host, target_port, request in targets:
         with pytest.raises((ssl.SSLError, ConnectionError)):
             answer = await loop.run_in_executor(None, no_certificate, target_host, int(target_port), request)

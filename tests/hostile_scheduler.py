@@ -7,7 +7,12 @@ PORT_FILE, and answers every call according to MODE:
 - ``gpu-inf``: an identity whose worker has ``resources: {"GPU": inf}``;
 - ``huge-frame``: a length header of 1.5 GB, then 256 MiB of data actually sent;
 - ``pickle``: an identity whose id is a pickled object that creates the folder MARKER when unpickled;
-- ``silent``: accepts connections and never answers.
+- ``silent``: accepts connections and never answers;
+- ``empty-maps``: an answer of 32 MiB that is 511 arrays of 65,535 empty maps (33.5 million);
+- ``big-identity``: a valid identity of 26 MiB (256 workers, each with 1,300 strings nobody reads), appending
+  one line to the file MARKER per identity call;
+- ``escape-error``: answers every call with an error whose text holds terminal escape sequences, line breaks
+  and a bidi override (:data:`HOSTILE_TEXT`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import msgpack
 
 MODE, PORT_FILE = sys.argv[1], sys.argv[2]
 MARKER = sys.argv[3] if len(sys.argv) > 3 else "/nonexistent"
+#: Sets the terminal's title, turns text red, clears the screen, forges a line of output, reverses text.
+HOSTILE_TEXT = "\x1b]0;pwned\x07\x1b[31mred\x1b[2J\r\nclustermgr: all fine\u202eevil\x1b[0m"
 
 
 class Trap:
@@ -48,6 +55,23 @@ def identity() -> list[bytes]:
     return [msgpack.dumps(ident)]
 
 
+def big_identity() -> bytes:
+    metrics = [f"{i:080d}" for i in range(1300)]  # 1,300 short strings: decoding them is what costs
+    workers = {
+        f"tcp://127.0.0.1:{10000 + i}": {
+            "name": f"w{i}",
+            "nthreads": 1,
+            "memory_limit": 2**30,
+            "metrics": metrics,
+        }
+        for i in range(256)
+    }
+    return msgpack.dumps({"type": "Scheduler", "id": "Scheduler-big", "services": {}, "workers": workers})
+
+
+BIG_IDENTITY = big_identity() if MODE == "big-identity" else b""
+
+
 async def read_message(reader: asyncio.StreamReader) -> dict:
     (length,) = struct.unpack("<Q", await reader.readexactly(8))
     data = await reader.readexactly(length)
@@ -68,6 +92,15 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
             message = await read_message(reader)
             if message.get("op") == "echo":
                 writer.write(frame(msgpack.dumps(message.get("data"))))
+            elif MODE == "empty-maps":
+                inner = b"\xdc" + struct.pack(">H", 65535) + b"\x80" * 65535  # no array longer than 65,535
+                writer.write(frame(b"\xdc" + struct.pack(">H", 511) + inner * 511))
+            elif MODE == "big-identity":
+                with open(MARKER, "a") as calls:
+                    calls.write(f"{message.get('op')}\n")
+                writer.write(frame(BIG_IDENTITY))
+            elif MODE == "escape-error":
+                writer.write(frame(msgpack.dumps({"status": "error", "exception": HOSTILE_TEXT, "text": HOSTILE_TEXT})))
             elif MODE == "huge-frame":
                 writer.write(struct.pack("<Q", 1_500_000_000))
                 chunk = bytes(2**20)

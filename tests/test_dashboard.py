@@ -1,5 +1,6 @@
 """Given a running cluster, its dashboard is reachable through the server, authenticated, and only it."""
 
+import asyncio
 import json
 import re
 from urllib.parse import urlparse
@@ -117,5 +118,39 @@ async def test_dashboard_websocket_needs_authentication(jp_fetch, jp_ws_fetch):
         with pytest.raises(HTTPClientError) as refused:
             await jp_ws_fetch("clustermgr", "dashboard", cluster["id"], "status", "ws", headers={"Authorization": ""})
         assert refused.value.code in (302, 403)  # a redirect to the login page, or forbidden: never opened
+    finally:
+        await delete_and_wait(jp_fetch, cluster["id"])
+
+
+async def raw_get(port: int, path: str, auth: dict) -> tuple[int, dict[str, str]]:
+    """A GET sent as written (no client normalises its ``..``): the status and the headers of the answer."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: {auth['Authorization']}\r\n\r\n".encode()
+    )
+    await writer.drain()
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+    writer.close()
+    headers = dict(line.split(": ", 1) for line in head[1:] if ": " in line)
+    return int(head[0].split()[1]), headers
+
+
+async def test_dot_segments_below_a_dashboard_are_a_404_never_a_redirect_elsewhere(
+    jp_fetch, jp_http_port, jp_base_url, jp_auth_header
+):
+    # Given a running cluster
+    cluster = await running_cluster(jp_fetch)
+    unkeyed = f"{jp_base_url}clustermgr/dashboard/{cluster['id']}"
+    keyed = urlparse(cluster["dashboard_url"]).path.removesuffix("/status")
+    try:
+        for base in (unkeyed, keyed):
+            for tail in ("/../../api/status", "/%2e%2e/%2E%2E/api/status", "/./status", "/x/..", "/..%2fapi"):
+                # When a page is asked for with dot segments (as a client that does not normalise sends it)
+                status, headers = await raw_get(jp_http_port, base + tail, jp_auth_header)
+                # Then it is a 404, and no redirect carries them into Location
+                assert status == 404 and "Location" not in headers, (base + tail, status, headers)
+        # While a plain unkeyed page is still redirected to the keyed one
+        status, headers = await raw_get(jp_http_port, f"{unkeyed}/status", jp_auth_header)
+        assert status == 302 and headers["Location"] == cluster["dashboard_url"], headers
     finally:
         await delete_and_wait(jp_fetch, cluster["id"])

@@ -46,6 +46,11 @@ RULES = [
         "the scheduler preload imports only the TLS credentials, never the server",
     ),
     (
+        lambda m: m == f"{PACKAGE}.preloads.worker",
+        lambda target: target in (PACKAGE, f"{PACKAGE}.preloads", f"{PACKAGE}.common.security"),
+        "the worker preload imports only the TLS credentials, never the server",
+    ),
+    (
         lambda m: m == f"{PACKAGE}.preloads.discovery",
         lambda target: False,
         "the discovery preload is loaded by file path into kernels' schedulers: it imports nothing of the package",

@@ -57,7 +57,7 @@ async def test_scheduler_and_workers_are_forked_from_the_launcher_in_sessions_of
             assert by_name["cpu-1"]["resources"] == {"FOO": 2}
             assert by_name["gpu-2"]["resources"] == {"GPU": 1}
             devices = await client.run(lambda dask_worker: (dask_worker.name, os.environ.get("CUDA_VISIBLE_DEVICES")))
-            assert sorted(devices.values()) == [("cpu-1", None), ("gpu-2", "0")]
+            assert sorted(devices.values()) == [("cpu-1", ""), ("gpu-2", "0")]
         for name in pids:
             assert "distributed" in (backend.workdir / f"{name}.log").read_text(), name
         assert cluster["dashboard_url"]

@@ -13,8 +13,10 @@ import json
 import os
 import signal
 
+import pytest
 from tornado.httpclient import AsyncHTTPClient
 
+from clustermgr_lab.backends import SGEBackend
 from clustermgr_lab.cluster.logs import read_from, tail
 from clustermgr_lab.domain.departures import from_job_state, from_nanny_log, from_slurm_output
 
@@ -34,13 +36,35 @@ def test_tail_reads_only_the_end_of_a_file_and_read_from_continues_at_an_offset(
     assert chunk.text == "line 9997\nline 9998\nline 9999\n"
     assert (chunk.end, chunk.size) == (log.stat().st_size, log.stat().st_size)
     assert log.read_bytes()[chunk.start : chunk.end].decode() == chunk.text
-    # And a line longer than the budget comes back cut to the budget, never the whole file
+    # And a line longer than the budget comes back cut to the budget (as JSON: "\n" is 2), never the whole file
     log.write_text("x" * 100_000 + "\n")
-    assert len(tail(log, 5, max_bytes=1000).text) == 1000
+    assert len(json.dumps(tail(log, 5, max_bytes=1000).text)) == 1000 + 2
     # When what follows an offset is read, and the file then shrinks (rotated)
     log.write_text("a\nb\n")
     assert read_from(log, 2).text == "b\n"
     assert read_from(log, 999).text == "a\nb\n"
+
+
+def test_a_log_is_capped_by_its_encoded_size_and_never_read_through_a_link_or_a_fifo(tmp_path):
+    # Given a log of 4 MiB of control bytes and invalid UTF-8 (each escaped in JSON as 6 bytes)
+    log = tmp_path / "noisy.log"
+    log.write_bytes((b"\x01\xff" * 63 + b"\n") * (4 * MiB // 127))
+    # When its tail, and what follows its start, are read
+    for chunk in (tail(log, 100_000), read_from(log, 0)):
+        # Then each answer's text takes at most 4 MiB as JSON (24 MiB unbounded), and is not empty
+        encoded = len(json.dumps(chunk.to_dict()))
+        assert 3 * MiB < encoded <= 4 * MiB + 200, encoded / MiB
+    # Given a symbolic link named like a log, to a file of this user, and a FIFO named like one
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0\n")
+    (tmp_path / "link.log").symlink_to(secret)
+    os.mkfifo(tmp_path / "fifo.log")
+    # Then neither is read (the FIFO would block), and the backend does not list the link
+    for name in ("link.log", "fifo.log"):
+        for read in (lambda p: tail(p, 5), lambda p: read_from(p, 0)):
+            with pytest.raises(FileNotFoundError):
+                read(tmp_path / name)
+    assert "link" not in SGEBackend("abc123", tmp_path).log_files()
 
 
 def test_causes_are_read_from_nanny_lines_job_states_and_slurmstepd():

@@ -1,14 +1,20 @@
 """Given real Jupyter server processes on one store, a cluster attached by address is attached again by the next
-server (same id and name), its scheduler and workers untouched; one whose scheduler went away fails, saying so."""
+server (same id and name), its scheduler and workers untouched; one whose scheduler went away fails, saying so;
+one whose certificate paths now name a FIFO fails without blocking the server."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
+
+from clustermgr_lab.client.errors import ClusterManagerAPIError
+from clustermgr_lab.common.security import ClusterCredentials
 
 from .helpers import eventually
 from .server_process import stored_cluster_ids
@@ -86,3 +92,54 @@ def test_an_attached_cluster_is_attached_again_after_a_server_restart(place, out
     client.delete(attached["id"])
     assert server.stop(signal.SIGTERM) == 0
     assert stored_cluster_ids(place.store) == []
+
+
+@pytest.fixture
+def outside_tls(tmp_path):
+    """A tls:// scheduler started outside any Jupyter server, with credentials of its own."""
+    credentials = ClusterCredentials.create(tmp_path / "elsewhere")
+    scheduler_file = tmp_path / "outside-tls-scheduler.json"
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+         "--protocol", "tls", *credentials.cli_arguments(), "--scheduler-file", str(scheduler_file)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        eventually(lambda: scheduler_file.exists() and scheduler_file.read_text(), 60, "the scheduler's file")
+        yield json.loads(scheduler_file.read_text())["address"], credentials
+    finally:
+        scheduler.kill()
+        scheduler.wait()
+
+
+def test_certificate_paths_that_name_a_fifo_are_refused_without_blocking_the_server(place, outside_tls):  # noqa: F811
+    # Given a tls:// scheduler started elsewhere, and a FIFO that no one writes to
+    address, credentials = outside_tls
+    fifo = place.home / "key.fifo"
+    os.mkfifo(fifo, 0o600)
+    server = place.server(on_shutdown="keep")
+    client = server.client()
+
+    # When it is attached with its key file's path naming the FIFO
+    with pytest.raises(ClusterManagerAPIError) as refused:
+        client.attach(address, tls={**credentials.to_dict(), "key": str(fifo)})
+    # Then that is a 400 naming the field, and the server goes on answering
+    assert (refused.value.status, refused.value.field) == (400, "tls.key"), refused.value
+    assert "regular file" in str(refused.value)
+    assert client.list() == []
+
+    # When it is attached with its real files, and the key file is then replaced by a FIFO while no server runs
+    attached = client.attach(address, name="outside-tls", tls=credentials.to_dict(), wait=True, timeout=120)
+    assert server.stop(signal.SIGTERM) == 0
+    credentials.key.unlink()
+    os.mkfifo(credentials.key, 0o600)
+    started = time.monotonic()
+    server = place.server(on_shutdown="stop")  # waits until Jupyter's own API answers (90 s at most)
+    client = server.client()
+
+    # Then the next server starts and answers at once, and lists the cluster as failed, saying why
+    failed = client.wait(attached["id"], lambda c: c["status"] == "failed", timeout=60)
+    print(f"server answering with the cluster failed {time.monotonic() - started:.1f} s after its start")
+    assert "is not a regular file" in failed["error"] and str(credentials.key) in failed["error"], failed["error"]
+    client.delete(attached["id"])
+    assert server.stop(signal.SIGTERM) == 0

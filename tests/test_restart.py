@@ -308,3 +308,39 @@ def test_a_slurm_cluster_survives_sigkill_and_its_jobs_are_re_adopted_by_id(plac
         leftover = list(squeue_jobs(prefix).values())
         if leftover:
             subprocess.run(["scancel", *leftover], capture_output=True)
+
+
+def test_a_scheduler_that_does_not_answer_at_a_restart_is_unresponsive_not_gone(place):
+    # Given a server that keeps its clusters at a clean stop, with a cluster of one worker
+    server = place.server(on_shutdown="keep")
+    client = server.client()
+    cluster_id = client.create(name="frozen", spec={"groups": [{**SMALL, "count": 1}]})["id"]
+    client.wait(cluster_id, running_with(1), timeout=120)
+    processes = place.remember(cluster_id)
+    assert server.stop(signal.SIGTERM) == 0
+    # And its scheduler stopped (SIGSTOP: it takes connections and answers nothing) while no server runs
+    scheduler = psutil.Process(processes["scheduler"]["pid"])
+    scheduler.suspend()
+    try:
+        # When another server starts on the same store
+        server = place.server(on_shutdown="stop")
+        client = server.client()
+        # Then the cluster is listed unresponsive, saying so, once its scheduler has not answered in time
+        frozen = client.wait(cluster_id, lambda c: c["status"] == "unresponsive", timeout=60)
+        assert frozen["error"].startswith("the scheduler has not answered since the server started"), frozen["error"]
+        # And it is kept, workers and all: still unresponsive, not failed, after several more tries
+        time.sleep(25)
+        assert client.get(cluster_id)["status"] == "unresponsive"
+        assert same_process(processes["scheduler"]) and same_process(processes["default-1"])
+    finally:
+        scheduler.resume()
+    # When the scheduler answers again, Then the cluster is re-adopted with the same worker, and says so
+    client.wait(cluster_id, running_with(1), timeout=90)
+    assert client.get(cluster_id)["error"] is None
+    assert same_process(processes["default-1"])
+    messages = events_of(client, cluster_id)
+    assert "the scheduler answers again" in messages
+    assert any(m.startswith("re-adopted after a server restart") for m in messages)
+    client.delete(cluster_id, wait=True, timeout=60)
+    assert server.stop(signal.SIGTERM) == 0
+    assert orphans(place.sessions, str(place.workdir)) == []

@@ -94,9 +94,9 @@ async def test_two_groups_show_up_with_their_shapes_in_the_scheduler(jp_fetch):
                 ("small", 1, 256 * MiB, {}),
                 ("small", 1, 256 * MiB, {}),
             ]
-            # And the GPU worker was started with CUDA_VISIBLE_DEVICES set
+            # And the GPU worker was started with CUDA_VISIBLE_DEVICES set, and the others see no GPU at all
             env = await client.run(lambda: __import__("os").environ.get("CUDA_VISIBLE_DEVICES"))
-            assert sorted(map(str, env.values())) == ["0", "None", "None"]
+            assert sorted(map(str, env.values())) == ["", "", "0"]
         # And scaling a cluster of several groups needs a group name
         status, error = await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 1}})
         assert status == 400 and error["field"] == "scale.group"
@@ -179,5 +179,30 @@ async def test_a_worker_that_cannot_start_is_not_restarted_in_a_loop(jp_fetch, j
         assert settled["last_decision"]["message"].startswith("not replacing default-")
         await asyncio.sleep(2)
         assert launched(jp_serverapp, cluster_id) == 2
+    finally:
+        await delete_and_wait(jp_fetch, cluster_id)
+
+
+async def test_workers_see_only_their_own_gpus_of_those_the_server_was_given(jp_fetch, monkeypatch):
+    # Given a server that was given GPUs 2 and 3 of its machine (its own CUDA_VISIBLE_DEVICES)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    # And a cluster with a group without GPUs and a group of one GPU per worker
+    spec = {
+        "groups": [
+            {"name": "cpu", "count": 1, "threads": 1, "memory": "256 MiB", "gpus": 0},
+            {"name": "gpu", "count": 2, "threads": 1, "memory": "256 MiB", "gpus": 1},
+        ]
+    }
+    cluster_id = await create(jp_fetch, spec=spec)
+    try:
+        # When its workers run
+        cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["workers"]["running"] == 3, what="3 workers")
+        async with cluster_client(cluster, asynchronous=True) as client:
+            seen = await client.run(
+                lambda dask_worker: (dask_worker.name, __import__("os").environ.get("CUDA_VISIBLE_DEVICES"))
+            )
+        # Then the worker without GPUs sees none, and each GPU worker exactly one of the server's, not the same
+        by_group = sorted((name.rsplit("-", 1)[0], devices) for name, devices in seen.values())
+        assert by_group == [("cpu", ""), ("gpu", "2"), ("gpu", "3")], by_group
     finally:
         await delete_and_wait(jp_fetch, cluster_id)

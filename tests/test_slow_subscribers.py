@@ -1,4 +1,5 @@
-"""Given a real server, when WebSocket subscribers stop reading, then they are let go and the server's memory stays bounded."""
+"""Given a real server, when WebSocket subscribers (of the push stream, of a followed log) stop reading, then the
+server's memory stays bounded: stream subscribers are let go, log followers are sent nothing more until they read."""
 
 import asyncio
 import base64
@@ -8,7 +9,7 @@ import socket
 
 import psutil
 
-from .helpers import call, strict_json
+from .helpers import SMALL, call, create, strict_json, wait_for
 
 SILENT = 10
 OFFERED_PER_SUBSCRIBER = 48 * 2**20  # bytes of messages each silent subscriber would have to hold
@@ -17,8 +18,8 @@ MiB = 2**20
 WIDE = {"groups": [{"name": f"g{i}", "count": 0, "threads": 1, "memory": "256 MiB"} for i in range(16)]}
 
 
-async def silent_subscriber(port: int, base_url: str, auth: dict) -> socket.socket:
-    """A real client of the stream that completes the WebSocket handshake and then never reads."""
+async def silent_subscriber(port: int, base_url: str, auth: dict, route: str = "stream") -> socket.socket:
+    """A real client of the stream (or of another WebSocket ``route``) that completes the handshake, then never reads."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # little room in the kernel: the server must hold it
     sock.setblocking(False)
@@ -26,7 +27,7 @@ async def silent_subscriber(port: int, base_url: str, auth: dict) -> socket.sock
     await loop.sock_connect(sock, ("127.0.0.1", port))
     key = base64.b64encode(os.urandom(16)).decode()
     request = (
-        f"GET {base_url}clustermgr/api/stream HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+        f"GET {base_url}clustermgr/api/{route} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
         f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
         f"Authorization: {auth['Authorization']}\r\n\r\n"
     )
@@ -117,3 +118,60 @@ async def test_silent_subscribers_are_let_go_and_memory_stays_bounded(
         sock.close()
     reader.connection.close()
     await call(jp_fetch, "DELETE", "clusters", created["id"], expect=202)
+
+
+async def test_log_followers_that_never_read_are_sent_nothing_more_and_memory_stays_bounded(
+    jp_fetch, jp_ws_fetch, jp_serverapp, jp_http_port, jp_base_url, jp_auth_header
+):
+    manager = jp_serverapp.web_app.settings["clustermgr_manager"]
+    server = psutil.Process()  # pytest-jupyter runs the server in this process
+    # Given a running cluster (a real scheduler, no workers) whose scheduler log is followed by one reader
+    cluster_id = await create(jp_fetch, spec={"groups": [{**SMALL, "count": 0}]})
+    await wait_for(jp_fetch, cluster_id, lambda c: c["status"] == "running", 120, "running")
+    log = manager.get(cluster_id).backend.log_files()["scheduler"]
+    route = f"clusters/{cluster_id}/logs/scheduler/follow"
+    reader = await jp_ws_fetch("clustermgr", "api", *route.split("/"), params={"tail": 1})
+    offset = strict_json(await reader.read_message())["offset"]
+    # And ten followers that never read
+    silent = [await silent_subscriber(jp_http_port, jp_base_url, jp_auth_header, route) for _ in range(SILENT)]
+    await asyncio.sleep(1)  # each has its tail
+    before = server.memory_info().rss
+
+    # When the log grows by 48 MiB at about 10 MiB/s (a 4 MiB message per follower every half second)
+    line = b"x" * 1023 + b"\n"
+    peak, received, gaps = before, 0, []
+
+    async def read_all(until_size: int) -> None:
+        nonlocal offset, received
+        while offset < until_size:
+            message = strict_json(await asyncio.wait_for(reader.read_message(), 60))
+            if message["start"] != offset:
+                gaps.append((offset, message["start"]))
+            offset, received = message["offset"], received + len(message["text"])
+
+    reading = asyncio.ensure_future(read_all(log.stat().st_size + OFFERED_PER_SUBSCRIBER))
+    with open(log, "ab") as out:
+        for _ in range(OFFERED_PER_SUBSCRIBER // MiB):
+            out.write(line * 1024)
+            out.flush()
+            await asyncio.sleep(0.1)
+            peak = max(peak, server.memory_info().rss)
+    while not reading.done():
+        await asyncio.sleep(0.2)
+        peak = max(peak, server.memory_info().rss)
+    await reading
+
+    growth = (peak - before) / MiB
+    print(
+        f"log grown by {OFFERED_PER_SUBSCRIBER / MiB:.0f} MiB, followed by {SILENT} followers that never read and "
+        f"one that reads: server RSS {before / MiB:.0f} MiB -> peak {peak / MiB:.0f} MiB (+{growth:.0f} MiB)"
+    )
+    # Then the reading follower got every byte, in order, without a gap
+    assert gaps == [] and received >= OFFERED_PER_SUBSCRIBER, (gaps, received)
+    # And the server's memory grew by a bounded amount: one message at most waits for each silent follower
+    # (without the bound, each would hold the whole 48 MiB: +480 MiB and more)
+    assert growth < 4 * SILENT * manager.stream_buffer_limit / MiB + 40, growth
+    for sock in silent:
+        sock.close()
+    reader.close()
+    await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)

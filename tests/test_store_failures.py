@@ -3,8 +3,9 @@ anything starts and recovers by itself; a store deleted while the server runs is
 lock cannot be taken by deleting a file.
 
 The full store is a small tmpfs mounted for the test (the tests run as root, as in CI). A file system cannot be
-remounted read-only while the server has its store open for writing, so "read-only" is not tested separately: to
-SQLite and to the server it is the same failed write as a full disk.
+remounted read-only while the server has its store open for writing, so "read-only while running" is not tested
+separately: to SQLite and to the server it is the same failed write as a full disk. A store read-only at start is:
+the tmpfs is remounted read-only between two servers (root cannot write it either).
 """
 
 from __future__ import annotations
@@ -219,3 +220,51 @@ def test_deleting_the_lock_file_does_not_let_a_second_server_manage_the_store(pl
     assert f"is in use by another Jupyter server (pid {first.process.pid})" in second.log_text()
     # And the first still does
     assert first.client().list() == []
+
+
+def test_a_store_read_only_at_start_lists_and_watches_refuses_changes_and_recovers(place, small_disk):
+    # Given a server whose store (on its own file system) records one running cluster of one worker
+    store = small_disk / "clusters.sqlite3"
+    server = place.server(store)
+    client = server.client()
+    kept = client.create(name="kept", spec=ONE)
+    client.wait(kept["id"], running_with(1), timeout=120)
+    place.remember(store, kept["id"])
+    server.stop(signal.SIGKILL)  # its cluster keeps running
+    # And that file system is read-only when the next server starts (root cannot write it either)
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True, capture_output=True)
+    with pytest.raises(OSError) as caught:
+        (small_disk / "probe").write_text("x")
+    assert caught.value.errno == errno.EROFS
+
+    # When a server starts on it
+    server = place.server(store)
+    client = server.client()
+    # Then the extension is loaded: it lists the cluster and watches it (re-adopted, with its worker)
+    assert client.wait(kept["id"], running_with(1), timeout=90)["name"] == "kept"
+    # And its status says the store cannot be written, and why
+    status = status_of(server)["store"]
+    assert status["writable"] is False and str(store) in status["error"] and "read-only" in status["error"], status
+    stream = client.watch(timeout=30)
+    snapshot = next(stream)
+    validate_stream_message(snapshot)
+    assert snapshot["status"]["store"]["writable"] is False
+    # And new clusters and changes are refused with a 503 that says why, and nothing starts
+    error = refused(lambda: client.create(name="refused", spec=ONE))
+    assert str(store) in error.message and "read-only" in error.message, error.message
+    refused(lambda: client.scale(kept["id"], 2))
+    assert [c["name"] for c in client.list()] == ["kept"]
+    assert "read-only" in server.log_text()
+
+    # When its file system can be written again
+    subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True, capture_output=True)
+    # Then the server notices by itself, and takes changes again
+    eventually(lambda: status_of(server)["store"]["writable"], 30, "the store to be writable again")
+    assert next(m for m in stream if m["type"] == "status")["status"]["store"]["writable"] is True
+    stream.close()
+    client.scale(kept["id"], 2)
+    client.wait(kept["id"], running_with(2), timeout=120)
+    place.remember(store, kept["id"])
+    client.delete(kept["id"], wait=True, timeout=60)
+    assert eventually(lambda: kept["id"] not in stored_cluster_ids(store), 30, "the store to forget it")
+    assert eventually(lambda: not orphans(place.sessions, str(place.workdir)), 30, "no process left")

@@ -63,9 +63,16 @@ async def test_local_cluster_refuses_strangers_and_serves_its_owner(jp_fetch, jp
         async with cluster_client(cluster, asynchronous=True) as client:
             assert await client.submit(inc, 1) == 2
             workers = tuple(client.scheduler_info()["workers"])
+            # (each worker's own HTTP routes, /health and /metrics, listen on loopback only)
+            http = await client.run(
+                lambda dask_worker: [s.getsockname()[:2] for s in dask_worker.http_server._sockets.values()]
+            )
+        worker_http = tuple(f"{host}:{port}" for sockets in http.values() for host, port in sockets)
+        assert worker_http and all(address.startswith("127.0.0.1:") for address in worker_http), worker_http
         # While a plain Client, a Client with another certificate, and a bare TLS handshake are refused by the
-        # scheduler and the worker; the dashboard answers neither plain HTTP nor HTTPS without the certificate
-        await assert_strangers_refused(cluster, dashboard, workers)
+        # scheduler and the worker; the dashboard and the workers' HTTP routes answer neither plain HTTP nor
+        # HTTPS without the certificate
+        await assert_strangers_refused(cluster, dashboard, workers, worker_http=worker_http)
 
         # And the server's proxy still serves the dashboard, a single plot, and its Bokeh WebSocket (a scheduler
         # rendering a Bokeh page under heavy load may miss a heartbeat: the proxy answers 503 until it is back)

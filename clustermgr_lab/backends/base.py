@@ -425,7 +425,12 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
             entries = sorted(self.workdir.iterdir())
         except OSError:
             return {}
-        return {p.stem: p for p in entries if p.suffix == ".log" and not p.name.startswith(".") and p.is_file()}
+        # a symbolic link is never a log (it could name any file this user can read)
+        return {
+            p.stem: p
+            for p in entries
+            if p.suffix == ".log" and not p.name.startswith(".") and p.is_file() and not p.is_symlink()
+        }
 
     def log_owner(self, log_name: str) -> str | None:
         """The worker whose log ``log_name`` is (None for the scheduler's)."""

@@ -186,7 +186,10 @@ class ClusterClassBackend(Backend):
     )
     scheduler_link = ClusterClassLink
     template_options = {
-        "class": BackendOption(parse_class_path, "The Cluster class, e.g. 'dask_jobqueue.SLURMCluster'."),
+        # a free value would let a request import a module of its choice: a user may only pick among choices
+        "class": BackendOption(
+            parse_class_path, "The Cluster class, e.g. 'dask_jobqueue.SLURMCluster'.", free_form=True
+        ),
         "args": BackendOption(parse_args, "Its positional arguments (a list)."),
         "kwargs": BackendOption(parse_kwargs, "Its keyword arguments (an object), e.g. cores, memory, queue."),
     }

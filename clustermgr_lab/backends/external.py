@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Any, ClassVar
 
 from distributed.comm import parse_address, parse_host_port, unparse_host_port
@@ -90,7 +91,11 @@ class ExternalBackend(Backend):
 
         It is an untrusted peer: its answer is size-capped, never unpickled, and checked against a schema.
         """
-        ssl_context = self.security.client_ssl_context() if self.security is not None else None
+        try:
+            # the files are opened in a thread, after a check that each is a regular file (a FIFO would block)
+            ssl_context = await self.security.ssl_context_off_loop(self.connect_timeout) if self.security else None
+        except (OSError, ssl.SSLError) as exc:
+            raise BackendError(f"cannot use the certificate files of {self.address}: {exc}") from None
         try:
             identity = await foreign_identity(self.address, self.connect_timeout, ssl_context=ssl_context)
         except ForeignSchedulerError as exc:

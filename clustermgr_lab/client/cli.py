@@ -35,6 +35,20 @@ exit codes: 0 done; 1 the server refused the request or the cluster failed; 2 ba
 # -- output ------------------------------------------------------------------------------------
 
 
+def shown(text: Any) -> str:
+    """``str(text)`` with control and other unprintable characters escaped: text from a server never drives the terminal.
+
+    Examples
+    --------
+    >>> print(shown("\\x1b]0;title\\x07red\\r\\n"))
+    \\x1b]0;title\\x07red\\r\\n
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """Rows as left-aligned columns under their headers.
 
@@ -45,7 +59,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     a1   first
     b22  x
     """
-    rows = [[str(cell) for cell in row] for row in rows]
+    rows = [[shown(cell) for cell in row] for row in rows]
     widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [headers, *rows]
@@ -92,7 +106,7 @@ def cluster_summary(cluster: Mapping[str, Any]) -> str:
     if resources["gpus"]:
         line += f", {resources['gpus']} GPUs"
     if cluster["error"]:
-        line += f"; error: {cluster['error']}"
+        line += f"; error: {shown(cluster['error'])}"
     return line
 
 
@@ -395,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def fail(exc: ClientError, code: int) -> int:
     """Report an error on stderr; returns the exit code."""
-    print(f"clustermgr: error: {exc}", file=sys.stderr)
+    print(f"clustermgr: error: {shown(exc)}", file=sys.stderr)
     return code
 
 

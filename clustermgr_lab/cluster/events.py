@@ -5,10 +5,11 @@ from __future__ import annotations
 import collections
 import datetime
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from clustermgr_lab.common.metrics import count_decision
+from clustermgr_lab.domain.fields import printable
 
 
 def utcnow() -> datetime.datetime:
@@ -65,6 +66,8 @@ class EventLog:
         self.appended = 0  # ever, so that a store can tell which events it has not written yet
 
     def _append(self, event: Event) -> Event:
+        if not event.message.isprintable():  # it may quote a peer (a foreign scheduler's error)
+            event = replace(event, message=printable(event.message))
         self._events.append(event)
         self.appended += 1
         return event

@@ -8,8 +8,11 @@ offset. Both are blocking file I/O: the web layer runs them in an executor.
 from __future__ import annotations
 
 import asyncio
+import errno
+import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,7 @@ LOG_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 BLOCK = 64 * 1024
 DEFAULT_TAIL_LINES = 200
 MAX_TAIL_LINES = 100_000
-#: The most one reply carries (a log of long lines is cut at this, oldest part first).
+#: The most one reply carries, counted as JSON (a log of long lines is cut at this, oldest part first).
 MAX_BYTES = 4 * 2**20
 
 
@@ -38,8 +41,41 @@ class LogChunk:
         return {"text": self.text, "start": self.start, "offset": self.end, "size": self.size}
 
 
+def _open(path: Path):
+    """``path`` opened for reading, if it is a regular file: never a symbolic link (followed elsewhere) or a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise FileNotFoundError(errno.ENOENT, "a symbolic link, not a log file", str(path)) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise FileNotFoundError(errno.ENOENT, "not a regular file", str(path))
+    return os.fdopen(fd, "rb")
+
+
+def _encoded_size(text: str) -> int:
+    """Bytes ``text`` takes in a JSON answer: an escaped byte (``\\u0001``, ``\\ufffd``) takes up to 6."""
+    return len(json.dumps(text)) - 2  # the quotes are the answer's, not the text's
+
+
+def _within(read, max_bytes: int) -> LogChunk:
+    """``read(budget)`` with a budget of bytes of the file made smaller until its text fits ``max_bytes`` as JSON."""
+    budget = max_bytes
+    chunk = read(budget)
+    for _ in range(8):
+        size = _encoded_size(chunk.text)
+        if size <= max_bytes or budget <= 1:
+            break
+        # at least the excess (each byte takes 1 to 6 as JSON), at most in proportion to it
+        budget = max(1, budget * max_bytes // size, budget - (size - max_bytes))
+        chunk = read(budget)
+    return chunk
+
+
 def tail(path: Path, lines: int = DEFAULT_TAIL_LINES, max_bytes: int = MAX_BYTES) -> LogChunk:
-    """The last ``lines`` lines of ``path``, read backwards from its end in blocks (never more than ``max_bytes``).
+    """The last ``lines`` lines of ``path``, read backwards from its end in blocks (at most ``max_bytes`` as JSON).
 
     Examples
     --------
@@ -49,7 +85,11 @@ def tail(path: Path, lines: int = DEFAULT_TAIL_LINES, max_bytes: int = MAX_BYTES
     >>> tail(Path(f.name), 2).text
     'two\\nthree\\n'
     """
-    with open(path, "rb") as log:
+    return _within(lambda budget: _tail(path, lines, budget), max_bytes)
+
+
+def _tail(path: Path, lines: int, max_bytes: int) -> LogChunk:
+    with _open(path) as log:
         size = log.seek(0, os.SEEK_END)
         end, start, blocks, newlines = size, size, [], 0
         # One newline more than lines wanted (the file's last byte is usually one).
@@ -72,11 +112,15 @@ def tail(path: Path, lines: int = DEFAULT_TAIL_LINES, max_bytes: int = MAX_BYTES
 
 
 def read_from(path: Path, offset: int, max_bytes: int = MAX_BYTES) -> LogChunk:
-    """What ``path`` holds from byte ``offset`` on, at most ``max_bytes`` (cut after the last whole line when cut).
+    """What ``path`` holds from byte ``offset`` on, at most ``max_bytes`` as JSON (cut after the last whole line).
 
     A file that is now shorter than ``offset`` (rotated or truncated) is read from its start.
     """
-    with open(path, "rb") as log:
+    return _within(lambda budget: _read_from(path, offset, budget), max_bytes)
+
+
+def _read_from(path: Path, offset: int, max_bytes: int) -> LogChunk:
+    with _open(path) as log:
         size = log.seek(0, os.SEEK_END)
         if offset > size:
             offset = 0

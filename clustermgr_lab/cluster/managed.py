@@ -29,6 +29,7 @@ from clustermgr_lab.cluster.scheduler_link import SchedulerLink, scheduler_ident
 from clustermgr_lab.common import metrics
 from clustermgr_lab.domain.adaptive import AdaptivePolicy, AdaptOff, AdaptSettings
 from clustermgr_lab.domain.errors import Conflict
+from clustermgr_lab.domain.fields import printable
 from clustermgr_lab.domain.spec import Resolution, WorkerSpec
 from clustermgr_lab.domain.timeline import Timeline
 from clustermgr_lab.domain.usage import UsageMeter
@@ -40,6 +41,10 @@ UNRESPONSIVE = "unresponsive"  # running, but the scheduler does not answer: wha
 ATTACHED = "attached"  # the template of clusters attached by their scheduler's address
 DISCOVERED = "discovered"  # the template of clusters found in a kernel of this server
 SCHEDULER_SILENT = "the scheduler has not answered"
+#: Seconds between two tries to reach a scheduler that did not answer when the server started.
+READOPT_RETRY_SECONDS = 2.0
+#: Seconds a scheduler has to answer the identity call of a re-adoption.
+SCHEDULER_ANSWER_SECONDS = 10.0
 
 __all__ = [
     "ATTACHED", "DISCOVERED", "FAILED", "PENDING", "RUNNING", "SCALING", "STOPPED", "STOPPING", "UNRESPONSIVE", "ManagedCluster", "WorkerRecord",
@@ -106,6 +111,7 @@ class ManagedCluster:
         self.events = EventLog()
         self._on_change = on_change
         self._link: SchedulerLink | None = None
+        self._awaiting_scheduler: asyncio.Task | None = None  # re-adoption waits for a scheduler that is silent
         self._change_count = 0  # calls of _changed: part of what keys the cached description
         self._description: tuple[tuple, dict[str, Any], str] | None = None  # (key, to_dict(), its JSON)
         self._security = None
@@ -162,6 +168,8 @@ class ManagedCluster:
     @property
     def status(self) -> str:
         if self.lifecycle == RUNNING and self._link is not None and not self._link.responsive:
+            return UNRESPONSIVE
+        if self.lifecycle == RUNNING and self._awaiting_scheduler is not None:
             return UNRESPONSIVE
         if self.lifecycle == RUNNING and (self.pending_workers or self.reconciler.stopping_workers):
             return SCALING
@@ -259,7 +267,36 @@ class ManagedCluster:
             await self._teardown()
             self._changed()
             return
-        reason = await self._scheduler_mismatch()
+        silent, reason = await self._scheduler_mismatch()
+        if silent:  # connected, but no answer in time: stopped, swapping, in a long pause; not gone
+            self.lifecycle = RUNNING
+            self.error = (
+                f"{SCHEDULER_SILENT} since the server started ({reason}; stopped or overloaded?): its cluster is "
+                "kept as it was, and re-adopted once the scheduler answers"
+            )
+            self.events.lifecycle(self.error)
+            self._awaiting_scheduler = asyncio.ensure_future(
+                self._await_scheduler(last_seen, last_rates, readopt_started)
+            )
+            self._changed()
+            return
+        await self._resume(reason, last_seen, last_rates, readopt_started)
+
+    async def _await_scheduler(self, last_seen, last_rates, readopt_started: float) -> None:
+        """Try the silent scheduler again until it answers (re-adopted) or is gone or another (failed)."""
+        while True:
+            await asyncio.sleep(READOPT_RETRY_SECONDS)
+            silent, reason = await self._scheduler_mismatch()
+            if not silent:
+                break
+        self._awaiting_scheduler = None
+        if reason is None:
+            self.events.lifecycle("the scheduler answers again")
+            self.error = None
+        await self._resume(reason, last_seen, last_rates, readopt_started)
+
+    async def _resume(self, reason: str | None, last_seen, last_rates, readopt_started: float) -> None:
+        """Re-adopt a cluster whose scheduler answered with its stored id (``reason`` None), else end it."""
         if reason is not None:
             if self._shut_down_for_idleness():
                 await self._idle_stopped()
@@ -350,20 +387,27 @@ class ManagedCluster:
     async def _read_load(self, target_duration: float) -> dict[str, Any]:
         return await self._link.load(target_duration)
 
-    async def _scheduler_mismatch(self) -> str | None:
-        """Why the stored scheduler cannot be re-adopted, or None when it answers with its stored id."""
+    async def _scheduler_mismatch(self) -> tuple[bool, str | None]:
+        """``(silent, why)``: why the stored scheduler cannot be re-adopted (None: it answers with its stored id).
+
+        ``silent``: it took the connection but did not answer in time (stopped, swapping, a long pause): not gone.
+        """
         if self.endpoint is None or not self.endpoint.address:
-            return "the server stopped before the scheduler had started"
+            return False, "the server stopped before the scheduler had started"
         try:
-            identity = await scheduler_identity(self.endpoint.address, security=self.security())
-        except (OSError, asyncio.TimeoutError) as exc:
-            return f"its scheduler at {self.endpoint.address} is gone ({exc or type(exc).__name__})"
+            identity = await scheduler_identity(
+                self.endpoint.address, SCHEDULER_ANSWER_SECONDS, security=self.security()
+            )
+        except asyncio.TimeoutError:
+            return True, f"no answer from {self.endpoint.address} within {SCHEDULER_ANSWER_SECONDS:g} s"
+        except OSError as exc:
+            return False, f"its scheduler at {self.endpoint.address} is gone ({exc or type(exc).__name__})"
         if identity.get("id") != self.endpoint.scheduler_id:
-            return (
+            return False, (
                 f"{self.endpoint.address} now answers with another scheduler "
                 f"(id {identity.get('id')}, not {self.endpoint.scheduler_id})"
             )
-        return None
+        return False, None
 
     async def detach(self) -> None:
         """Stop managing, and leave every process running for the next server to re-adopt."""
@@ -380,7 +424,7 @@ class ManagedCluster:
             log.exception("change listener failed")
 
     def _set_error(self, message: str | None) -> None:
-        self.error = message
+        self.error = printable(message) if message is not None else None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -424,6 +468,7 @@ class ManagedCluster:
         self._changed()
 
     async def _fail(self, message: str) -> None:
+        message = printable(message)  # it may quote a peer: never an escape sequence, in the log or the API
         log.error("cluster %s failed: %s", self.id, message)
         self.lifecycle = FAILED
         self.error = message
@@ -434,6 +479,9 @@ class ManagedCluster:
 
     async def _stop_managing(self) -> None:
         """Stop the adaptive loop, the reconcile loop, sampling and the scheduler link (not the processes)."""
+        if self._awaiting_scheduler is not None:
+            self._awaiting_scheduler.cancel()
+            self._awaiting_scheduler = None
         self.adaptive.stop()
         await self.sampler.stop()
         await self.reconciler.stop()

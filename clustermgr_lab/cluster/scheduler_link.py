@@ -30,13 +30,19 @@ def connection_args(security: Security | None) -> dict[str, Any]:
 
 
 async def scheduler_identity(address: str, timeout: float = 10, security: Security | None = None) -> dict[str, Any]:
-    """The scheduler's ``identity()`` (its ``id`` included), or OSError / TimeoutError if it does not answer."""
+    """The scheduler's ``identity()`` (its ``id`` included); OSError when nothing takes the connection, TimeoutError
+    when it is taken but not answered within ``timeout``."""
     host, port = parse_host_port(parse_address(address)[1])
     # A refused connection is final: distributed's connect() would retry it until the timeout.
-    _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except asyncio.TimeoutError:  # not even taken (a host that is down): as good as refused
+        raise OSError(f"no connection to {host}:{port} within {timeout:g} s") from None
     writer.close()
     await writer.wait_closed()
-    connection = rpc(address, timeout=timeout, connection_args=connection_args(security))
+    # distributed's own connect timeout is longer than this call's: a scheduler that took the connection and does
+    # not answer (stopped, swapping) is a TimeoutError here, never an OSError that reads like "gone"
+    connection = rpc(address, timeout=2 * timeout, connection_args=connection_args(security))
     try:
         return await asyncio.wait_for(connection.identity(n_workers=0), timeout)
     finally:

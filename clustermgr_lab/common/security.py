@@ -11,6 +11,7 @@ and the dashboard. A restarted server finds them again in the same place.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import os
@@ -229,6 +230,40 @@ class ClusterCredentials:
         """The file paths, as in the API's ``tls`` object: only their owner can read the files they name."""
         return {"ca_file": str(self.ca_file), "cert": str(self.cert), "key": str(self.key)}
 
+    def regular_files(self) -> None:
+        """Raise :class:`UnsafePath` unless each path (symbolic links followed) is a regular file.
+
+        Opening a FIFO (or a device) blocks until someone writes to it: such a path is refused before
+        anything opens it. ``os.stat`` itself can block on a hung network file system: see
+        :meth:`ssl_context_off_loop`, which calls this in a thread.
+        """
+        for path in (self.ca_file, self.cert, self.key):
+            try:
+                info = os.stat(path)
+            except OSError as exc:
+                raise UnsafePath(f"{path} cannot be read: {exc.strerror}") from None
+            if not stat.S_ISREG(info.st_mode):
+                raise UnsafePath(f"{path} is not a regular file: refusing to open it")
+
+    def checked_client_ssl_context(self) -> ssl.SSLContext:
+        """:meth:`client_ssl_context` from files checked by :meth:`regular_files` first; blocking (call it in a thread)."""
+        self.regular_files()
+        return self.client_ssl_context()
+
+    async def ssl_context_off_loop(self, timeout: float = 10.0) -> ssl.SSLContext:
+        """:meth:`checked_client_ssl_context` in a thread: the event loop never waits on a file.
+
+        Raises
+        ------
+        UnsafePath
+            When a path is not a regular file, cannot be read, or checking and reading take longer than ``timeout``.
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(None, self.checked_client_ssl_context), timeout)
+        except asyncio.TimeoutError:
+            raise UnsafePath(f"reading the certificate files took more than {timeout:g} s") from None
+
     def security(self, **kwargs: Any):
         """A ``distributed.Security`` for every role (client, scheduler, worker), encryption required."""
         from distributed import Security
@@ -283,15 +318,18 @@ class ClusterCredentials:
         return context
 
 
-def require_dashboard_client_certificates(scheduler) -> None:
-    """Make a scheduler's HTTPS dashboard refuse a peer without the cluster's certificate (mutual TLS).
+def require_dashboard_client_certificates(node) -> None:
+    """Make a scheduler's HTTPS dashboard (or a worker's HTTP server) refuse a peer without the cluster's certificate.
 
     distributed serves the dashboard over HTTPS when ``distributed.scheduler.dashboard.tls.cert`` is
-    set, but asks no client certificate. Its server context (tornado keeps the same object and wraps
-    each new connection with it) is switched to ``CERT_REQUIRED``; a connection accepted before that
-    (between the dashboard's listen and this preload) is closed.
+    set, but asks no client certificate; a worker's own HTTP server (``/health``, ``/metrics``) reads
+    the same settings. Its server context (tornado keeps the same object and wraps each new
+    connection with it) is switched to ``CERT_REQUIRED``; a connection accepted before that (between
+    the server's listen and this preload) is closed.
     """
-    server = scheduler.services.get("dashboard") if hasattr(scheduler, "services") else None
+    server = getattr(node, "http_server", None)
+    if server is None and hasattr(node, "services"):
+        server = node.services.get("dashboard")
     context = getattr(server, "ssl_options", None)
     if not isinstance(context, ssl.SSLContext):
         return  # a plain dashboard: TLS is off for this cluster

@@ -1,7 +1,8 @@
-"""The rules every request field shares: any field not named is refused, and what counts as a number.
+"""The rules every request field shares: any field not named is refused, what counts as a number, printable text.
 
 One message form for an unknown field; one test of a number (an ``int`` or ``float``, never a
-``bool``, which Python counts as an ``int`` but JSON and a user do not) and of its range.
+``bool``, which Python counts as an ``int`` but JSON and a user do not) and of its range; one way
+of making text from elsewhere (a peer's error) safe to show on a terminal.
 """
 
 from __future__ import annotations
@@ -11,6 +12,22 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from clustermgr_lab.domain.errors import InvalidRequest
+
+
+def printable(text: str) -> str:
+    """``text`` with every control, format or other unprintable character escaped (``\\x1b``, ``\\n``, ``\\u202e``).
+
+    What a peer sends (a foreign scheduler's error) may hold terminal escape sequences, line breaks
+    or bidi overrides; shown escaped, it can neither drive a terminal nor forge a line of output.
+
+    Examples
+    --------
+    >>> print(printable("\\x1b[31mred\\x1b[0m\\r\\nok \\u202e"))
+    \\x1b[31mred\\x1b[0m\\r\\nok \\u202e
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def field_path(prefix: str, key: str) -> str:

@@ -15,14 +15,19 @@ from typing import Any
 
 from clustermgr_lab.domain.errors import InvalidRequest
 from clustermgr_lab.domain.fields import is_number, reject_unknown_fields
+from clustermgr_lab.domain.spec import parse_size
 
 Parser = Callable[[Any, str], Any]
 
 SINGLE_LINE = re.compile(r"[^\r\n\x00]+")
-WORD = re.compile(r"[A-Za-z0-9_.+%@=:/-]+")
+# No leading "-": a value is never read as a flag of its own by the batch system's parser.
+WORD = re.compile(r"[A-Za-z0-9_.+%@=:/][A-Za-z0-9_.+%@=:/-]*")
+# Grid Engine's -l list: name[=value], comma-separated, no spaces (a space would start another flag: -q, -P).
+RESOURCE = r"[A-Za-z_][A-Za-z0-9_.]*(=[A-Za-z0-9_.:*|!@/+%][A-Za-z0-9_.:*|!@/+%-]*)?"
+RESOURCE_LIST = re.compile(rf"{RESOURCE}(,{RESOURCE})*")
 # SLURM/PBS/SGE/LSF time limits: minutes, [HH:]MM:SS, D-HH[:MM[:SS]]
 WALLTIME = re.compile(r"\d+|\d+:\d{2}(:\d{2})?|\d+-\d{1,2}(:\d{2}){0,2}")
-HOST = re.compile(r"[A-Za-z0-9_.:-]+|\[[0-9A-Fa-f:]+\]")
+HOST = re.compile(r"[A-Za-z0-9_.:][A-Za-z0-9_.:-]*|\[[0-9A-Fa-f:]+\]")
 USER_OPTION_TYPES = {"string", "integer", "number", "boolean"}
 
 
@@ -44,11 +49,26 @@ def matching(pattern: re.Pattern, described: str) -> Parser:
 #: One line of text: nothing that could split a job script or a command line.
 text = matching(SINGLE_LINE, "a non-empty single line of text")
 #: A name such as a partition, account, QOS or interface: no spaces, no shell characters.
-word = matching(WORD, "one word of letters, digits and _.+%@=:/-")
+word = matching(WORD, "one word of letters, digits and _.+%@=:/- that does not start with -")
+#: Grid Engine resources (``-l``): ``name=value`` pairs separated by commas, nothing that could be another flag.
+resource_list = matching(
+    RESOURCE_LIST, "resources as name=value pairs separated by commas, without spaces, e.g. 'h_vmem=4G,mem_req=4G'"
+)
 #: A batch time limit such as ``04:00:00``, ``30`` (minutes) or ``1-12:00:00``.
 walltime = matching(WALLTIME, "a time limit such as '04:00:00', '30' or '1-12:00:00'")
 #: A host name or IP address the compute nodes reach.
 host = matching(HOST, "a host name or IP address")
+
+
+def memory(value: Any, field_name: str) -> str:
+    """A size such as ``2 GiB`` (``dask.utils.parse_bytes``): checked now, not when a job script is written.
+
+    >>> memory("2 GiB", "options.scheduler_memory")
+    '2 GiB'
+    """
+    value = text(value, field_name)
+    parse_size(value, field_name)
+    return value
 
 
 def absolute_path(value: Any, field_name: str) -> str:
@@ -140,6 +160,10 @@ class BackendOption:
     parse: Parser
     help: str
     kind: str = "string"  # for user options: the user-facing type this option takes
+    #: Its value is used as it is: directives (any flag of the batch system), shell lines, a class to import. A
+    #: template may offer it as a user option only with ``choices`` (a free value would add any flag, command
+    #: or module).
+    free_form: bool = False
 
 
 @dataclass(frozen=True)
@@ -251,6 +275,12 @@ def parse_user_options(
             minimum=_bound(settings.get("minimum"), f"{where}.minimum"),
             maximum=_bound(settings.get("maximum"), f"{where}.maximum"),
         )
+        if declared[name].free_form and option.choices is None:
+            raise _where(
+                f"{where}.choices",
+                f"is required: {name!r} is used as it is (directives, shell lines, a class to import), so a "
+                "user may only pick among values the site chose",
+            )
         if kind not in ("integer", "number") and (option.minimum is not None or option.maximum is not None):
             raise _where(where, f"minimum and maximum apply only to integer and number options, not to {kind}")
         for i, choice in enumerate(option.choices or ()):

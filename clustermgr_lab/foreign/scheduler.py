@@ -6,6 +6,10 @@ else's cluster. So, unlike :class:`~clustermgr_lab.cluster.scheduler_link.Schedu
 - messages are read with a size cap (:data:`MAX_MESSAGE_BYTES`) checked *before* anything is
   allocated, and decoded as plain msgpack: distributed's own comm would allocate whatever length
   header the peer sends and unpickle any ``__Pickled__`` value it sends;
+- decoding is bounded too, and off the event loop: at most :data:`MAX_ITEMS` values (32 MiB of
+  empty maps would otherwise be 33 million dicts, gigabytes), decoded in a thread;
+- a large identity is read less often: the poll waits a second per :data:`POLL_BYTES_PER_SECOND`
+  of the last answer (a 27 MiB identity every 27 s, not every second);
 - its workers are observed by polling ``identity`` (:class:`ForeignSchedulerLink`), never by
   ``subscribe_worker_status``: that registers a scheduler plugin under a fixed name and so takes
   the worker stream away from the user's own ``LocalCluster`` object (its ``scheduler_info``,
@@ -28,6 +32,7 @@ from distributed.comm.addressing import parse_address, parse_host_port
 
 from clustermgr_lab.common.tasks import cancel_and_wait
 from clustermgr_lab.domain.errors import Conflict
+from clustermgr_lab.domain.fields import printable
 from clustermgr_lab.foreign.identity import MAX_WORKERS, ForeignIdentity, InvalidIdentity, parse_identity
 
 if TYPE_CHECKING:
@@ -39,6 +44,13 @@ log = logging.getLogger(__name__)
 #: :data:`~clustermgr_lab.foreign.identity.MAX_WORKERS` workers is a few MiB).
 MAX_MESSAGE_BYTES = 32 * 2**20
 MAX_FRAMES = 64
+#: Most values (map keys and values, array items) one message may decode to: an identity of
+#: :data:`~clustermgr_lab.foreign.identity.MAX_WORKERS` workers has about 90 per worker (370,000).
+MAX_ITEMS = 1_000_000
+#: Most items of one map or array (a worker map has at most MAX_WORKERS entries).
+MAX_CONTAINER = 65_536
+#: Bytes of the last answer that buy one more second between two polls (beyond ``poll_interval``).
+POLL_BYTES_PER_SECOND = 2**20
 _LENGTH = struct.Struct("<Q")
 NOT_OURS = "its workers are started and stopped by whoever started it, not by this server"
 
@@ -49,6 +61,48 @@ class ForeignSchedulerError(Exception):
 
 class MessageTooLarge(ForeignSchedulerError):
     """A foreign scheduler announced a message larger than :data:`MAX_MESSAGE_BYTES`."""
+
+
+class _TooManyItems(Exception):
+    pass
+
+
+def decode(payload: bytes, max_items: int = MAX_ITEMS) -> Any:
+    """Plain msgpack (never unpickled) of at most ``max_items`` values; :class:`ForeignSchedulerError` otherwise.
+
+    Each map and array is counted as it is completed (its own items made it already, and were counted
+    when they completed), so no more than ``max_items`` plus one container's items ever exist.
+
+    Examples
+    --------
+    >>> decode(b"\\x92\\x80\\x80")
+    ({}, {})
+    >>> decode(b"\\x93\\x80\\x80\\x80", max_items=2)
+    Traceback (most recent call last):
+    ...
+    clustermgr_lab.foreign.scheduler.ForeignSchedulerError: a message of more than 2 values
+    """
+    seen = 0
+
+    def counted(container):
+        nonlocal seen
+        seen += len(container) * (2 if isinstance(container, dict) else 1)
+        if seen > max_items:
+            raise _TooManyItems
+        return container
+
+    try:
+        # The hooks only count: a '__Pickled__' or '__Serialized__' value stays a plain dict, never unpickled.
+        # Arrays are tuples, as distributed decodes them: a map key may be one (a busy worker's
+        # metrics["digests_total_since_heartbeat"] is keyed by ("execute", prefix, ...) tuples).
+        return msgpack.unpackb(
+            payload, raw=False, strict_map_key=False, use_list=False, object_hook=counted, list_hook=counted,
+            max_array_len=MAX_CONTAINER, max_map_len=MAX_CONTAINER,
+        )  # fmt: skip
+    except _TooManyItems:
+        raise ForeignSchedulerError(f"a message of more than {max_items} values") from None
+    except Exception as exc:
+        raise ForeignSchedulerError(f"a message that is not msgpack: {exc}") from None
 
 
 def _frame(message: Any) -> bytes:
@@ -83,6 +137,7 @@ class ForeignComm:
         self.max_bytes = max_bytes
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self.last_size = 0  # bytes of the last message read
 
     async def connect(self) -> None:
         scheme, location = parse_address(self.address)
@@ -120,7 +175,10 @@ class ForeignComm:
             self.abort()
             raise
         if isinstance(answer, dict) and answer.get("status") in ("uncaught-error", "error"):
-            raise ForeignSchedulerError(f"{self.address} failed {op!r}: {str(answer.get('exception'))[:200]}")
+            # its text is the peer's: escape sequences and line breaks are shown escaped, never passed on
+            raise ForeignSchedulerError(
+                f"{self.address} failed {op!r}: {printable(str(answer.get('exception'))[:200])}"
+            )
         return answer
 
     async def _read(self) -> Any:
@@ -143,13 +201,13 @@ class ForeignComm:
         missing = start + sum(lengths) - length
         if missing > 0:
             await self._reader.readexactly(missing)
-        try:
-            # No object_hook: a '__Pickled__' or '__Serialized__' value stays a plain dict, never unpickled.
-            # Arrays are tuples, as distributed decodes them: a map key may be one (a busy worker's
-            # metrics["digests_total_since_heartbeat"] is keyed by ("execute", prefix, ...) tuples).
-            return msgpack.loads(data[start : start + lengths[0]], raw=False, strict_map_key=False, use_list=False)
-        except Exception as exc:
-            raise ForeignSchedulerError(f"{self.address} sent a message that is not msgpack: {exc}") from None
+        self.last_size = length
+        payload = data[start : start + lengths[0]]
+        del data
+        try:  # in a thread: even a bounded message of 32 MiB takes the CPU for a while
+            return await asyncio.get_running_loop().run_in_executor(None, decode, payload)
+        except ForeignSchedulerError as exc:
+            raise ForeignSchedulerError(f"{self.address} sent {exc}") from None
 
     def abort(self) -> None:
         if self._writer is not None:
@@ -205,8 +263,8 @@ class ForeignSchedulerLink:
         self._on_removed = on_removed
         self._on_lost = on_lost
         self._on_responsive = on_responsive
-        ssl_context = security.get_connection_args("client")["ssl_context"] if security is not None else None
-        self._comm = ForeignComm(address, self.heartbeat_timeout, ssl_context=ssl_context)
+        self._security = security
+        self._comm = ForeignComm(address, self.heartbeat_timeout)
         self._workers: dict[str, dict] = {}
         self._poller: asyncio.Task | None = None
         self._closing = False
@@ -215,6 +273,12 @@ class ForeignSchedulerLink:
 
     async def start(self, timeout: float = 30) -> None:
         self._comm.timeout = min(timeout, 10.0)
+        if self._security is not None:  # reading the certificate files: in a thread, never on the event loop
+            loop = asyncio.get_running_loop()
+            self._comm.ssl_context = await asyncio.wait_for(
+                loop.run_in_executor(None, lambda: self._security.get_connection_args("client")["ssl_context"]),
+                self._comm.timeout,
+            )
         self._apply(await foreign_identity(self.address, comm=self._comm))
         self._comm.timeout = self.heartbeat_timeout
         self._poller = asyncio.ensure_future(self._poll())
@@ -230,7 +294,8 @@ class ForeignSchedulerLink:
 
     async def _poll(self) -> None:
         while not self._closing:
-            await asyncio.sleep(self.poll_interval)
+            # a large answer is not read again every second: a second more per POLL_BYTES_PER_SECOND of it
+            await asyncio.sleep(max(self.poll_interval, self._comm.last_size / POLL_BYTES_PER_SECOND))
             try:
                 identity = await foreign_identity(self.address, comm=self._comm)
             except asyncio.CancelledError:

@@ -204,6 +204,7 @@ class ClusterManager(ClusterManagerSettings):
 
     async def readopt_all(self) -> None:
         """Re-adopt every stored cluster (at start-up, once the event loop runs); concurrently."""
+        self.writer.watch()  # a store read-only from the start: tried until it can be written
         stored, self._stored = self._stored, []
         unrestorable, self._unrestorable = self._unrestorable, []
 

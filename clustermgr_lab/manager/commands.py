@@ -107,6 +107,8 @@ def parse_attach_tls(value: Any, address: str) -> ClusterCredentials | None:
             raise InvalidRequest(
                 f"must be the absolute path of a file this server can read, not {path!r}", f"tls.{key}"
             )
+        if not os.path.isfile(path):  # a FIFO or a device (opening it would block), or a folder
+            raise InvalidRequest(f"must be a regular file, not a FIFO, device or folder: {path!r}", f"tls.{key}")
     return ClusterCredentials.from_paths(value)
 
 

@@ -14,6 +14,9 @@ event log per cluster. A server killed mid-write leaves the last committed state
   made in order off the event loop. A write that fails (disk full, read-only, store deleted) makes
   the store *unwritable* (:attr:`ClusterStore.health`) until a write or :meth:`ClusterStore.check_later`
   succeeds again; a store file deleted or replaced while the server runs is made again.
+- **Read-only at start** (a read-only file system, a file this user may not write): the store is
+  locked and opened read-only, and is *unwritable* from the start, saying so; the first write
+  that is tried once it can be written opens it for writing again.
 - **Damage**: a file SQLite cannot read is moved aside (with a log line) after what can still be
   read of it is salvaged (:attr:`ClusterStore.salvaged`); a 0-byte store is reported. The cluster
   manifests (:mod:`.record`) let the manager find the clusters the store no longer has.
@@ -24,6 +27,7 @@ No tornado, no asyncio: the manager turns the writer thread's futures into await
 from __future__ import annotations
 
 import datetime
+import errno
 import fcntl
 import json
 import logging
@@ -36,6 +40,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from clustermgr_lab.domain import record as codec
 from clustermgr_lab.domain.errors import ClusterManagerError, StoreUnavailable
@@ -72,6 +77,8 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     )),
 )  # fmt: skip
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+#: What ``open`` says of a file that exists but cannot be opened for writing (a read-only file system included).
+READ_ONLY_ERRORS = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 class StoreLocked(ClusterManagerError):
@@ -161,6 +168,7 @@ class ClusterStore:
         self.on_health: Callable[[StoreHealth], None] | None = None  # called on the writer thread
         self._health_lock = threading.Lock()
         self._manifest_failing: set[str] = set()
+        self.read_only: str | None = None  # why the store was opened read-only (None: it was opened for writing)
         if self.path.exists() and self.path.stat().st_size == 0 and not Path(f"{self.path}-wal").exists():
             self.log.warning(
                 "the cluster store %s is empty (0 bytes): it was cut short or truncated; "
@@ -172,6 +180,8 @@ class ClusterStore:
             try:
                 self._db = self._open()
             except sqlite3.DatabaseError as exc:
+                if self.read_only is not None:  # it cannot be moved aside either
+                    raise
                 self._db = self._replace_unreadable(exc)
         except BaseException:
             for fd in (getattr(self, "_lock_fd", None), self._legacy_lock_fd):
@@ -179,6 +189,16 @@ class ClusterStore:
                     os.close(fd)
             raise
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clustermgr-store")
+        if self.read_only is not None:
+            self.health = StoreHealth(
+                False,
+                f"the cluster store {self.path} cannot be written: it is read-only ({self.read_only})",
+                _now(),
+            )
+            self.log.error(
+                "%s: its clusters are listed and watched; new clusters and changes are refused until it can",
+                self.health.error,
+            )
 
     # -- opening ---------------------------------------------------------------------------------
 
@@ -189,13 +209,26 @@ class ClusterStore:
         release still running on the store during an upgrade is not joined by this one.
         """
         if self._legacy_lock_fd is None:
-            self._legacy_lock_fd = self._lock_file(self.path.with_name(self.path.name + ".lock"))
-            os.ftruncate(self._legacy_lock_fd, 0)
-            os.pwrite(self._legacy_lock_fd, str(os.getpid()).encode(), 0)
-        return self._lock_file(self.path)
+            legacy = self.path.with_name(self.path.name + ".lock")
+            try:
+                self._legacy_lock_fd = self._lock_file(legacy)
+                os.ftruncate(self._legacy_lock_fd, 0)
+                os.pwrite(self._legacy_lock_fd, str(os.getpid()).encode(), 0)
+            except OSError as exc:
+                if exc.errno not in READ_ONLY_ERRORS:
+                    raise
+                # a read-only folder: lock the legacy file where it is (no such file: no such server either)
+                self._legacy_lock_fd = self._lock_file(legacy, os.O_RDONLY) if legacy.exists() else None
+        try:
+            return self._lock_file(self.path)
+        except OSError as exc:
+            if exc.errno not in READ_ONLY_ERRORS or not self.path.exists():
+                raise
+            self.read_only = os.strerror(exc.errno)
+            return self._lock_file(self.path, os.O_RDONLY)
 
-    def _lock_file(self, path: Path) -> int:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    def _lock_file(self, path: Path, mode: int = os.O_RDWR | os.O_CREAT) -> int:
+        fd = os.open(path, mode | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -211,6 +244,8 @@ class ClusterStore:
         return fd
 
     def _open(self) -> sqlite3.Connection:
+        if self.read_only is not None:
+            return self._open_read_only()
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
         try:
             db.execute("PRAGMA journal_mode=WAL")
@@ -225,6 +260,50 @@ class ClusterStore:
             db.close()
             raise
         return db
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """The store, opened only to be read: its clusters are listed and watched, nothing is written."""
+        uri = f"file:{quote(str(self.path))}?mode=ro"
+        try:
+            db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=10)
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:  # a WAL store whose -shm cannot be made: read the file as it is
+            db = sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+        try:
+            check = db.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None or row[0] != str(SCHEMA_VERSION):
+                raise StoreUnavailable(
+                    f"the cluster store {self.path} is read-only ({self.read_only}) and of schema version "
+                    f"{row[0] if row else 'none'}, not {SCHEMA_VERSION}: it cannot be upgraded; make it writable"
+                )
+            self._read(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _reopen_writable(self) -> None:
+        """A store opened read-only: lock and open it for writing (OSError while it still cannot be)."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        os.close(self._lock_fd)  # a second flock of this process on the file would conflict with the first
+        self._lock_fd = fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreLocked(f"the cluster store {self.path} was locked by another process meanwhile") from None
+        # SQLite shares one shared-memory mapping per file in a process: the read-only one goes first
+        self._db.close()
+        reason, self.read_only = self.read_only, None
+        try:
+            self._db = self._open()
+        except BaseException:
+            self.read_only = reason
+            self._db = self._open_read_only()
+            raise
+        self.log.warning("the cluster store %s is no longer read-only: opened for writing", self.path)
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         """Apply the migrations this store has not had, in order, each in one transaction."""
@@ -427,6 +506,8 @@ class ClusterStore:
     def _guarded(self, operation: Callable, *args: Any) -> None:
         try:
             try:
+                if self.read_only is not None:
+                    self._reopen_writable()
                 operation(*args)
             except _Replaced as exc:
                 self.log.error("%s; making it again", exc)
@@ -435,6 +516,8 @@ class ClusterStore:
                 operation(*args)
         except (sqlite3.Error, OSError, ClusterManagerError) as exc:
             message = f"the cluster store {self.path} cannot be written: {exc}"
+            if self.read_only is not None:  # still: say so, as at start
+                message = f"the cluster store {self.path} cannot be written: it is read-only ({self.read_only})"
             self._set_health(StoreHealth(False, message, self.health.since or _now()))
             raise StoreUnavailable(message) from exc
         self._set_health(StoreHealth())
@@ -456,7 +539,8 @@ class ClusterStore:
         self._writer.shutdown(wait=True)
         self._db.close()
         os.close(self._lock_fd)
-        os.close(self._legacy_lock_fd)
+        if self._legacy_lock_fd is not None:
+            os.close(self._legacy_lock_fd)
 
 
 class _Replaced(OSError):

@@ -62,6 +62,12 @@ class StoreWriter:
         self._watch: asyncio.TimerHandle | None = None
         store.on_health = self._health_changed
 
+    def watch(self) -> None:
+        """Once the event loop runs: a store that could not be written from the start is tried every few seconds."""
+        self._loop = self._loop or asyncio.get_running_loop()
+        if not self.store.health.writable and self._watch is None:
+            self._retry()
+
     def restored(self, cluster: ManagedCluster, written: int | None = None) -> None:
         """A cluster registered from the store: its events up to ``written`` (default: all) are there already."""
         self._events_written[cluster.id] = cluster.events.appended if written is None else written

@@ -1,1 +1,1 @@
-"""Code loaded into other processes: the scheduler preload, and the one kernels' schedulers load."""
+"""Code loaded into other processes: the scheduler preload, the worker preload, and the one kernels' schedulers load."""

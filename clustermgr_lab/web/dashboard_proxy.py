@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, urlencode, urlparse
+import re
+from urllib.parse import parse_qsl, unquote, urlencode, urlparse
 
 from jupyter_server.auth.decorator import allow_unauthenticated
 from jupyter_server.base.handlers import JupyterHandler
@@ -73,6 +74,8 @@ class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
             await prepared
         cluster_id = self.path_kwargs["cluster_id"]
         self._key, self._proxied_path = split_key(self.path_kwargs.get("proxied_path") or "")
+        if has_dot_segment(self._proxied_path):  # a redirect would carry them into Location: another route here
+            raise web.HTTPError(404, "no dashboard page at a path with '.' or '..' segments")
         if self._key is not None:
             if not self.settings["clustermgr_manager"].dashboard_keys.is_valid(cluster_id, self._key):
                 raise web.HTTPError(404, f"no dashboard of cluster {cluster_id!r} at this address (wrong key)")
@@ -217,6 +220,16 @@ class DashboardProxyHandler(JSONErrorMixin, ReadAccessMixin, ProxyHandler):
         except (web.HTTPError, HTTPClientError, OSError) as exc:  # the cluster went away during the handshake
             self.log.info("dashboard WebSocket of cluster %s closed: %s", cluster_id, exc)
             self.close()
+
+
+def has_dot_segment(path: str) -> bool:
+    """Whether ``path`` (decoded, as tornado hands it over, or still percent-encoded) has a ``.`` or ``..`` segment.
+
+    >>> has_dot_segment("/../api"), has_dot_segment("/%2e%2E/api"), has_dot_segment("/x/.."), has_dot_segment("/a.b")
+    (True, True, True, False)
+    """
+    segments = (segment for text in (path, unquote(path)) for segment in re.split(r"[/\\]", text))
+    return any(segment in (".", "..") for segment in segments)
 
 
 def split_key(proxied_path: str) -> tuple[str | None, str]:

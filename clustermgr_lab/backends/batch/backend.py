@@ -48,8 +48,12 @@ BATCH_OPTIONS: dict[str, opt.BackendOption] = {
     "queue": opt.BackendOption(opt.word, "partition / queue the jobs go to"),
     "account": opt.BackendOption(opt.word, "account (project) the jobs are charged to"),
     "walltime": opt.BackendOption(opt.walltime, "time limit per job, e.g. 04:00:00"),
-    "job_extra_directives": opt.BackendOption(opt.lines, "extra directives, e.g. ['--qos=debug'] or ['-l h_vmem=4G']"),
-    "job_script_prologue": opt.BackendOption(opt.lines, "shell lines before the worker, e.g. ['module load cuda']"),
+    "job_extra_directives": opt.BackendOption(
+        opt.lines, "extra directives, e.g. ['--qos=debug'] or ['-l h_vmem=4G']", free_form=True
+    ),
+    "job_script_prologue": opt.BackendOption(
+        opt.lines, "shell lines before the worker, e.g. ['module load cuda']", free_form=True
+    ),
     "interface": opt.BackendOption(opt.word, "network interface the workers listen on, e.g. ib0 (lo: single node)"),
     "scheduler_host": opt.BackendOption(opt.host, "address the scheduler listens on, reachable from the compute nodes"),
     "scheduler_interface": opt.BackendOption(
@@ -57,12 +61,14 @@ BATCH_OPTIONS: dict[str, opt.BackendOption] = {
     ),
     "python": opt.BackendOption(script_path, "the Python that runs the workers on the compute nodes"),
     "local_directory": opt.BackendOption(script_path, "node-local scratch folder for the workers' spilled data"),
-    "gpu_directive": opt.BackendOption(opt.gpu_directive, "directive for groups with GPUs, with {gpus}; null: none"),
+    "gpu_directive": opt.BackendOption(
+        opt.gpu_directive, "directive for groups with GPUs, with {gpus}; null: none", free_form=True
+    ),
     "scheduler": opt.BackendOption(
         opt.matching(re.compile("local|job"), "'local' (next to the server) or 'job' (a batch job near the workers)"),
         "where the scheduler runs: 'local' (this machine) or 'job' (a batch job; it listens on `interface`)",
     ),
-    "scheduler_memory": opt.BackendOption(opt.text, "memory of the scheduler's job (scheduler: 'job'), e.g. '2 GiB'"),
+    "scheduler_memory": opt.BackendOption(opt.memory, "memory of the scheduler's job (scheduler: 'job'), e.g. '2 GiB'"),
     "worker_config": opt.BackendOption(
         opt.dask_config,
         "dask configuration of the workers, exported in their job scripts, e.g. "

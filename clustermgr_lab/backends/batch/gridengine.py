@@ -23,7 +23,7 @@ class SGEBackend(BatchBackend):
     template_options = {
         **{k: v for k, v in BATCH_OPTIONS.items() if k != "account"},
         "project": opt.BackendOption(opt.word, "project (-P) the jobs belong to"),
-        "resource_spec": opt.BackendOption(opt.text, "resources (-l), e.g. h_vmem=4G,mem_req=4G"),
+        "resource_spec": opt.BackendOption(opt.resource_list, "resources (-l), e.g. h_vmem=4G,mem_req=4G"),
     }
     project: str | None = None
     resource_spec: str | None = None

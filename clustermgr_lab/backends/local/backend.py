@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import dask.config
 from traitlets import Bool, Dict, Float, TraitError, validate
 
 from clustermgr_lab.backends.base import SCHEDULER_PROCESS as SCHEDULER
@@ -48,6 +51,8 @@ def worker_command(
         "--memory-limit", str(group.memory),
         "--host", "127.0.0.1",
         "--no-dashboard",
+        # its HTTP routes (/health, /metrics) still listen: on loopback, not on every interface
+        "--dashboard-address", "127.0.0.1:0",
         "--death-timeout", str(death_timeout),
     ]  # fmt: skip
     if not nanny:
@@ -55,8 +60,35 @@ def worker_command(
     if group.worker_resources:
         command += ["--resources", " ".join(f"{k}={v}" for k, v in group.worker_resources.items())]
     if credentials is not None:
-        command += credentials.cli_arguments()
+        command += credentials.cli_arguments()  # and WORKER_PRELOAD through worker_preload_environment
     return command
+
+
+#: With TLS, a worker's HTTP routes ask for the cluster's certificate too (see :mod:`clustermgr_lab.preloads.worker`).
+WORKER_PRELOAD = "clustermgr_lab.preloads.worker"
+WORKER_PRELOAD_ENV = "DASK_DISTRIBUTED__WORKER__PRELOAD"
+
+
+def worker_preload_environment(value: str | None) -> dict[str, str]:
+    """``DASK_DISTRIBUTED__WORKER__PRELOAD`` with :data:`WORKER_PRELOAD` added to the worker preloads already set.
+
+    ``value``: that variable as the worker would get it otherwise (a template's ``worker_config``, else
+    the server's environment); unset, the user's Dask config files say. A ``--preload`` on the command
+    line would replace them all; the variable takes precedence over the files, so they are carried over.
+
+    >>> worker_preload_environment("['site_preload']")
+    {'DASK_DISTRIBUTED__WORKER__PRELOAD': "['site_preload', 'clustermgr_lab.preloads.worker']"}
+    """
+    if value:
+        try:  # Dask reads its environment variables as Python literals
+            configured = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            configured = value
+    else:
+        paths = dask.config._get_paths() if hasattr(dask.config, "_get_paths") else dask.config.paths
+        configured = dask.config.get("distributed.worker.preload", None, config=dask.config.collect(paths, env={}))
+    preloads = [configured] if isinstance(configured, str) else [str(p) for p in configured or ()]
+    return {WORKER_PRELOAD_ENV: repr([*preloads, WORKER_PRELOAD])}
 
 
 class LocalBackend(Backend):
@@ -159,8 +191,15 @@ class LocalBackend(Backend):
         return endpoint
 
     def _gpu_env(self, group: WorkerGroup, name: str) -> dict[str, str]:
+        """``CUDA_VISIBLE_DEVICES`` of a worker: its own GPUs (slots no other worker of the cluster has), or none.
+
+        A worker of a group without GPUs gets the empty list: CUDA then shows it no device at all (left
+        unset, it would see, and could use, every GPU of the machine). Slots are positions in the
+        server's own ``CUDA_VISIBLE_DEVICES`` when it has one (a site that gave it GPUs 2 and 3 hands
+        out 2 and 3); a slot beyond that list is no device.
+        """
         if not group.gpus:
-            return {}
+            return {"CUDA_VISIBLE_DEVICES": ""}
         taken = {slot for slots in self._gpu_slots.values() for slot in slots}
         slots, candidate = [], 0
         while len(slots) < group.gpus:
@@ -168,7 +207,11 @@ class LocalBackend(Backend):
                 slots.append(candidate)
             candidate += 1
         self._gpu_slots[name] = slots
-        return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, slots))}
+        own = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if own is None:
+            return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, slots))}
+        devices = [device.strip() for device in own.split(",") if device.strip()]
+        return {"CUDA_VISIBLE_DEVICES": ",".join(devices[slot] for slot in slots if slot < len(devices))}
 
     async def scale_up(self, group: WorkerGroup, names: list[str]) -> None:
         await self.scheduler.spawned.wait()
@@ -179,6 +222,10 @@ class LocalBackend(Backend):
             **opt.dask_config_environment(self.worker_config),
             **(self.security.environment() if self.security else {}),
         }
+        if self.security:
+            shared_env.update(
+                worker_preload_environment(shared_env.get(WORKER_PRELOAD_ENV) or os.environ.get(WORKER_PRELOAD_ENV))
+            )
         for name in names:
             command = worker_command(scheduler, group, name, self.worker_death_timeout, self.security, self.nanny)
             await self.processes.spawn(name, command, {**shared_env, **self._gpu_env(group, name)})

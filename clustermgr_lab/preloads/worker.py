@@ -1,0 +1,16 @@
+"""Worker preload: a worker of a cluster with TLS serves its own HTTP routes (``/health``, ``/metrics``) only to peers
+with the cluster's certificate.
+
+Added to the worker preloads already configured through ``DASK_DISTRIBUTED__WORKER__PRELOAD`` (see
+:func:`~clustermgr_lab.backends.local.backend.worker_preload_environment`). distributed serves a
+worker's HTTP routes over HTTPS with the dashboard's TLS settings, but asks no client certificate.
+"""
+
+from __future__ import annotations
+
+from clustermgr_lab.common.security import require_dashboard_client_certificates
+
+
+def dask_setup(worker) -> None:
+    """Called by distributed in the worker process, after its HTTP server listens."""
+    require_dashboard_client_certificates(worker)
