@@ -135,7 +135,7 @@ export interface paths {
         };
         /**
          * WebSocket: the log's last lines, then what is appended to it, as it is written
-         * @description Authenticated and origin-checked like `stream`. The server sends JSON text messages: first `{"type": "tail", ...LogChunk}` (the last `tail` lines), then `{"type": "append", ...LogChunk}` whenever the file grew (it looks every 0.5 s; at most 4 MiB a message). `{"type": "error", "code", "message"}` (an unknown cluster or log) or `{"type": "gone"}` (the cluster was removed) is followed by a normal close.
+         * @description Authenticated and origin-checked like `stream`. The server sends JSON text messages: first `{"type": "tail", ...LogChunk}` (the last `tail` lines), then `{"type": "append", ...LogChunk}` whenever the file grew (it looks every 0.5 s; at most 4 MiB a message; nothing more is sent while a message still waits for a client that does not read, and it goes on from there once it reads). `{"type": "error", "code", "message"}` (an unknown cluster or log) or `{"type": "gone"}` (the cluster was removed) is followed by a normal close.
          */
         get: operations["followLog"];
         put?: never;
