@@ -33,7 +33,7 @@ async function setSetting(
 
 const one = fakeCluster('a', {
   name: 'First',
-  dashboard_url: 'http://127.0.0.1:1/status'
+  dashboard_url: '/clustermgr/dashboard/a/status'
 });
 const two = fakeCluster('b', {
   name: 'Second',
