@@ -33,6 +33,7 @@ from clustermgr_lab.domain.departures import (
     read_kernel_log,
 )
 from clustermgr_lab.domain.errors import ClusterManagerError
+from clustermgr_lab.domain.fields import printable
 from clustermgr_lab.domain.spec import GPU_RESOURCE, WorkerGroup, WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -492,7 +493,7 @@ class Reconciler:
         failed = [name for name in names if name not in started]
         for name in failed:  # what did not start must not count as requested
             self.workers.pop(name, None)
-        message = exc.message if isinstance(exc, ClusterManagerError) else str(exc)
+        message = printable(exc.message if isinstance(exc, ClusterManagerError) else str(exc))  # a batch system's text
         log.error(
             "cluster %s group %s: %d worker(s) not started: %s", self.cluster_id, group.name, len(failed), message
         )
