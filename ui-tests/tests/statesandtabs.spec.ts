@@ -233,15 +233,20 @@ test('the unit select of the Scale dialog shows an arrow', async ({ page }) => {
   await page.goto();
   const sidebar = await openSidebar(page);
   await sidebar.getByRole('button', { name: 'Scale Scalable' }).click();
-  const select = page.locator('.jp-Dialog select').first();
+  const wrapper = page.locator('.jp-Dialog .jp-HTMLSelect').first();
+  const select = wrapper.locator('select');
   await expect(select).toBeVisible();
-  // Then the select draws its caret, and its text stays clear of it
-  const style = await select.evaluate(node => {
-    const css = getComputedStyle(node);
-    return { image: css.backgroundImage, padding: css.paddingRight };
-  });
-  expect(style.image).toContain('svg');
-  expect(parseFloat(style.padding)).toBeGreaterThanOrEqual(20);
+  // Then the select (JupyterLab's HTMLSelect) draws its caret inside its right edge, and its text stays clear of it
+  const caret = wrapper.locator('svg');
+  await expect(caret).toBeVisible();
+  const box = (await select.boundingBox())!;
+  const caretBox = (await caret.boundingBox())!;
+  expect(caretBox.x).toBeGreaterThan(box.x + box.width / 2);
+  expect(caretBox.x + caretBox.width).toBeLessThanOrEqual(box.x + box.width);
+  const padding = await select.evaluate(
+    node => getComputedStyle(node).paddingRight
+  );
+  expect(parseFloat(padding)).toBeGreaterThanOrEqual(caretBox.width);
 });
 
 test('a cluster is renamed and its idle timeout set from its context menu', async ({
