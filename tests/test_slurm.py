@@ -163,10 +163,12 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
                     dask_worker.name,
                     __import__("os").environ.get("SLURM_JOB_ID"),
                     __import__("sys").modules["__main__"].__name__,
+                    __import__("os").environ.get("CUDA_VISIBLE_DEVICES"),
                 )
             )
+            # (and, its group having no GPUs, CUDA_VISIBLE_DEVICES="": CUDA shows it no device of the node)
             assert sorted(inside.values()) == sorted(
-                (n.removeprefix(prefix), j, "__main__") for n, (j, _) in jobs.items()
+                (n.removeprefix(prefix), j, "__main__", "") for n, (j, _) in jobs.items()
             )
             # And each nanny is its job's own process, not a child of the job script's shell: cancelling the job
             # signals both at once, and a shell that died first would leave the nanny to init, unseen by SLURM

@@ -222,6 +222,9 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
             parents = await client.run(lambda: os.getppid())
             assert set(parents.values()) <= {n.pid for n in nannies} and len(parents) == 2
             assert all(worker.startswith("tls://127.0.0.1:") for worker in parents)
+            # And, their group having no GPUs, CUDA shows them no device of the host
+            cuda = await client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
+            assert list(cuda.values()) == ["", ""], cuda
             assert set(parents.values()) <= under_sshd
             # And they compute
             futures = client.map(lambda i: bytes(1000) * i, range(20), pure=False)

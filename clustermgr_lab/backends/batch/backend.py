@@ -293,6 +293,8 @@ class BatchBackend(Backend):
         prologue += [
             f"export {key}={shlex.quote(value)}" for key, value in opt.dask_config_environment(worker_config).items()
         ]
+        if not group.gpus:  # CUDA shows it no device (left unset, it would see every GPU of the node)
+            prologue.append("export CUDA_VISIBLE_DEVICES=''")
         prologue += self.job_script_prologue
         if self.security is not None:  # the work folder must be visible to the compute nodes (it is for the logs)
             extra += [shlex.quote(argument) for argument in self.security.cli_arguments()]
