@@ -329,3 +329,33 @@ async def test_a_connection_reset_by_a_launcher_dying_as_it_queued_it_is_tried_a
         await launcher.close()
         for pid in alive([new] if new else []):
             os.kill(pid, signal.SIGKILL)
+
+
+async def test_the_launchers_forks_are_counted_as_scheduler_and_worker_not_other(tmp_path):
+    # Given the launcher's fork counter, and a local cluster whose processes the warm launcher forks
+    from clustermgr_lab.common.metrics import LAUNCHER_FORKS
+    from clustermgr_lab.domain.spec import parse_spec
+
+    def forks(process: str) -> float:
+        return LAUNCHER_FORKS.labels(process=process, result="forked")._value.get()
+
+    before = {process: forks(process) for process in ("scheduler", "worker", "other")}
+    launcher = WarmLauncher(tmp_path, idle_timeout=1.0)
+    backend = LocalBackend("c1", BackendContext(tmp_path / "c1", launcher=launcher))
+    pids: list[int] = []
+    try:
+        # When it starts its scheduler and one worker
+        await backend.start_scheduler()
+        group = parse_spec({"groups": [{"name": "default", "count": 1, "threads": 1, "memory": "300 MiB"}]}).groups[0]
+        await backend.scale_up(group, ["default-1"])
+        pids = list(backend.pids().values())
+        assert all(psutil.Process(pid).ppid() == launcher.pid for pid in pids), "not forked by the launcher"
+        # Then the metric counts one scheduler and one worker fork, and nothing as "other"
+        assert forks("scheduler") - before["scheduler"] == 1
+        assert forks("worker") - before["worker"] == 1
+        assert forks("other") == before["other"]
+    finally:
+        await backend.close()
+        await launcher.close()
+        for pid in alive(pids):
+            os.kill(pid, signal.SIGKILL)
