@@ -120,7 +120,7 @@ RUN_PYTEST = "$(VENV_PY)" -m pytest $(PYTEST_ARGS) --basetemp="$$run_dir/pytest"
 # The package as shipped (ci/wheel-check.sh, ~3-4 min): sdist + wheel, the wheel in a clean venv on a PATH without
 # Node.js, pip check, the extension lists, a server that creates and deletes a cluster.
 WHEEL_CHECK = BUILD_PYTHON="$(VENV_PY)" bash $(CURDIR)/ci/wheel-check.sh
-# The UI tests start their own JupyterLab on 127.0.0.1:$(LAB_PORT) (CI=1: never reuse a running one).
+# The UI tests start their own JupyterLab on a free port of 127.0.0.1 (CI=1: never reuse a running one).
 # SLURM stays up for the UI tests too (tests/hpc.spec.ts creates a SLURM cluster through the sidebar).
 # UI_TEST_SHARDS Playwright processes side by side, each with a server of its own (ci/ui_shards.py).
 UI_TEST_SHARDS ?= 2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check-leftovers.sh - a test run leaves nothing behind: fail if anything it started still runs.
 #
-#   ci/check-leftovers.sh snapshot RUN_DIR   at the start of a run: note the network namespaces that exist
+#   ci/check-leftovers.sh snapshot RUN_DIR   at the start of a run: note the network namespaces, users, homes
 #   ci/check-leftovers.sh check RUN_DIR      at its end: list what the run left behind; exit 1 if anything
 #
 # What "the run started" means, so that other people's processes on a shared machine never count:
@@ -15,6 +15,7 @@
 #     slurmd, slurmstepd; munged; sge_qmaster, sge_execd, sge_shepherd), unless KEEP_SERVICES=1 kept them;
 #   - SLURM jobs whose script lies below RUN_DIR (pytest's --basetemp is RUN_DIR/pytest);
 #   - network namespaces, and the test bed's links (cm-*: bridge and veths), that did not exist at the snapshot;
+#   - system users and folders under /home that did not exist at the snapshot (the hub test's alice and bob);
 #   - the test bed's daemons (their pid files in $TESTBED_STATE) when this run started the bed (RUN_DIR/started).
 # Things that are still stopping get LEFTOVER_GRACE seconds (default 15) to go before they count.
 set -uo pipefail
@@ -32,6 +33,8 @@ ALL_DAEMONS="$DAEMONS_OF_slurm $DAEMONS_OF_munge $DAEMONS_OF_gridengine"
 netns() { ip netns list 2>/dev/null | awk '{ print $1 }' | sort; }
 testbed_links() { ip -o link show 2>/dev/null | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | { grep '^cm-' || true; } | sort; }
 TESTBED_STATE="${TESTBED_STATE:-/tmp/clustermgr-testbed}"
+users() { getent passwd | cut -d: -f1 | sort; }
+homes() { find /home -mindepth 1 -maxdepth 1 2>/dev/null | sort; }
 
 parent() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $2 }'; }
 # This script and the shells that called it (they carry the run's id too); subshells of this script are below $$.
@@ -110,6 +113,12 @@ leftovers() {  # prints one line per leftover
   if [ -f "$RUN_DIR/links.before" ]; then
     comm -13 "$RUN_DIR/links.before" <(testbed_links) | sed 's/^/  network link /'
   fi
+  if [ -f "$RUN_DIR/users.before" ]; then
+    comm -13 "$RUN_DIR/users.before" <(users) | sed 's/^/  system user /'
+  fi
+  if [ -f "$RUN_DIR/homes.before" ]; then
+    comm -13 "$RUN_DIR/homes.before" <(homes) | sed 's/^/  home folder /'
+  fi
 }
 
 case "$ACTION" in
@@ -117,6 +126,8 @@ case "$ACTION" in
     mkdir -p "$RUN_DIR"
     netns > "$RUN_DIR/netns.before"
     testbed_links > "$RUN_DIR/links.before"
+    users > "$RUN_DIR/users.before"
+    homes > "$RUN_DIR/homes.before"
     ;;
   check)
     [ -n "$RUN_ID" ] || echo "[check-leftovers] CLUSTERMGR_TEST_RUN is not set: processes are not checked" >&2

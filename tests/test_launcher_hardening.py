@@ -5,12 +5,14 @@ launcher that dies is replaced at once (its forked processes do not hold its loc
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import resource
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -23,8 +25,7 @@ import pytest
 
 from clustermgr_lab.backends.base import BackendContext
 from clustermgr_lab.backends.local.backend import LocalBackend
-from clustermgr_lab.backends.local.forkserver import socket_path_for
-from clustermgr_lab.backends.local.launcher import LauncherUnavailable, WarmLauncher
+from clustermgr_lab.backends.local.launcher import WarmLauncher
 
 from .helpers import alive, subprocess_env
 
@@ -205,33 +206,48 @@ def _probe_as_nobody(socket_path: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("owner, mode", [(None, 0o777), (NOBODY, 0o700)])
-async def test_a_fallback_socket_folder_someone_else_could_write_is_refused(tmp_path, owner, mode):
-    # Given a work folder whose path is too long for a socket, so the socket goes to /tmp/clustermgr-<uid>-<digest>
+async def test_a_fallback_socket_folder_is_unpredictable_and_one_someone_else_made_is_never_used(tmp_path, owner, mode):
+    # Given a work folder whose path is too long for a socket, so the socket goes to a stand-in folder under /tmp
     workdir = tmp_path / ("w" * 120)
     workdir.mkdir()
-    folder = socket_path_for(workdir).parent
-    assert str(folder).startswith("/tmp/clustermgr-")
-    shutil.rmtree(folder, ignore_errors=True)
-    # And that folder created beforehand by someone else, or writable by anyone
-    folder.mkdir()
-    os.chmod(folder, mode)
+    # And another user who made the folder a predictable name would have (/tmp/clustermgr-<uid>-<digest>)
+    digest = hashlib.sha256(os.fsencode(workdir.resolve())).hexdigest()[:16]
+    predictable = Path(tempfile.gettempdir()) / f"clustermgr-{os.getuid()}-{digest}"
+    shutil.rmtree(predictable, ignore_errors=True)
+    predictable.mkdir()
+    os.chmod(predictable, mode)
     if owner is not None:
-        os.chown(folder, owner, owner)
+        os.chown(predictable, owner, owner)
     launcher = WarmLauncher(workdir, start_timeout=20)
+    folder = launcher.socket_path.parent
     try:
-        # When the server wants its launcher, Then it refuses, saying why
-        with pytest.raises(LauncherUnavailable, match="belongs to uid|written by others"):
-            await launcher.ensure()
-        # And a launcher started there by hand refuses to serve, with a log line
+        # When the server wants its launcher, Then it serves, from a folder of a random name that only this user
+        # can write, kept in the work folder so the next server finds the same one
+        await launcher.ensure()
+        assert launcher.connected
+        assert folder != predictable and folder.name.startswith(f"clustermgr-{os.getuid()}-")
+        info = os.lstat(folder)
+        assert info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) == 0o700
+        assert WarmLauncher(workdir).socket_path == launcher.socket_path
+        # And when the recorded folder is replaced by one someone else could write, a new random one is chosen
+        await launcher.close()
+        shutil.rmtree(folder)
+        folder.mkdir()
+        os.chmod(folder, mode)
+        if owner is not None:
+            os.chown(folder, owner, owner)
+        assert WarmLauncher(workdir).socket_path.parent not in (folder, predictable)
+        # And a launcher started by hand in a folder someone else could write refuses to serve, with a log line
         result = subprocess.run(
-            [sys.executable, "-m", "clustermgr_lab.backends.local.forkserver", str(folder / "launcher.sock"), "--preload", ""],
+            [sys.executable, "-m", "clustermgr_lab.backends.local.forkserver", str(predictable / "launcher.sock"), "--preload", ""],
             capture_output=True, text=True, timeout=60, env=subprocess_env(),
         )  # fmt: skip
         assert result.returncode == 2 and "refusing to serve" in result.stdout, (result.stdout, result.stderr)
-        assert not (folder / "launcher.sock").exists()
+        assert not (predictable / "launcher.sock").exists()
     finally:
         await launcher.close()
-        shutil.rmtree(folder, ignore_errors=True)
+        for made in (folder, predictable, WarmLauncher(workdir).socket_path.parent):
+            shutil.rmtree(made, ignore_errors=True)
 
 
 async def test_a_killed_launcher_is_replaced_at_once_and_forked_processes_show_their_command(tmp_path):
@@ -312,4 +328,34 @@ async def test_a_connection_reset_by_a_launcher_dying_as_it_queued_it_is_tried_a
         new = launcher.pid
         await launcher.close()
         for pid in alive([new] if new else []):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def test_the_launchers_forks_are_counted_as_scheduler_and_worker_not_other(tmp_path):
+    # Given the launcher's fork counter, and a local cluster whose processes the warm launcher forks
+    from clustermgr_lab.common.metrics import LAUNCHER_FORKS
+    from clustermgr_lab.domain.spec import parse_spec
+
+    def forks(process: str) -> float:
+        return LAUNCHER_FORKS.labels(process=process, result="forked")._value.get()
+
+    before = {process: forks(process) for process in ("scheduler", "worker", "other")}
+    launcher = WarmLauncher(tmp_path, idle_timeout=1.0)
+    backend = LocalBackend("c1", BackendContext(tmp_path / "c1", launcher=launcher))
+    pids: list[int] = []
+    try:
+        # When it starts its scheduler and one worker
+        await backend.start_scheduler()
+        group = parse_spec({"groups": [{"name": "default", "count": 1, "threads": 1, "memory": "300 MiB"}]}).groups[0]
+        await backend.scale_up(group, ["default-1"])
+        pids = list(backend.pids().values())
+        assert all(psutil.Process(pid).ppid() == launcher.pid for pid in pids), "not forked by the launcher"
+        # Then the metric counts one scheduler and one worker fork, and nothing as "other"
+        assert forks("scheduler") - before["scheduler"] == 1
+        assert forks("worker") - before["worker"] == 1
+        assert forks("other") == before["other"]
+    finally:
+        await backend.close()
+        await launcher.close()
+        for pid in alive(pids):
             os.kill(pid, signal.SIGKILL)

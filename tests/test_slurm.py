@@ -89,7 +89,9 @@ def test_job_script_asks_slurm_for_the_group_and_names_the_worker(tmp_path):
     assert command.startswith(
         f"exec {sys.executable} -m distributed.cli.dask_worker tcp://127.0.0.1:8786 --name gpu-7 "
     )
-    assert command.endswith(f"--memory-limit {300 * MiB} --resources 'fast=1 GPU=1' --interface lo")
+    assert command.endswith(
+        f"--memory-limit {300 * MiB} --dashboard-address 127.0.0.1:0 --resources 'fast=1 GPU=1' --interface lo"
+    )  # (its own HTTP routes on the node's loopback)
 
 
 def test_the_nanny_forks_its_worker_unless_the_template_says_otherwise(tmp_path):
@@ -146,7 +148,14 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
             # And the scheduler, the workers in their jobs and the dashboard refuse peers without the cluster's
             # certificate (plain, another certificate, none), while this Client (the cluster's Security) is served
             dashboard = jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id).endpoint.dashboard_address
-            await assert_strangers_refused(cluster, dashboard, tuple(client.scheduler_info()["workers"]))
+            # And each worker's own HTTP routes (/health, /metrics) listen on loopback only, and refuse strangers too
+            http = await client.run(
+                lambda dask_worker: [s.getsockname()[:2] for s in dask_worker.http_server._sockets.values()]
+            )
+            worker_http = tuple(f"{host}:{port}" for sockets in http.values() for host, port in sockets)
+            assert worker_http and all(address.startswith("127.0.0.1:") for address in worker_http), worker_http
+            workers = tuple(client.scheduler_info()["workers"])
+            await assert_strangers_refused(cluster, dashboard, workers, worker_http=worker_http)
             # And each worker is called by our name and runs inside the SLURM job of that name, forked from its
             # nanny (multiprocessing's spawn would have imported the main module again, as __mp_main__)
             inside = await client.run(
@@ -154,10 +163,12 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
                     dask_worker.name,
                     __import__("os").environ.get("SLURM_JOB_ID"),
                     __import__("sys").modules["__main__"].__name__,
+                    __import__("os").environ.get("CUDA_VISIBLE_DEVICES"),
                 )
             )
+            # (and, its group having no GPUs, CUDA_VISIBLE_DEVICES="": CUDA shows it no device of the node)
             assert sorted(inside.values()) == sorted(
-                (n.removeprefix(prefix), j, "__main__") for n, (j, _) in jobs.items()
+                (n.removeprefix(prefix), j, "__main__", "") for n, (j, _) in jobs.items()
             )
             # And each nanny is its job's own process, not a child of the job script's shell: cancelling the job
             # signals both at once, and a shell that died first would leave the nanny to init, unseen by SLURM

@@ -1,6 +1,7 @@
 """Jupyter server configuration for the galata UI tests.
 
-Starts JupyterLab on 127.0.0.1:8888 without a token, with the
+Starts JupyterLab on 127.0.0.1:$UI_TEST_PORT (a free port that playwright.config.js or
+ci/ui_shards.py picked) without a token, with the
 clustermgr_lab server extension enabled (it is enabled by the installed
 jupyter-config file; it is listed here too so a bare checkout also works).
 """
@@ -13,10 +14,12 @@ from pathlib import Path
 
 from jupyterlab.galata import configure_jupyter_server
 
-configure_jupyter_server(c)  # noqa: F821 - port 8888, no token, exposes window.jupyterapp
+configure_jupyter_server(c)  # noqa: F821 - no token, exposes window.jupyterapp
 
 c.ServerApp.ip = "127.0.0.1"
-c.ServerApp.port = int(os.environ.get("UI_TEST_PORT", "8888"))  # several checkouts side by side
+# The port Playwright waits on; never a fixed default (`make lab` may be using 8888).
+c.ServerApp.port = int(os.environ["UI_TEST_PORT"])
+c.ServerApp.port_retries = 0  # the port is taken meanwhile: fail, never serve on another that Playwright does not know
 c.ServerApp.allow_root = True  # CI machines run as root
 c.ServerApp.jpserver_extensions = {"clustermgr_lab": True}
 c.LabApp.news_url = None

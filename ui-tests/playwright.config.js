@@ -6,8 +6,21 @@
  */
 const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
 
-// UI_TEST_PORT lets several checkouts run their UI tests side by side.
-const port = process.env.UI_TEST_PORT || '8888';
+// The server's port: UI_TEST_PORT (ci/ui_shards.py picks a free one per shard), else a free port picked here,
+// never a fixed one (`make lab` may be using 8888). It is put back into the environment, so Playwright's workers
+// (which load this file again) and the server (jupyter_server_test_config.py) get the same one.
+const { execFileSync } = require('child_process');
+if (!process.env.UI_TEST_PORT) {
+  process.env.UI_TEST_PORT = execFileSync(
+    process.env.PYTHON || 'python3',
+    [
+      '-c',
+      "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+    ],
+    { encoding: 'utf-8' }
+  ).trim();
+}
+const port = process.env.UI_TEST_PORT;
 // ci/ui_shards.py runs Playwright shards side by side: each keeps its results and report apart.
 const shard = process.env.UI_TEST_SHARD
   ? `-shard-${process.env.UI_TEST_SHARD}`

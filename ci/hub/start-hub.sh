@@ -13,7 +13,7 @@
 #     traverse (e.g. /root, when CI clones there) gets o+x (traverse, not list) until the stop; the files
 #     themselves must be readable by others already (a clone with umask 022 is), which it checks;
 #   - starts jupyterhub (as root: LocalProcessSpawner switches to the user) on 127.0.0.1, the public port
-#     the first free one of 8920-8929 (CLUSTERMGR_HUB_PORT to choose), and waits until it answers.
+#     a free one (CLUSTERMGR_HUB_PORT to choose), and waits until it answers.
 # The users' single-user servers run this checkout's code (PYTHONPATH) from the shared venv.
 set -euo pipefail
 
@@ -97,14 +97,7 @@ fi
 
 # ------------------------------------------------------------ the hub
 free_port() { "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-port_free() { "$PYTHON" -c "import socket, sys; s = socket.socket(); sys.exit(s.connect_ex(('127.0.0.1', $1)) == 0)"; }
-PORT="${CLUSTERMGR_HUB_PORT:-}"
-if [ -z "$PORT" ]; then
-  for candidate in $(seq 8920 8929); do
-    if port_free "$candidate"; then PORT=$candidate; break; fi
-  done
-  [ -n "$PORT" ] || PORT=$(free_port)
-fi
+PORT="${CLUSTERMGR_HUB_PORT:-$(free_port)}"
 JUPYTER_PATH_DIR=""
 if [ -f "$REPO/clustermgr_lab/labextension/package.json" ]; then
   # This checkout's frontend, whatever the venv's labextension link points at.

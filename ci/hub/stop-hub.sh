@@ -2,7 +2,8 @@
 # stop-hub.sh - stop the JupyterHub that ci/hub/start-hub.sh started for RUN_DIR and undo what it did:
 # the hub (which stops the users' servers, their clusters and its proxy), then any process still working
 # below RUN_DIR/hub or carrying the run's CLUSTERMGR_TEST_RUN, the o+x it gave to folders, and the users
-# it created (unless a process of theirs still runs: another run may be using them).
+# it created, with their homes, once their processes have exited (waiting up to 30 s for them; a process of
+# another run keeps a user, and the script then fails).
 set -uo pipefail
 
 log() { echo "[stop-hub] $*"; }
@@ -61,8 +62,24 @@ fi
 if [ -s "$STATE/created-users" ]; then
   removed=0
   while read -r user; do
-    if pgrep -u "$user" > /dev/null 2>&1; then
-      log "user $user still has processes (another run?): left in place"
+    # Their processes may still be exiting (the hub has just stopped their servers): wait for them, then
+    # stop what of theirs belongs to this run; only processes of another run keep the user.
+    user_gone() { ! pgrep -u "$user" > /dev/null 2>&1; }
+    waited=0
+    until user_gone || [ $waited -ge 150 ]; do sleep 0.2; waited=$((waited + 1)); done
+    if ! user_gone && [ -n "${CLUSTERMGR_TEST_RUN:-}" ]; then
+      mine=""
+      for pid in $(pgrep -u "$user"); do
+        { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null | grep -qxF "CLUSTERMGR_TEST_RUN=$CLUSTERMGR_TEST_RUN" && mine="$mine $pid"
+      done
+      if [ -n "$mine" ]; then
+        log "stopping what user $user still runs for this run:$mine"
+        kill -TERM $mine 2>/dev/null; wait_gone 10 $mine || { kill -KILL $mine 2>/dev/null; wait_gone 5 $mine; }
+      fi
+    fi
+    if ! user_gone; then
+      log "user $user still has processes 30 s after the hub stopped (another run?): left in place"
+      status=1
       continue
     fi
     userdel --remove "$user" 2>/dev/null || userdel "$user" || status=1

@@ -15,6 +15,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import os
 import re
 import shlex
 import sys
@@ -27,6 +28,7 @@ from distributed.deploy.ssh import Worker as SSHWorker
 from traitlets import Dict, Float, List, Unicode
 
 from clustermgr_lab.backends.base import SCHEDULER_PROCESS, Backend, Capabilities, SchedulerEndpoint
+from clustermgr_lab.backends.local.backend import WORKER_PRELOAD_ENV, worker_preload_environment
 from clustermgr_lab.backends.local.processes import LocalProcesses, exit_reason
 from clustermgr_lab.backends.local.scheduler import LocalScheduler
 from clustermgr_lab.domain.errors import BackendError
@@ -250,10 +252,13 @@ class SSHBackend(Backend):
             "memory_limit": group.memory,
             "death_timeout": self.worker_death_timeout,
             "dashboard": False,
+            "dashboard_address": "127.0.0.1:0",  # its HTTP routes (/health, /metrics) on the host's loopback only
             "preload_nanny": [REPORT_PROCESS_GROUP, *dask.config.get("distributed.nanny.preload")],
         }
         if group.worker_resources:
             options["resources"] = dict(group.worker_resources)
+        if not group.gpus:  # the worker's environment (the Nanny's env): CUDA shows it no device of the host
+            options["env"] = {"CUDA_VISIBLE_DEVICES": ""}
         if self.interface:
             options["interface"] = self.interface
         return options
@@ -267,7 +272,13 @@ class SSHBackend(Backend):
         python = self.remote_python or sys.executable
         if self.security is None:
             return python
-        settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.security.worker_environment().items())
+        # The worker's HTTP routes over HTTPS, to holders of the cluster's certificate only (the worker preload).
+        environment = {
+            **self.security.worker_environment(),
+            **self.security.dashboard_environment(),
+            **worker_preload_environment(os.environ.get(WORKER_PRELOAD_ENV)),
+        }
+        settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in environment.items())
         return f"env {settings} {python}"
 
     def _next_host(self) -> str:

@@ -120,6 +120,8 @@ class ManagedCluster:
         self.options: dict[str, Any] = {}  # the template's user options, as set at creation
         self.idle_timeout = context.idle_timeout
         self._released = asyncio.Event()  # set once a failed or stopped cluster has stopped what was left of it
+        self._start_begun = False
+        self._start_ended = asyncio.Event()  # set once start() has returned, whatever became of it
         self.backend = backend(replace(context, on_worker_exit=self._worker_exited, on_change=self._changed))
         self.reconciler = Reconciler(
             cluster_id,
@@ -430,6 +432,19 @@ class ManagedCluster:
 
     async def start(self) -> None:
         """Start the scheduler, subscribe to its workers, then reconcile towards the plan."""
+        self._start_begun = True
+        try:
+            await self._start()
+        finally:
+            self._start_ended.set()
+
+    async def start_ended(self) -> None:
+        """Wait until :meth:`start` has returned, if it began (a cluster deleted while it starts: its files are
+        written until then)."""
+        if self._start_begun:
+            await self._start_ended.wait()
+
+    async def _start(self) -> None:
         self.events.lifecycle(f"starting ({self.backend.name} backend)")
         credentials = self.backend.security
         if credentials is not None and not credentials.exist():

@@ -100,10 +100,33 @@ def count_decision(kind: str, source: str | None, message: str) -> None:
     DECISIONS.labels(kind=kind, source=source or "system", reason=reason_label(message)).inc()
 
 
+def fork_process(command: list[str]) -> str:
+    """The ``process`` label of a command the warm launcher runs: ``scheduler``, ``worker`` or ``other``.
+
+    Both spellings of the dask commands count: ``python -m distributed.cli.dask_worker ...`` (how this
+    extension starts them) and ``dask worker ...``.
+
+    >>> fork_process(["/usr/bin/python3", "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1"])
+    'scheduler'
+    >>> fork_process(["dask", "worker", "tls://127.0.0.1:8786"])
+    'worker'
+    >>> fork_process(["sleep", "1"])
+    'other'
+    """
+    words = command[:4]  # the program and its module or subcommand, never an argument such as --name worker
+    for kind in ("scheduler", "worker"):
+        if (
+            f"distributed.cli.dask_{kind}" in words
+            or f"dask-{kind}" in words
+            or (len(command) > 1 and command[1] == kind and command[0].endswith("dask"))
+        ):
+            return kind
+    return "other"
+
+
 def count_fork(command: list[str], forked: bool) -> None:
     """Count one process the warm launcher forked (or could not: ``forked=False``)."""
-    process = "scheduler" if "scheduler" in command else "worker" if "worker" in command else "other"
-    LAUNCHER_FORKS.labels(process=process, result="forked" if forked else "fallback").inc()
+    LAUNCHER_FORKS.labels(process=fork_process(command), result="forked" if forked else "fallback").inc()
 
 
 class ScaleTimer:

@@ -284,18 +284,24 @@ class ClusterCredentials:
         The dashboard's client certificate is required by :func:`require_dashboard_client_certificates`
         (the scheduler preload): distributed's own setting only encrypts.
         """
-        prefix = "DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__"
         comm = "DASK_DISTRIBUTED__COMM__TLS__"
         return {
             **REQUIRE_ENCRYPTION,
-            f"{prefix}CA_FILE": str(self.ca_file),
-            f"{prefix}CERT": str(self.cert),
-            f"{prefix}KEY": str(self.key),
+            **self.dashboard_environment(),
             # also through the config: `dask scheduler --interface` cannot take --tls-* (see scheduler_command)
             f"{comm}CA_FILE": str(self.ca_file),
             f"{comm}SCHEDULER__CERT": str(self.cert),
             f"{comm}SCHEDULER__KEY": str(self.key),
         }
+
+    def dashboard_environment(self) -> dict[str, str]:
+        """DASK_* settings that serve a scheduler's dashboard, or a worker's HTTP routes, over HTTPS with these files.
+
+        The client certificate is then required by :func:`require_dashboard_client_certificates` (the
+        scheduler's and the workers' preloads): distributed's own setting only encrypts.
+        """
+        prefix = "DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__"
+        return {f"{prefix}CA_FILE": str(self.ca_file), f"{prefix}CERT": str(self.cert), f"{prefix}KEY": str(self.key)}
 
     def worker_environment(self) -> dict[str, str]:
         """DASK_* settings that give a worker (and its Nanny) these files through Dask's config, encryption required.

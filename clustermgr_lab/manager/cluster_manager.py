@@ -8,6 +8,7 @@ what is kept goes to the store through :class:`~.store_writer.StoreWriter`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -69,6 +70,9 @@ from clustermgr_lab.manager.stored_clusters import (
     stored_credentials,
     stored_records,
 )
+
+#: Seconds a deleted cluster's work folder waits for its start, still running, to return (it writes there till then).
+START_SETTLE_TIMEOUT = 120.0
 
 
 def restored_spec(backend_class: type[Backend], record: Mapping[str, Any]) -> WorkerSpec:
@@ -609,6 +613,10 @@ class ClusterManager(ClusterManagerSettings):
         async def close_and_forget():
             try:
                 await cluster.close()
+                # Deleted while it starts: its start writes into the work folder (credentials, scheduler file,
+                # logs) until it sees the deletion and tears down; removed before that, the folder came back.
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(cluster.start_ended(), START_SETTLE_TIMEOUT)
             finally:
                 self._forget(cluster_id)
                 await self._remove_workdir(cluster)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+import os
 import re
 import shlex
 import sys
@@ -26,6 +27,7 @@ from clustermgr_lab.backends.base import SCHEDULER_PROCESS as SCHEDULER
 from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint, Waiting
 from clustermgr_lab.backends.batch.jobs import JobState, SubmitRefused, run_command
 from clustermgr_lab.backends.batch.scheduler_job import SchedulerJob
+from clustermgr_lab.backends.local.backend import WORKER_PRELOAD_ENV, worker_preload_environment
 from clustermgr_lab.backends.local.processes import LocalProcesses, exit_reason
 from clustermgr_lab.backends.local.scheduler import LocalScheduler
 from clustermgr_lab.common.security import REQUIRE_ENCRYPTION
@@ -281,6 +283,8 @@ class BatchBackend(Backend):
         """Arguments of the ``Job`` class for worker ``name`` of ``group``."""
         # dask-jobqueue rounds --memory-limit to 3 digits; a later flag wins, so give the exact bytes.
         extra = self.site_lines("worker-extra-args", "extra") + ["--memory-limit", str(group.memory)]
+        # The worker's own HTTP routes (/health, /metrics) on its node's loopback only, never every interface.
+        extra += ["--dashboard-address", "127.0.0.1:0"]
         if group.worker_resources:
             resources = " ".join(f"{k}={v}" for k, v in group.worker_resources.items())
             extra += ["--resources", shlex.quote(resources)]  # the command line is joined into a shell script
@@ -289,10 +293,19 @@ class BatchBackend(Backend):
         prologue += [
             f"export {key}={shlex.quote(value)}" for key, value in opt.dask_config_environment(worker_config).items()
         ]
+        if not group.gpus:  # CUDA shows it no device (left unset, it would see every GPU of the node)
+            prologue.append("export CUDA_VISIBLE_DEVICES=''")
         prologue += self.job_script_prologue
         if self.security is not None:  # the work folder must be visible to the compute nodes (it is for the logs)
             extra += [shlex.quote(argument) for argument in self.security.cli_arguments()]
             prologue += [f"export {name}={value}" for name, value in REQUIRE_ENCRYPTION.items()]
+            # ...and served over HTTPS to holders of the cluster's certificate only (clustermgr_lab.preloads.worker,
+            # which the worker's Python must import: the server's interpreter does).
+            preloads = worker_preload_environment(
+                opt.dask_config_environment(worker_config).get(WORKER_PRELOAD_ENV) or os.environ.get(WORKER_PRELOAD_ENV)
+            )
+            for key, value in {**self.security.dashboard_environment(), **preloads}.items():
+                prologue.append(f"export {key}={shlex.quote(value)}")
         return dict(
             scheduler=self.address,
             name=name,  # becomes `dask worker --name NAME`: how connected workers are matched

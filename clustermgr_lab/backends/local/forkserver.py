@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import importlib
 import json
 import logging
@@ -56,13 +55,33 @@ ACCEPT_PAUSE = 0.5  # seconds without accepting after accept() failed (e.g. out 
 log = logging.getLogger(__name__)
 
 
+SOCKET_FOLDER_RECORD = "launcher.socket-folder"
+
+
 def socket_path_for(workdir: Path) -> Path:
-    """The launcher's socket for a work folder (a short stand-in under /tmp when the path is too long)."""
+    """The launcher's socket for a work folder (a short stand-in under /tmp when the path is too long).
+
+    The stand-in folder has an unpredictable name (``tempfile.mkdtemp``: created 0700 by this call,
+    never one another user could have made beforehand to turn the launcher off). Its name is kept in
+    the work folder (``launcher.socket-folder``), so the next server finds the same launcher; a
+    recorded folder that is gone or not this user's alone is replaced by a new one.
+    """
     path = Path(workdir) / SOCKET_NAME
     if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
         return path
-    digest = hashlib.sha256(os.fsencode(Path(workdir).resolve())).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"clustermgr-{os.getuid()}-{digest}" / SOCKET_NAME
+    record = Path(workdir) / SOCKET_FOLDER_RECORD
+    prefix = f"clustermgr-{os.getuid()}-"
+    with contextlib.suppress(OSError, ValueError):
+        folder = Path(record.read_text().strip())
+        if folder.parent == Path(tempfile.gettempdir()) and folder.name.startswith(prefix):
+            check_socket_folder(folder)
+            return folder / SOCKET_NAME
+    Path(workdir).mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    written = record.with_name(f"{record.name}.{os.getpid()}")
+    written.write_text(f"{folder}\n")
+    written.replace(record)
+    return folder / SOCKET_NAME
 
 
 def check_socket_folder(folder: Path) -> None:
