@@ -148,10 +148,13 @@ stop_server() {
   fi
 }
 
-step "jupyter server on 127.0.0.1: create, run and delete a cluster through the REST API"
-start_server
-in_venv python - "$port" "$token" "$SERVER_PID" << 'EOF' || { tail -40 "$WORK/server.log" >&2; exit 1; }
-"""Create a cluster of one worker through the REST API, wait until it runs, delete it, wait until it is gone."""
+# What both server runs do, through the REST API(s)
+cat > "$WORK/use_server.py" << 'EOF'
+"""Create a cluster of one worker through the REST API, wait until it runs, delete it, wait until it is gone.
+
+With --beside-dask-labextension, dask-labextension's API makes a cluster of its own first; each API lists only its
+own, and both are deleted.
+"""
 import json
 import os
 import sys
@@ -159,72 +162,8 @@ import time
 import urllib.error
 import urllib.request
 
-port, token, server_pid = sys.argv[1:]
-api = f"http://127.0.0.1:{port}/clustermgr/api"
-
-
-def call(method, path, body=None):
-    request = urllib.request.Request(
-        api + path, method=method, data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return response.status, json.loads(response.read() or b"null")
-
-
-def until(what, check, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        os.kill(int(server_pid), 0)  # the server exited: fail now, with its log
-        try:
-            found = check()
-        except (urllib.error.URLError, ConnectionError):
-            found = None
-        if found:
-            return found
-        time.sleep(0.3)
-    sys.exit(f"wheel-check: timed out waiting for {what}")
-
-
-until("the server to answer", lambda: call("GET", "/clusters")[0] == 200)
-status, cluster = call("POST", "/clusters", {"name": "wheel-check", "spec": {"groups": [
-    {"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}]}})
-assert status == 202, (status, cluster)
-running = until("the cluster to run with 1 worker", lambda: (lambda c: c if c["status"] == "running"
-                and c["workers"]["running"] == 1 else None)(call("GET", f"/clusters/{cluster['id']}")[1]))
-print(f"wheel-check: cluster {running['id']} running, scheduler {running['scheduler_address']}")
-status, _ = call("DELETE", f"/clusters/{cluster['id']}")
-assert status in (200, 202, 204), status
-until("the cluster to be gone", lambda: not call("GET", "/clusters")[1]["clusters"])
-print("wheel-check: cluster deleted")
-EOF
-stop_server
-
-step "side by side with dask-labextension $DASK_LABEXTENSION_VERSION: both extensions on, both APIs work"
-"$WORK/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  "dask-labextension==$DASK_LABEXTENSION_VERSION" >> "$WORK/pip.log" 2>&1 || { tail -40 "$WORK/pip.log" >&2; exit 1; }
-"$WORK/venv/bin/python" -m pip check --disable-pip-version-check
-extensions=$(in_venv jupyter server extension list 2>&1 | no_colour)
-labextensions=$(in_venv jupyter labextension list 2>&1 | no_colour)
-for pattern in 'clustermgr_lab[[:space:]]+enabled' 'dask_labextension[[:space:]]+enabled' \
-  'jupyter_server_proxy[[:space:]]+enabled'; do
-  echo "$extensions" | grep -Eq "$pattern" || { echo "wheel-check: not /$pattern/:" >&2; echo "$extensions" >&2; exit 1; }
-done
-for pattern in 'clustermgr-lab v[^ ]+ enabled' 'dask-labextension v[^ ]+ enabled'; do
-  echo "$labextensions" | grep -Eq "$pattern" \
-    || { echo "wheel-check: not /$pattern/:" >&2; echo "$labextensions" >&2; exit 1; }
-done
-start_server
-in_venv python - "$port" "$token" "$SERVER_PID" << 'EOF' || { tail -40 "$WORK/server.log" >&2; exit 1; }
-"""Beside dask-labextension: its cluster and ours are made, listed by their own APIs only, and deleted."""
-import json
-import os
-import sys
-import time
-import urllib.error
-import urllib.request
-
-port, token, server_pid = sys.argv[1:]
+port, token, server_pid = sys.argv[1:4]
+beside = "--beside-dask-labextension" in sys.argv[4:]
 api = f"http://127.0.0.1:{port}/clustermgr/api"
 
 
@@ -262,9 +201,11 @@ def dask_call(method, path="", body=None):
         return response.status, json.loads(response.read() or b"null")
 
 
-status, theirs = dask_call("PUT", "/", b"")
-assert status == 200 and theirs["id"], (status, theirs)
-print(f"wheel-check: dask-labextension made its cluster {theirs['id']} ({theirs['scheduler_address']})")
+theirs = None
+if beside:
+    status, theirs = dask_call("PUT", "/", b"")
+    assert status == 200 and theirs["id"], (status, theirs)
+    print(f"wheel-check: dask-labextension made its cluster {theirs['id']} ({theirs['scheduler_address']})")
 status, cluster = call("POST", "/clusters", {"name": "wheel-check", "spec": {"groups": [
     {"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}]}})
 assert status == 202, (status, cluster)
@@ -275,11 +216,34 @@ status, _ = call("DELETE", f"/clusters/{cluster['id']}")
 assert status in (200, 202, 204), status
 until("the cluster to be gone", lambda: not call("GET", "/clusters")[1]["clusters"])
 print("wheel-check: cluster deleted")
-status, listed = dask_call("GET", "/")
-assert status == 200 and [c["id"] for c in listed] == [theirs["id"]], listed
-status, _ = dask_call("DELETE", f"/{theirs['id']}")
-assert status in (200, 204), status
-until("dask-labextension's cluster to be gone", lambda: dask_call("GET", "/")[1] == [])
-print("wheel-check: dask-labextension's cluster deleted")
+if beside:
+    status, listed = dask_call("GET", "/")
+    assert status == 200 and [c["id"] for c in listed] == [theirs["id"]], listed
+    status, _ = dask_call("DELETE", f"/{theirs['id']}")
+    assert status in (200, 204), status
+    until("dask-labextension's cluster to be gone", lambda: dask_call("GET", "/")[1] == [])
+    print("wheel-check: dask-labextension's cluster deleted")
 EOF
+
+step "jupyter server on 127.0.0.1: create, run and delete a cluster through the REST API"
+start_server
+in_venv python "$WORK/use_server.py" "$port" "$token" "$SERVER_PID" || { tail -40 "$WORK/server.log" >&2; exit 1; }
+stop_server
+
+step "side by side with dask-labextension $DASK_LABEXTENSION_VERSION: both extensions on, both APIs work"
+"$WORK/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  "dask-labextension==$DASK_LABEXTENSION_VERSION" >> "$WORK/pip.log" 2>&1 || { tail -40 "$WORK/pip.log" >&2; exit 1; }
+"$WORK/venv/bin/python" -m pip check --disable-pip-version-check
+extensions=$(in_venv jupyter server extension list 2>&1 | no_colour)
+labextensions=$(in_venv jupyter labextension list 2>&1 | no_colour)
+for pattern in 'clustermgr_lab[[:space:]]+enabled' 'dask_labextension[[:space:]]+enabled' \
+  'jupyter_server_proxy[[:space:]]+enabled'; do
+  echo "$extensions" | grep -Eq "$pattern" || { echo "wheel-check: not /$pattern/:" >&2; echo "$extensions" >&2; exit 1; }
+done
+for pattern in 'clustermgr-lab v[^ ]+ enabled' 'dask-labextension v[^ ]+ enabled'; do
+  echo "$labextensions" | grep -Eq "$pattern" \
+    || { echo "wheel-check: not /$pattern/:" >&2; echo "$labextensions" >&2; exit 1; }
+done
+start_server
+in_venv python "$WORK/use_server.py" "$port" "$token" "$SERVER_PID" --beside-dask-labextension || { tail -40 "$WORK/server.log" >&2; exit 1; }
 stop_server
