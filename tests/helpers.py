@@ -376,6 +376,21 @@ def cluster_client(cluster: dict, **kwargs):
     return Client(cluster["scheduler_address"], **kwargs)
 
 
+async def assert_workers_closed_to_strangers(client, cluster: dict, dashboard_address: str | None) -> None:
+    """Assert that every worker's own HTTP routes listen on loopback only, then :func:`assert_strangers_refused`.
+
+    ``client`` is an asynchronous ``Client`` of the cluster (its certificate); the workers' HTTP sockets are read
+    inside the workers themselves.
+    """
+    http = await client.run(
+        lambda dask_worker: [s.getsockname()[:2] for s in dask_worker.http_server._sockets.values()]
+    )
+    worker_http = tuple(f"{host}:{port}" for sockets in http.values() for host, port in sockets)
+    assert worker_http and all(address.startswith("127.0.0.1:") for address in worker_http), worker_http
+    workers = tuple(client.scheduler_info()["workers"])
+    await assert_strangers_refused(cluster, dashboard_address, workers, worker_http=worker_http)
+
+
 async def assert_strangers_refused(
     cluster: dict,
     dashboard_address: str | None = None,

@@ -20,7 +20,7 @@ from clustermgr_lab.manager.store import ClusterStore
 
 from .helpers import (
     alive,
-    assert_strangers_refused,
+    assert_workers_closed_to_strangers,
     call,
     cluster_client,
     requires_slurm,
@@ -149,13 +149,7 @@ async def test_workers_are_slurm_jobs_that_scale_compute_and_go(jp_fetch, jp_ser
             # certificate (plain, another certificate, none), while this Client (the cluster's Security) is served
             dashboard = jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id).endpoint.dashboard_address
             # And each worker's own HTTP routes (/health, /metrics) listen on loopback only, and refuse strangers too
-            http = await client.run(
-                lambda dask_worker: [s.getsockname()[:2] for s in dask_worker.http_server._sockets.values()]
-            )
-            worker_http = tuple(f"{host}:{port}" for sockets in http.values() for host, port in sockets)
-            assert worker_http and all(address.startswith("127.0.0.1:") for address in worker_http), worker_http
-            workers = tuple(client.scheduler_info()["workers"])
-            await assert_strangers_refused(cluster, dashboard, workers, worker_http=worker_http)
+            await assert_workers_closed_to_strangers(client, cluster, dashboard)
             # And each worker is called by our name and runs inside the SLURM job of that name, forked from its
             # nanny (multiprocessing's spawn would have imported the main module again, as __mp_main__)
             inside = await client.run(

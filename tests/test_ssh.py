@@ -33,7 +33,7 @@ from clustermgr_lab.domain.spec import parse_spec
 
 from .helpers import (
     alive,
-    assert_strangers_refused,
+    assert_workers_closed_to_strangers,
     call,
     cluster_client,
     delete_and_wait,
@@ -211,13 +211,7 @@ async def test_workers_started_over_ssh_scale_up_and_down_and_leave_nothing(jp_f
             # cluster's certificate (plain, another certificate, none), while this Client is served
             dashboard = jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id).endpoint.dashboard_address
             # And each worker's own HTTP routes (/health, /metrics) listen on loopback only, and refuse strangers too
-            http = await client.run(
-                lambda dask_worker: [s.getsockname()[:2] for s in dask_worker.http_server._sockets.values()]
-            )
-            worker_http = tuple(f"{host}:{port}" for sockets in http.values() for host, port in sockets)
-            assert worker_http and all(address.startswith("127.0.0.1:") for address in worker_http), worker_http
-            workers = tuple(client.scheduler_info()["workers"])
-            await assert_strangers_refused(cluster, dashboard, workers, worker_http=worker_http)
+            await assert_workers_closed_to_strangers(client, cluster, dashboard)
             # And each worker process is a child of one of those Nannies, listening on loopback
             parents = await client.run(lambda: os.getppid())
             assert set(parents.values()) <= {n.pid for n in nannies} and len(parents) == 2
