@@ -12,6 +12,7 @@ import contextlib
 import shutil
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -219,8 +220,7 @@ class ClusterManager(ClusterManagerSettings):
                 self.log.exception("cluster %s: re-adoption failed", cluster.id)
                 return
             if record["status"] == STOPPING:  # was being deleted when the last server stopped
-                self._forget(cluster.id)
-                await self._remove_workdir(cluster)
+                await self._forget_and_remove(cluster)
             else:
                 self.log.info("cluster %s (%s): %s", cluster.id, cluster.name, cluster.status)
 
@@ -618,18 +618,26 @@ class ClusterManager(ClusterManagerSettings):
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(cluster.start_ended(), START_SETTLE_TIMEOUT)
             finally:
-                self._forget(cluster_id)
-                await self._remove_workdir(cluster)
+                await self._forget_and_remove(cluster)
 
         cluster.lifecycle = STOPPING
         self.writer.save(cluster)  # a server that dies now leaves it to the next one to finish stopping
         self._spawn(close_and_forget())
         return cluster
 
-    def _forget(self, cluster_id: str) -> None:
+    def _forget(self, cluster_id: str) -> Future:
+        """Take a cluster off the list; returns the store's queued deletion (done after every write queued before)."""
         cluster = self._clusters.pop(cluster_id, None)
-        self.writer.delete(cluster_id, cluster.backend.workdir if cluster else None)
+        deleted = self.writer.delete(cluster_id, cluster.backend.workdir if cluster else None)
         self.feed.removed(cluster_id)
+        return deleted
+
+    async def _forget_and_remove(self, cluster: ManagedCluster) -> None:
+        """Forget a stopped cluster, then delete its work folder once the store's writes queued before are done
+        (a manifest save still queued would otherwise write into the folder as it is removed, and keep it)."""
+        deleted = self._forget(cluster.id)
+        await asyncio.gather(asyncio.wrap_future(deleted), return_exceptions=True)
+        await self._remove_workdir(cluster)
 
     async def close_all(self) -> None:
         """At a clean server stop: keep every cluster running for the next server (``on_shutdown = "keep"``)
@@ -639,8 +647,7 @@ class ClusterManager(ClusterManagerSettings):
             await asyncio.gather(*(c.close() for c in clusters), return_exceptions=True)
             await asyncio.gather(*self._tasks, return_exceptions=True)
             for cluster in clusters:
-                self._forget(cluster.id)
-                await self._remove_workdir(cluster)
+                await self._forget_and_remove(cluster)
         else:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             # What cannot outlive this server is stopped, with the reason; the rest is left to the next one.

@@ -82,13 +82,16 @@ class StoreWriter:
         future = self.store.save_later(to_record(cluster), events)
         self._follow(future, lambda: self._events_unwritten(cluster.id, written))
 
-    def delete(self, cluster_id: str, workdir: Path | None) -> None:
-        """Have the store forget a cluster; if it cannot now, it does once it can be written again."""
+    def delete(self, cluster_id: str, workdir: Path | None) -> Future:
+        """Have the store forget a cluster; if it cannot now, it does once it can be written again.
+
+        Returns the queued deletion: done once it and every write queued before it are.
+        """
         self._events_written.pop(cluster_id, None)
         self._unforgotten.pop(cluster_id, None)
-        self._follow(
-            self.store.delete_later(cluster_id, workdir), lambda: self._unforgotten.setdefault(cluster_id, workdir)
-        )
+        future = self.store.delete_later(cluster_id, workdir)
+        self._follow(future, lambda: self._unforgotten.setdefault(cluster_id, workdir))
+        return future
 
     def require_writable(self, action: str) -> None:
         """Refuse ``action`` (:class:`StoreUnavailable`) while the store is known not to be writable."""
