@@ -76,6 +76,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/clustermgr/api/clusters/{cluster_id}/workers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The cluster's `id` */
+                cluster_id: components["parameters"]["ClusterId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Each worker of the cluster: name, group, address, host, PID, memory and state
+         * @description Workers still running or starting first (by name), then the last 20 that went away (`gone`). `memory` is asked of the scheduler at the time of the request (the last figure it reported where it does not answer). Workers that connected to the scheduler without being started by this server have `group` null.
+         */
+        get: operations["listWorkers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/clustermgr/api/clusters/{cluster_id}/logs": {
         parameters: {
             query?: never;
@@ -556,6 +579,26 @@ export interface components {
                 cpu: number;
             }[];
         };
+        /** @description One worker of a cluster, as the workers view lists it. */
+        WorkerEntry: {
+            /** @description The worker's name (its group's name and a number), as in its logs and process title */
+            name: string;
+            /** @description Its Worker Spec group; null for a worker this server did not start */
+            group: string | null;
+            /** @description Its address at the scheduler (the last one, for a worker that went away); null before it connected */
+            address: string | null;
+            /** @description The host it connected from */
+            host: string | null;
+            /** @description The process started for it, where it runs on the server's host; null elsewhere */
+            pid: number | null;
+            /** @description Bytes of memory in use by its process */
+            memory: number | null;
+            /** @description Its memory limit in bytes */
+            memory_limit: number | null;
+            threads: number | null;
+            /** @enum {unknown} */
+            state: "starting" | "running" | "closing" | "gone";
+        };
         /** @description One entry of a cluster's log. `kind`: `lifecycle` (started, stopped, a worker exited...), `scale` (a decision: `before` → `after` workers of `group`, `message` is the reason) or `note` (a decision not to act, and why). A worker that went away on its own gives a `lifecycle` event with a `cause`. */
         Event: {
             /** Format: date-time */
@@ -570,6 +613,15 @@ export interface components {
             source: "manual" | "adaptive" | "spec" | "system" | null;
             /** @description Only on worker-departure events: why the worker went away. */
             cause?: components["schemas"]["Cause"];
+            /** @description What was asked, as the user said it (`4 GiB`, `64 cores`, `3 workers`, `spec edited: default memory 8 GiB → 1 GiB`); absent or null when nobody asked (adaptive mode, the system). */
+            asked?: string | null;
+            /** @description How many times in a row this event happened (absent: once). An event like the previous one of its cluster (same kind, message, group and source) is counted into it, and its `time` is the latest. */
+            count?: number;
+            /**
+             * @description `warning` only for a condition a user must act on (a failed start, a worker that keeps dying, a template unavailable); absent: `info`.
+             * @enum {unknown}
+             */
+            level?: "info" | "warning";
         };
         /** @description What clusters of a backend can do; clients read these, never the backend's name. */
         Capabilities: {
@@ -981,6 +1033,33 @@ export interface operations {
                 content: {
                     "application/json": {
                         events: components["schemas"]["Event"][];
+                    };
+                };
+            };
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+        };
+    };
+    listWorkers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The cluster's `id` */
+                cluster_id: components["parameters"]["ClusterId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workers */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        workers: components["schemas"]["WorkerEntry"][];
                     };
                 };
             };

@@ -22,6 +22,7 @@ MATRIX = {
     r"clustermgr/api/clusters": {"GET", "POST", "OPTIONS"},
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)": {"GET", "PATCH", "DELETE", "OPTIONS"},
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/events": {"GET", "OPTIONS"},
+    r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/workers": {"GET", "OPTIONS"},
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/logs": {"GET", "OPTIONS"},
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/logs/(?P<name>[^/]+)": {"GET", "OPTIONS"},
     r"clustermgr/api/clusters/(?P<cluster_id>[^/]+)/logs/(?P<name>[^/]+)/follow": {"WS"},

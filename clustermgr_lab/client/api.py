@@ -135,6 +135,10 @@ class ClusterManagerClient:
         """The cluster's event log (lifecycle changes and scaling decisions), newest last."""
         return self._request("GET", self._path(cluster_id, "events"))["events"]
 
+    def workers(self, cluster_id: str) -> list[dict[str, Any]]:
+        """Each worker: ``{"name", "group", "address", "host", "pid", "memory", "memory_limit", "threads", "state"}``."""
+        return self._request("GET", self._path(cluster_id, "workers"))["workers"]
+
     def timeline(self, cluster_id: str) -> dict[str, Any]:
         """The cluster's workers, memory and CPU in use over its life: ``{"resolution", "points"}``, oldest first."""
         return self._request("GET", self._path(cluster_id, "timeline"))

@@ -157,6 +157,11 @@ class ManagedCluster:
         self.adaptive.configure(settings, run=False)
 
     @property
+    def link(self) -> SchedulerLink | None:
+        """The line to the scheduler now (None while there is none)."""
+        return self._link
+
+    @property
     def timeline(self) -> Timeline:
         return self.sampler.timeline
 

@@ -10,6 +10,7 @@ starts or stops workers: manual scaling, spec edits and adaptive mode all change
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import time
@@ -38,6 +39,9 @@ from clustermgr_lab.domain.spec import GPU_RESOURCE, WorkerGroup, WorkerSpec
 
 log = logging.getLogger(__name__)
 
+#: How many workers that went away the workers view keeps listing (state ``gone``).
+GONE_KEPT = 20
+
 
 def shape_of(group: WorkerGroup) -> tuple:
     """What a worker of ``group`` looks like: a worker of another shape is replaced."""
@@ -61,6 +65,8 @@ class WorkerRecord:
     connected_once: bool = False
     pid: int | None = None
     connected_at: float | None = None
+    last_address: str | None = None  # where it was last connected (kept once it leaves)
+    host: str | None = None  # the host it last connected from
 
 
 class RetiringLink(Protocol):
@@ -114,6 +120,8 @@ class Reconciler:
         self._on_change = on_change
         self._on_error = on_error
         self.workers: dict[str, WorkerRecord] = {}
+        #: the workers that went away most recently (stopped here or exited), newest last
+        self.gone: collections.deque[WorkerRecord] = collections.deque(maxlen=GONE_KEPT)
         self.external: dict[str, dict] = {}  # connected workers this cluster did not start
         self.names = itertools.count(1)
         self.plan_source: dict[str, str] = {}  # per group: who set its count last (manual, adaptive, spec, system...)
@@ -291,6 +299,7 @@ class Reconciler:
 
     def clear(self) -> None:
         self.scale_timer.cancel()
+        self.gone.extend(self.workers.values())
         self.workers.clear()
         self.external.clear()
 
@@ -302,6 +311,7 @@ class Reconciler:
             self.external[address] = info
         else:
             record.address, record.info, record.connected_once = address, info, True
+            record.last_address, record.host = address, info.get("host")
             record.pid, record.connected_at = self.backend.pids().get(record.name), time.monotonic()
         self._on_change()
 
@@ -318,6 +328,8 @@ class Reconciler:
     def worker_exited(self, name: str, returncode: int | None) -> None:
         """A worker ended on its own: replaced if it had connected, else its group's plan drops by one."""
         record = self.workers.pop(name, None)
+        if record is not None:
+            self.gone.append(record)
         if record is None or not self._is_running():
             return
         if record.connected_once:
@@ -539,7 +551,8 @@ class Reconciler:
             self.events.note(group, f"data on {len(kept)} worker(s) could not be moved before closing", source="manual")
         await self.backend.scale_down([r.name for r in records])
         for record in records:
-            self.workers.pop(record.name, None)
+            if self.workers.pop(record.name, None) is not None:
+                self.gone.append(record)
 
 
 def record_memory(spec: WorkerSpec, record: WorkerRecord) -> int | None:

@@ -43,6 +43,7 @@ from clustermgr_lab.cluster.managed import (
     STOPPING,
     ManagedCluster,
 )
+from clustermgr_lab.cluster.workers_view import list_workers
 from clustermgr_lab.common import metrics
 from clustermgr_lab.common.security import (
     PLAIN_WARNING,
@@ -380,6 +381,11 @@ class ClusterManager(ClusterManagerSettings):
 
     def events(self, cluster_id: str) -> list[dict[str, Any]]:
         return [e.to_dict() for e in self.get(cluster_id).events]
+
+    async def workers(self, cluster_id: str) -> list[dict[str, Any]]:
+        """Each worker of a cluster: name, group, address, host, PID (local ones), memory, state (:mod:`.workers_view`)."""
+        cluster = self.get(cluster_id)
+        return await list_workers(cluster.reconciler, cluster.link, cluster.backend.capabilities.runs_processes_here)
 
     # -- changing --------------------------------------------------------------------------------
 

@@ -85,6 +85,13 @@ class EventsHandler(BaseHandler):
         self.reply({"events": self.manager.events(cluster_id)})
 
 
+class WorkersHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, cluster_id: str) -> None:
+        self.reply({"workers": await self.manager.workers(cluster_id)})
+
+
 class LogsHandler(BaseHandler):
     @web.authenticated
     @authorized
@@ -146,6 +153,7 @@ def route_table() -> list[tuple[str, type]]:
         (url_path_join(api, "clusters"), ClustersHandler),
         (url_path_join(api, "clusters", cluster_id), ClusterHandler),
         (url_path_join(api, "clusters", cluster_id, "events"), EventsHandler),
+        (url_path_join(api, "clusters", cluster_id, "workers"), WorkersHandler),
         (url_path_join(api, "clusters", cluster_id, "logs"), LogsHandler),
         (url_path_join(api, "clusters", cluster_id, "logs", log_name), LogHandler),
         (url_path_join(api, "clusters", cluster_id, "logs", log_name, "follow"), LogFollowHandler),
