@@ -40,6 +40,7 @@ export const PALETTE_COMMANDS = [
   CommandIDs.showSidebar,
   CommandIDs.insertClientCell,
   CommandIDs.openDashboard,
+  CommandIDs.openPlotByName,
   CommandIDs.copyAddress,
   CommandIDs.scale,
   CommandIDs.adapt,

@@ -18,6 +18,7 @@ import { acceptClusterDrops } from './drop';
 import { addDashboardCommands } from './dashboardcommands';
 import { setTranslator, trans } from './i18n';
 import { IDashboardLayout } from './layout';
+import { MOST_USED_ORDER } from './plotcatalog';
 import { ClustersModel } from './model';
 import { BadNewsNotifier } from './notifications';
 import { errorMessage } from './notify';
@@ -114,6 +115,14 @@ const plugin: JupyterFrontEndPlugin<IClustersModel> = {
           palette.addItem({ command, category });
         }
       }
+      // The most used dashboard plots by name (any plot: "Open Dashboard Plot…").
+      for (const plot of MOST_USED_ORDER) {
+        palette.addItem({
+          command: CommandIDs.openPlotByName,
+          args: { plot },
+          category
+        });
+      }
     }
 
     // Emitted when hideClusterManager changes: the status bar asks isActive.
@@ -139,6 +148,7 @@ const plugin: JupyterFrontEndPlugin<IClustersModel> = {
           {}) as IDashboardLayout;
         preferences.hideClusterManager =
           !!settings.get('hideClusterManager').composite;
+        sidebar.setCompactCards(!!settings.get('compactCards').composite);
         showSidebar(app, sidebar, !preferences.hideClusterManager);
         const url = (
           (settings.get('defaultURL').composite as string) ?? ''
@@ -159,6 +169,13 @@ const plugin: JupyterFrontEndPlugin<IClustersModel> = {
         .then(settings => {
           apply(settings);
           settings.changed.connect(apply);
+          // The header's toggle is remembered as the setting.
+          sidebar.onCompactCardsChanged = on =>
+            void settings
+              .set('compactCards', on)
+              .catch(reason =>
+                console.error('clustermgr-lab: cannot save settings', reason)
+              );
         })
         .catch(reason =>
           console.error('clustermgr-lab: cannot load settings', reason)

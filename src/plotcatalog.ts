@@ -84,7 +84,7 @@ export const GROUP_ORDER = [
  * The most used plots, by the slug of their path, in the order of the
  * dashboard's status page and of what people open first.
  */
-const MOST_USED_ORDER = [
+export const MOST_USED_ORDER = [
   'task-stream',
   'progress',
   'workers-memory',
@@ -180,6 +180,14 @@ const catalog = (): { [slug: string]: ICatalogEntry } => ({
   'gpu-utilization': { label: trans.__('GPU Utilization'), group: GPU_GROUP },
   'rmm-memory': { label: trans.__('RMM Memory'), group: GPU_GROUP }
 });
+
+/**
+ * The catalogue's name of the plot of slug `slug` (e.g. "task-stream" gives
+ * "Task Stream"), or null for a plot it does not know.
+ */
+export function catalogLabel(slug: string): string | null {
+  return catalog()[slug]?.label ?? null;
+}
 
 /**
  * The slug of an individual plot's path: "/individual-task-stream" and

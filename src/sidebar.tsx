@@ -1,10 +1,16 @@
-import { Button, ReactWidget, UseSignal } from '@jupyterlab/ui-components';
+import {
+  Button,
+  collapseAllIcon,
+  expandAllIcon,
+  ReactWidget,
+  UseSignal
+} from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
 import { startClusterDrag } from './clientcell';
-import { meanHeight, shouldCompact } from './compact';
+import { COMPACT_ABOVE, shouldCompact } from './compact';
 import { ClusterCard } from './components/ClusterCard';
 import {
   ClusterFilter,
@@ -80,6 +86,33 @@ export class ClusterSidebar extends ReactWidget {
     }
   }
 
+  /**
+   * Whether the user asked for compact cards (the `compactCards` setting).
+   */
+  get compactCards(): boolean {
+    return this._compactCards;
+  }
+
+  /**
+   * Show compact cards or full ones; `byUser` (the header's toggle) also
+   * tells `onCompactCardsChanged`, which records it as the setting.
+   */
+  setCompactCards(on: boolean, byUser = false): void {
+    if (on === this._compactCards) {
+      return;
+    }
+    this._compactCards = on;
+    this.update();
+    if (byUser) {
+      this.onCompactCardsChanged?.(on);
+    }
+  }
+
+  /**
+   * Called when the user toggles compact cards in the header.
+   */
+  onCompactCardsChanged: ((on: boolean) => void) | null = null;
+
   dispose(): void {
     this._gone.dispose();
     super.dispose();
@@ -117,6 +150,8 @@ export class ClusterSidebar extends ReactWidget {
             canInsert={this._canInsert}
             gone={this._gone}
             selected={this.selectedClusterId}
+            compactCards={this._compactCards}
+            onCompactCards={on => this.setCompactCards(on, true)}
             onDragStart={(cluster, x, y) =>
               startClusterDrag({
                 cluster,
@@ -132,6 +167,7 @@ export class ClusterSidebar extends ReactWidget {
   }
 
   private _gone: GoneTracker;
+  private _compactCards = false;
   private _selected: string | null = null;
 
   private _model: ClustersModel;
@@ -176,74 +212,10 @@ interface IClusterPanelProps {
   gone: GoneTracker;
   /** The id of the selected cluster. */
   selected: string | null;
+  /** Whether the user asked for compact cards. */
+  compactCards: boolean;
+  onCompactCards: (on: boolean) => void;
   onDragStart: (cluster: ICluster, clientX: number, clientY: number) => void;
-}
-
-/**
- * Whether the cards are compact: full cards would not fit the height the
- * sidebar has (measured again whenever the sidebar or the list resizes).
- * Full cards' height is measured while they are shown in full, at the
- * list's width: once the width changes, cards are shown in full again to be
- * measured anew (they are taller in a narrower sidebar).
- */
-function useCompact(count: number): {
-  on: boolean;
-  panel: React.RefObject<HTMLDivElement>;
-  list: React.RefObject<HTMLUListElement>;
-} {
-  const panel = React.useRef<HTMLDivElement>(null);
-  const list = React.useRef<HTMLUListElement>(null);
-  const full = React.useRef<{ height: number | null; width: number }>({
-    height: null,
-    width: 0
-  });
-  const [on, setOn] = React.useState(false);
-  React.useLayoutEffect(() => {
-    const scroller = panel.current?.parentElement;
-    if (!panel.current || !scroller) {
-      return;
-    }
-    const measure = () => {
-      const cards = list.current;
-      if (!panel.current || !cards) {
-        setOn(false);
-        return;
-      }
-      const width = cards.clientWidth;
-      if (!cards.classList.contains('cm-mod-compact')) {
-        const heights = Array.from(cards.children).map(
-          c => (c as HTMLElement).offsetHeight
-        );
-        full.current = {
-          height: meanHeight(heights) ?? full.current.height,
-          width
-        };
-      } else if (width !== full.current.width) {
-        setOn(false); // measured at another width: show them in full first
-        return;
-      }
-      // What the header, notices and hint around the list take.
-      const around = Array.from(panel.current.children)
-        .filter(c => c !== cards)
-        .reduce((sum, c) => sum + (c as HTMLElement).offsetHeight, 0);
-      const padding = parseFloat(getComputedStyle(cards).paddingTop) || 0;
-      setOn(
-        shouldCompact(
-          count,
-          scroller.clientHeight - around - padding,
-          full.current.height
-        )
-      );
-    };
-    measure();
-    const observer = new ResizeObserver(measure);
-    observer.observe(scroller);
-    if (list.current) {
-      observer.observe(list.current);
-    }
-    return () => observer.disconnect();
-  }, [count]);
-  return { on, panel, list };
 }
 
 /**
@@ -255,7 +227,7 @@ const offlineReason = () =>
 /**
  * Header (live state, New Cluster), what happened to clusters that went
  * unannounced, a filter box when there are many clusters, then the cards
- * (compact when full cards would not fit the sidebar's height).
+ * (compact when the user asks, or above `COMPACT_ABOVE` clusters).
  */
 function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
   const { model, commands } = props;
@@ -264,7 +236,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
   const many = all.length > MANY_CLUSTERS;
   const [filter, setFilter] = React.useState('');
   const clusters = many ? all.filter(c => matchesFilter(c, filter)) : all;
-  const compact = useCompact(clusters.length);
+  const compact = shouldCompact(all.length, props.compactCards);
   const offline =
     !missing && model.serverState !== 'unknown' && !model.connected;
   const stateText = missing
@@ -274,7 +246,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
       : trans.__('Disconnected, reconnecting…');
 
   return (
-    <div className="cm-ClusterPanel" ref={compact.panel}>
+    <div className="cm-ClusterPanel">
       <div className="cm-ClusterPanel-header">
         <h2 className="cm-ClusterPanel-title">{trans.__('Clusters')}</h2>
         <span
@@ -315,6 +287,32 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
         >
           {trans.__('Attach')}
         </Button>
+        <Button
+          type="button"
+          minimal
+          small
+          className="cm-CompactToggle"
+          aria-pressed={props.compactCards}
+          aria-label={trans.__('Compact cards')}
+          title={
+            props.compactCards
+              ? trans.__(
+                  'Compact cards: on (click for full cards; above %1 clusters they stay compact)',
+                  COMPACT_ABOVE
+                )
+              : trans.__(
+                  'Compact cards: off (click for compact cards; above %1 clusters they are compact anyway)',
+                  COMPACT_ABOVE
+                )
+          }
+          onClick={() => props.onCompactCards(!props.compactCards)}
+        >
+          {props.compactCards ? (
+            <expandAllIcon.react tag="span" />
+          ) : (
+            <collapseAllIcon.react tag="span" />
+          )}
+        </Button>
       </div>
       {missing && <ServerMissing />}
       {offline && (
@@ -354,8 +352,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
           </p>
         ) : (
           <ul
-            ref={compact.list}
-            className={`cm-ClusterList${compact.on ? ' cm-mod-compact' : ''}`}
+            className={`cm-ClusterList${compact ? ' cm-mod-compact' : ''}`}
             aria-label={trans.__('Cluster list')}
           >
             {clusters.map(cluster => (
@@ -366,7 +363,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
                 commands={commands}
                 canInsert={props.canInsert}
                 offline={offline}
-                compact={compact.on}
+                compact={compact}
                 selected={cluster.id === props.selected}
                 onDragStart={props.onDragStart}
               />

@@ -164,6 +164,7 @@ export namespace CommandIDs {
   export const showEvents = 'clustermgr:show-events';
   export const showLogs = 'clustermgr:show-logs';
   export const openPlot = 'clustermgr:open-plot';
+  export const openPlotByName = 'clustermgr:open-plot-by-name';
   export const listPlots = 'clustermgr:list-plots';
   export const attachCluster = 'clustermgr:attach-cluster';
 }

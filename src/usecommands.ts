@@ -6,6 +6,7 @@ import { ILayoutRestorer, JupyterFrontEnd } from '@jupyterlab/application';
 import { CommandRegistry } from '@lumino/commands';
 import {
   Clipboard,
+  InputDialog,
   MainAreaWidget,
   Notification,
   WidgetTracker
@@ -18,10 +19,16 @@ import { opensElsewhere } from './externaldashboard';
 import { clusterIcon } from './icons';
 import { trans } from './i18n';
 import { findDestination, IInsertTargets, insertClientCode } from './insert';
+import { errorMessage } from './notify';
 import { IDashboardLayout, layoutOrder } from './layout';
 import { LogViewer, logTabId } from './logviewer';
 import { ClustersModel } from './model';
-import { plotSlug } from './plotcatalog';
+import {
+  arrangePlots,
+  catalogLabel,
+  clusterHasGpus,
+  plotSlug
+} from './plotcatalog';
 import { CommandIDs } from './tokens';
 import { ICluster } from './types';
 import { whyNoClient } from './cardstate';
@@ -146,6 +153,32 @@ export function addUseCommands(
     }
   });
 
+  commands.addCommand(CommandIDs.openPlotByName, {
+    label: args => {
+      const slug = typeof args['plot'] === 'string' ? args['plot'] : '';
+      const name = slug ? (catalogLabel(slug) ?? slug) : '';
+      return name
+        ? trans.__('Open Dashboard Plot: %1', name)
+        : trans.__('Open Dashboard Plot…');
+    },
+    caption: trans.__(
+      'Open one plot of a cluster’s Dask dashboard in a tab of its own, by name (asks which cluster when there are several)'
+    ),
+    isEnabled: args => applies(args, withDashboard),
+    execute: async args => {
+      const cluster = await pick(
+        args,
+        withDashboard,
+        trans.__('Open a dashboard plot of which cluster?')
+      );
+      if (!cluster) {
+        return;
+      }
+      const slug = typeof args['plot'] === 'string' ? args['plot'] : '';
+      await openPlotByName(commands, cluster, slug);
+    }
+  });
+
   commands.addCommand(CommandIDs.copyAddress, {
     label: trans.__('Copy Scheduler Address'),
     caption: trans.__('Copy the scheduler address'),
@@ -158,6 +191,64 @@ export function addUseCommands(
       }
     }
   });
+}
+
+/**
+ * Open the plot of slug `slug` of a cluster's dashboard, or (without a
+ * slug) the one the user picks from the cluster's plots, offered in the
+ * order and under the names of the card's Plots list.
+ */
+async function openPlotByName(
+  commands: CommandRegistry,
+  cluster: ICluster,
+  slug: string
+): Promise<void> {
+  let plots: IPlot[];
+  try {
+    plots = (await commands.execute(CommandIDs.listPlots, {
+      clusterId: cluster.id
+    })) as IPlot[];
+  } catch (reason) {
+    Notification.error(
+      trans.__('Could not list the plots: %1', errorMessage(reason))
+    );
+    return;
+  }
+  const offered = arrangePlots(plots, {
+    gpus: clusterHasGpus(cluster)
+  }).groups.flatMap(group => group.plots);
+  let plot = slug ? offered.find(p => plotSlug(p.path) === slug) : undefined;
+  if (slug && !plot) {
+    Notification.warning(
+      trans.__(
+        'The dashboard of %1 has no plot %2',
+        cluster.name,
+        catalogLabel(slug) ?? slug
+      ),
+      { autoClose: 5000 }
+    );
+    return;
+  }
+  if (!plot) {
+    const items = offered.map(p => p.label);
+    const result = await InputDialog.getItem({
+      title: trans.__('Open a dashboard plot of %1', cluster.name),
+      label: trans.__('Plot'),
+      items
+    });
+    if (!result.button.accept || result.value === null) {
+      return;
+    }
+    plot = offered[items.indexOf(result.value)];
+  }
+  if (plot) {
+    await commands.execute(CommandIDs.openPlot, {
+      clusterId: cluster.id,
+      clusterName: cluster.name,
+      path: plot.path,
+      label: plot.label
+    });
+  }
 }
 
 /**

@@ -6,7 +6,7 @@ import { ICluster } from '../types';
 import { trans } from '../i18n';
 
 /**
- * Above this many clusters the sidebar offers a filter box (cards turn compact by height: compact.ts).
+ * Above this many clusters the sidebar offers a filter box (and the cards turn compact: compact.ts).
  */
 export const MANY_CLUSTERS = 4;
 

@@ -1,8 +1,8 @@
 /**
  * The `test` every spec uses: galata's, plus one automatic fixture that removes the clusters left behind by a
  * test that did not pass. A test that passes cleans up after itself (some check that it did); one that failed
- * or timed out half-way would otherwise leave a running cluster for the next specs, whose cards turn compact
- * with a second cluster listed and whose counts are off: one real failure would be followed by others.
+ * or timed out half-way would otherwise leave a running cluster for the next specs, which would list one cluster
+ * more than they expect and whose counts are off: one real failure would be followed by others.
  */
 import './appstart';
 import type { APIRequestContext } from '@playwright/test';
