@@ -40,7 +40,18 @@ export function clientCell(cluster: Connectable): nbformat.ICodeCell {
 }
 
 /**
- * Insert a client cell below the active cell of a notebook and activate it.
+ * Whether a notebook cell holds nothing (only white space): the Client code
+ * goes into it rather than into a new cell.
+ */
+export function isEmptyCell(cell: {
+  model: { sharedModel: { getSource(): string } };
+}): boolean {
+  return cell.model.sharedModel.getSource().trim() === '';
+}
+
+/**
+ * Put the client code into the active cell of a notebook when it is empty,
+ * else into a new cell below it; activate and focus that cell.
  */
 export function insertClientCell(
   panel: NotebookPanel,
@@ -50,7 +61,30 @@ export function insertClientCell(
   if (!notebook.model) {
     return;
   }
-  NotebookActions.insertBelow(notebook);
+  const active = notebook.activeCell;
+  if (!active || !isEmptyCell(active)) {
+    NotebookActions.insertBelow(notebook);
+  }
+  fillActiveCell(panel, cluster);
+}
+
+/**
+ * Put the client code into cell `index` of a notebook, which is empty (a
+ * cluster dropped on it): that cell becomes the Client cell.
+ */
+export function fillEmptyCell(
+  panel: NotebookPanel,
+  index: number,
+  cluster: Connectable
+): void {
+  const notebook = panel.content;
+  notebook.deselectAll();
+  notebook.activeCellIndex = index;
+  fillActiveCell(panel, cluster);
+}
+
+function fillActiveCell(panel: NotebookPanel, cluster: Connectable): void {
+  const notebook = panel.content;
   if (notebook.activeCell?.model.type !== 'code') {
     NotebookActions.changeCellType(notebook, 'code');
   }

@@ -1,11 +1,13 @@
 /**
- * Dropping a dragged cluster on a console or a file editor (notebooks take
- * the dropped cell themselves): the Client code goes into the console's
- * prompt, or at the file's cursor.
+ * Dropping a dragged cluster on a console or a file editor: the Client code
+ * goes into the console's prompt, or at the file's cursor. Onto an empty
+ * notebook cell, the code goes into that cell; elsewhere in a notebook, the
+ * notebook takes the dropped cell itself (a new cell where it is dropped).
  */
+import type { NotebookPanel } from '@jupyterlab/notebook';
 import { Drag } from '@lumino/dragdrop';
 
-import { CLUSTER_ID_MIME } from './clientcell';
+import { CLUSTER_ID_MIME, fillEmptyCell, isEmptyCell } from './clientcell';
 import { Destination, IInsertTargets, insertClientCode } from './insert';
 import { ClustersModel } from './model';
 
@@ -34,10 +36,46 @@ export function acceptClusterDrops(options: {
     return editor ? { kind: 'editor', widget: editor } : null;
   };
 
+  /**
+   * The notebook and index of the empty cell at `target`, if any.
+   */
+  const emptyCellAt = (
+    target: EventTarget | null
+  ): { panel: NotebookPanel; index: number } | null => {
+    const node = target as Node | null;
+    const panel = node && targets.notebooks?.find(w => w.node.contains(node));
+    if (!panel) {
+      return null;
+    }
+    const index = panel.content.widgets.findIndex(cell =>
+      cell.node.contains(node)
+    );
+    const cell = panel.content.widgets[index];
+    return cell && isEmptyCell(cell) ? { panel, index } : null;
+  };
+
   const onDragEvent = (event: Event) => {
     const drag = event as Drag.Event;
     if (!drag.mimeData?.hasData(CLUSTER_ID_MIME)) {
       return;
+    }
+    if (event.type === 'lm-drop') {
+      const empty = emptyCellAt(event.target);
+      const cluster = model.get(
+        drag.mimeData.getData(CLUSTER_ID_MIME) as string
+      );
+      if (empty && cluster?.scheduler_address) {
+        event.preventDefault();
+        event.stopPropagation();
+        drag.dropAction = 'copy';
+        // The notebook marked the cell it would have dropped before.
+        empty.panel.node
+          .querySelectorAll('.jp-mod-dropTarget')
+          .forEach(node => node.classList.remove('jp-mod-dropTarget'));
+        options.activate(empty.panel.id);
+        fillEmptyCell(empty.panel, empty.index, cluster);
+        return;
+      }
     }
     const destination = destinationAt(event.target);
     if (!destination) {

@@ -2,11 +2,12 @@ import { clientCode } from '../clientcode';
 import { ICluster } from '../types';
 
 const cluster = (
-  id: string,
+  name: string,
   scheduler_address: string,
   tls: ICluster['tls']
-): Pick<ICluster, 'id' | 'scheduler_address' | 'tls'> => ({
-  id,
+): Pick<ICluster, 'id' | 'name' | 'scheduler_address' | 'tls'> => ({
+  id: '3f9c2a1b',
+  name,
   scheduler_address,
   tls
 });
@@ -19,25 +20,28 @@ const EXPECTED = [
   '    client.close()  # the client of a cell inserted before',
   'if isinstance(globals().get("cluster"), clustermgr_lab.JupyterServerCluster):',
   '    cluster.close()  # lets go of the cluster of a cell inserted before; it keeps running',
-  'cluster = clustermgr_lab.get_cluster("3f9c2a1b")',
-  'client = Client(cluster)'
+  'cluster = clustermgr_lab.get_cluster("keep-me")',
+  'client = Client(cluster)',
+  'cluster'
 ].join('\n');
 
 describe('clientCode', () => {
-  it('makes the Cluster object by id and a Client of it, replacing the previous ones', () => {
+  it('makes the Cluster object by the name the card shows and a Client of it, replacing the previous ones, then shows the cluster', () => {
+    // Given a cluster named "keep-me" (id 3f9c2a1b)
     const tls = { ca_file: '/ca.pem', cert: '/cert.pem', key: '/key.pem' };
-    expect(clientCode(cluster('3f9c2a1b', 'tls://127.0.0.1:1', tls))).toBe(
+    // Then its code names it, not its id, and ends with `cluster` (shown when run)
+    expect(clientCode(cluster('keep-me', 'tls://127.0.0.1:1', tls))).toBe(
       EXPECTED
     );
   });
 
   it('names a cluster started elsewhere the same way: the server knows its address', () => {
-    expect(clientCode(cluster('3f9c2a1b', 'tcp://127.0.0.1:2', null))).toBe(
+    expect(clientCode(cluster('keep-me', 'tcp://127.0.0.1:2', null))).toBe(
       EXPECTED
     );
   });
 
-  it('quotes an id as a Python string', () => {
+  it('quotes a name as a Python string', () => {
     expect(clientCode(cluster('a"b\\c', 'tcp://127.0.0.1:2', null))).toContain(
       'cluster = clustermgr_lab.get_cluster("a\\"b\\\\c")'
     );

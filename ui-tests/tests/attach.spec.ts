@@ -57,9 +57,9 @@ test('attach a notebook’s LocalCluster and insert its client', async ({
   // Insert its client into the notebook, and use it.
   await card.getByRole('button', { name: /^Insert client code for / }).click();
   const index = (await page.notebook.getCellCount()) - 1;
-  const id = (await card.getAttribute('data-cluster-id'))!;
+  const name = (await card.locator('.cm-ClusterCard-name').textContent())!;
   expect(await page.notebook.getCellTextInput(index)).toBe(
-    clientCellText({ id })
+    clientCellText({ name })
   );
   expect(await page.notebook.runCell(index)).toBe(true);
   expect(

@@ -279,7 +279,7 @@ test('Insert Client cell for cluster… from the palette', async ({ page }) => {
         );
       })
     )
-    .toContain(clientCellText({ id: 'b' }));
+    .toContain(clientCellText({ name: 'Other' }));
 });
 
 test('shows when live updates are disconnected', async ({ page }) => {

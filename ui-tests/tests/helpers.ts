@@ -118,9 +118,10 @@ export async function runInNewCell(
 /**
  * The code of an inserted Client cell (src/clientcode.ts): it lets go of the
  * client and the cluster object an earlier inserted cell made, then makes the
- * cluster's `distributed` Cluster object by id and a Client of it.
+ * cluster's `distributed` Cluster object by the name the card shows and a
+ * Client of it, and shows the cluster (its last line).
  */
-export function clientCellText(target: { id: string }): string {
+export function clientCellText(target: { name: string }): string {
   return [
     'import clustermgr_lab',
     'from distributed import Client',
@@ -128,7 +129,8 @@ export function clientCellText(target: { id: string }): string {
     '    client.close()  # the client of a cell inserted before',
     'if isinstance(globals().get("cluster"), clustermgr_lab.JupyterServerCluster):',
     '    cluster.close()  # lets go of the cluster of a cell inserted before; it keeps running',
-    `cluster = clustermgr_lab.get_cluster(${JSON.stringify(target.id)})`,
-    'client = Client(cluster)'
+    `cluster = clustermgr_lab.get_cluster(${JSON.stringify(target.name)})`,
+    'client = Client(cluster)',
+    'cluster'
   ].join('\n');
 }

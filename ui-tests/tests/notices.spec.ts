@@ -114,7 +114,7 @@ test('the palette inserts the Client cell of the only cluster without asking whi
   // Then no dialog asks which cluster, and the cell connects to that one
   await expect
     .poll(async () => (await getSources(page)).join('\n'))
-    .toContain(clientCellText({ id: 'one' }));
+    .toContain(clientCellText({ name: 'Only one' }));
   await expect(page.locator('.jp-Dialog')).toHaveCount(0);
 });
 

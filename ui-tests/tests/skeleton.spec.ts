@@ -75,7 +75,12 @@ test.describe('clustermgr-lab skeleton', () => {
     expect(name).toBe('skeleton.ipynb');
     const cellsBefore = await getSources(page);
 
-    // 4. Drag the card onto the notebook's first cell.
+    // 4. Drag the card onto the notebook's first cell, which is empty: the
+    //    code goes into that cell (no new cell below an empty one).
+    const clusterName = (await card
+      .locator('.cm-ClusterCard-name')
+      .textContent())!;
+    expect(cellsBefore).toEqual(['']);
     const from = await card.locator('.cm-ClusterCard-name').boundingBox();
     const target = page
       .locator('.jp-NotebookPanel .jp-Notebook .jp-Cell')
@@ -98,13 +103,10 @@ test.describe('clustermgr-lab skeleton', () => {
 
     // A cluster with TLS: the cell gets its Security from the server (no manual step).
     expect(address).toMatch(/^tls:\/\//);
-    const expected = clientCellText({ id });
-    await expect
-      .poll(async () => (await getSources(page)).length)
-      .toBe(cellsBefore.length + 1);
-    const sources = await getSources(page);
-    const clientIndex = sources.indexOf(expected);
-    expect(sources).toContain(expected);
+    const expected = clientCellText({ name: clusterName });
+    expect(expected).toContain(`get_cluster(${JSON.stringify(clusterName)})`);
+    await expect.poll(async () => await getSources(page)).toEqual([expected]);
+    const clientIndex = 0;
     // What the user sees in the editor is the same text.
     const editor = page
       .locator('.jp-NotebookPanel .jp-Cell')
@@ -116,6 +118,14 @@ test.describe('clustermgr-lab skeleton', () => {
     expect(await page.notebook.runCell(clientIndex)).toBe(true);
     const clientOutput = await page.notebook.getCellTextOutput(clientIndex);
     expect((clientOutput ?? []).join('\n')).not.toMatch(/Error|Traceback/);
+    // Its last line shows the cluster, with the dashboard link (through the server)
+    const link = page
+      .locator('.jp-NotebookPanel .jp-Cell')
+      .nth(clientIndex)
+      .locator('.jp-OutputArea a[href*="/status"]')
+      .first();
+    await expect(link).toBeVisible({ timeout: 60000 });
+    expect(await link.getAttribute('href')).toMatch(/^\/clustermgr\//);
 
     expect(
       await page.notebook.addCell(

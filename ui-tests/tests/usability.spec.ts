@@ -345,7 +345,7 @@ test('a stopped card has no live buttons; clusters gone while offline are explai
       scheduler_address: null
     })
   ];
-  // Tall enough for three full cards (shorter, the cards go compact)
+  // Tall enough to see three full cards at once
   await page.setViewportSize({ width: 1280, height: 1400 });
   const server = await fakeServer(page, clusters);
   await page.goto();
@@ -441,7 +441,7 @@ test('keyboard and palette: "dask" finds the commands, Show Clusters Sidebar foc
 test('dragging a card selects no text; Client code goes into notebooks, files and consoles', async ({
   page
 }) => {
-  const code = clientCellText({ id: 'a' });
+  const code = clientCellText({ name: 'Alive' });
   await fakeServer(page, [fakeCluster('a', { name: 'Alive' })]);
   await page.goto();
   const sidebar = await openSidebar(page);
@@ -473,10 +473,27 @@ test('dragging a card selects no text; Client code goes into notebooks, files an
         );
       })
     )
-    .toContain(code);
+    .toEqual([code]); // dropped on the empty first cell: the code went into it
   expect(
     await page.evaluate(() => window.getSelection()?.toString() ?? '')
   ).toBe('');
+
+  // Dropped again on that cell, which is no longer empty: a new cell
+  await page.mouse.move(from.x + 10, from.y + 5);
+  await page.mouse.down();
+  await page.mouse.move(from.x + 40, from.y + 30, { steps: 5 });
+  await page.mouse.move(to.x + to.width / 2, to.y + 10, { steps: 15 });
+  await page.mouse.up();
+  await expect
+    .poll(() =>
+      page.evaluate(() => {
+        const panel = (window as any).jupyterapp.shell.currentWidget;
+        return panel.content.model.sharedModel.cells.map((c: any) =>
+          c.getSource()
+        );
+      })
+    )
+    .toEqual([code, code]);
 
   // A file editor: dropped on it, the code goes in at the cursor.
   await page.evaluate(() =>
