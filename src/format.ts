@@ -138,6 +138,19 @@ export function exactSize(bytes: number): string {
 }
 
 /**
+ * A size as an editor field starts with, in the unit the summaries use:
+ * GiB from 1 GiB up (`4 GiB`, `8.83 GiB`: two decimals at most), TiB from
+ * 1 TiB when that is whole, and below 1 GiB the exact MiB (`512 MiB`).
+ */
+export function editableSize(bytes: number): string {
+  const exact = exactSize(bytes);
+  if (bytes < 2 ** 30 || /GiB|TiB/.test(exact)) {
+    return exact;
+  }
+  return `${Number((bytes / 2 ** 30).toFixed(2))} GiB`;
+}
+
+/**
  * An amount of use in `unit`-seconds as seconds, minutes or hours, whichever
  * reads best: `40 core-seconds`, `12.5 core-minutes`, `12.4 core-hours`.
  */
@@ -166,10 +179,16 @@ export function formatUsage(seconds: number, unit: 'core' | 'GPU'): string {
 }
 
 /**
- * Memory use (byte-seconds) as size-hours: `1.5 GiB-hours`.
+ * Memory use (byte-seconds) in GiB-hours, one decimal: `1.5 GiB-hours`;
+ * null below 0.1 GiB-hours (a new cluster: nothing worth a number yet, and
+ * never a `KiB-hours`).
  */
-export function formatMemoryUsage(byteSeconds: number): string {
-  return trans.__('%1-hours', formatSize(Math.max(0, byteSeconds) / 3600));
+export function formatMemoryUsage(byteSeconds: number): string | null {
+  const hours = Math.max(0, byteSeconds) / 2 ** 30 / 3600;
+  if (!isFinite(hours) || hours < 0.05) {
+    return null;
+  }
+  return trans.__('%1 GiB-hours', String(Number(hours.toFixed(1))));
 }
 
 /**

@@ -3,7 +3,7 @@
  * their requests, and the client-side preview of what a target resolves to
  * (the server resolves the same way: round up to whole workers).
  */
-import { exactSize, formatSize, plural } from './format';
+import { editableSize, formatSize, plural } from './format';
 import { checkAmount, checkCount, checkSize, readNumber } from './validate';
 import {
   AdaptUnit,
@@ -22,7 +22,18 @@ export interface IGroupDraft {
   threads: string;
   memory: string;
   gpus: string;
+  /**
+   * The group's memory in bytes, while `memory` still reads as pre-filled
+   * (a rounded GiB value): sent as is, so an untouched field changes
+   * nothing.
+   */
+  memoryBytes?: { text: string; bytes: number };
 }
+
+/**
+ * The fields of a group draft the editor shows.
+ */
+export type GroupField = Exclude<keyof IGroupDraft, 'memoryBytes'>;
 
 /**
  * What some workers of one group add up to.
@@ -39,8 +50,9 @@ export function draftFromGroup(group: IWorkerGroupSpec): IGroupDraft {
     name: group.name,
     count: String(group.count),
     threads: String(group.threads),
-    memory: exactSize(group.memory),
-    gpus: String(group.gpus)
+    memory: editableSize(group.memory),
+    gpus: String(group.gpus),
+    memoryBytes: { text: editableSize(group.memory), bytes: group.memory }
   };
 }
 
@@ -59,7 +71,8 @@ export function newGroupDraft(groups: IGroupDraft[]): IGroupDraft {
     count: '1',
     threads: last?.threads ?? '1',
     memory: last?.memory ?? '1 GiB',
-    gpus: '0'
+    gpus: '0',
+    memoryBytes: last?.memoryBytes
   };
 }
 
@@ -77,9 +90,17 @@ export function groupRequest(draft: IGroupDraft): IWorkerGroupRequest {
     name: draft.name.trim(),
     count: asNumber(draft.count),
     threads: asNumber(draft.threads),
-    memory: draft.memory.trim(),
+    memory: untouchedMemory(draft) ?? draft.memory.trim(),
     gpus: asNumber(draft.gpus)
   };
+}
+
+/**
+ * The bytes of a draft's memory while it reads as pre-filled, else null.
+ */
+function untouchedMemory(draft: IGroupDraft): number | null {
+  const exact = draft.memoryBytes;
+  return exact && draft.memory.trim() === exact.text ? exact.bytes : null;
 }
 
 export function specRequest(groups: IGroupDraft[]): IWorkerSpecRequest {
@@ -97,7 +118,7 @@ export interface IPerWorker {
 
 export function perWorkerOfDraft(draft: IGroupDraft): IPerWorker | null {
   const threads = checkCount(draft.threads, 'threads', 1).value;
-  const memory = checkSize(draft.memory).value;
+  const memory = untouchedMemory(draft) ?? checkSize(draft.memory).value;
   const gpus = checkCount(draft.gpus, 'GPUs').value;
   if (threads === null || memory === null || gpus === null) {
     return null;
@@ -110,8 +131,8 @@ export function perWorkerOfDraft(draft: IGroupDraft): IPerWorker | null {
  */
 export function groupProblems(
   draft: IGroupDraft
-): Partial<Record<keyof IGroupDraft, string>> {
-  const problems: Partial<Record<keyof IGroupDraft, string>> = {};
+): Partial<Record<GroupField, string>> {
+  const problems: Partial<Record<GroupField, string>> = {};
   if (!draft.name.trim()) {
     problems.name = trans.__('Enter a group name');
   }
@@ -123,7 +144,7 @@ export function groupProblems(
   };
   for (const [key, check] of Object.entries(checks)) {
     if (check.error) {
-      problems[key as keyof IGroupDraft] = check.error;
+      problems[key as GroupField] = check.error;
     }
   }
   return problems;
@@ -187,7 +208,7 @@ export function convertAmount(
   }
   return to === 'cores'
     ? String(workers * perWorker.threads)
-    : exactSize(workers * perWorker.memory);
+    : editableSize(workers * perWorker.memory);
 }
 
 /**

@@ -2,6 +2,7 @@
  * Sizes, counts and times as the sidebar shows them.
  */
 import {
+  editableSize,
   exactSize,
   formatBytes,
   formatCores,
@@ -85,6 +86,17 @@ describe('parseSize', () => {
   );
 });
 
+describe('editableSize', () => {
+  it('writes GiB from 1 GiB up, like the summaries, two decimals at most', () => {
+    expect(editableSize(4 * GiB)).toBe('4 GiB');
+    expect(editableSize(9039 * MiB)).toBe('8.83 GiB');
+    expect(editableSize(1536 * MiB)).toBe('1.5 GiB');
+    expect(editableSize(2 ** 41)).toBe('2 TiB');
+    // Below 1 GiB: the exact MiB
+    expect(editableSize(512 * MiB)).toBe('512 MiB');
+  });
+});
+
 describe('exactSize', () => {
   it('writes a size in the largest unit that divides it', () => {
     expect(exactSize(4 * GiB)).toBe('4 GiB');
@@ -127,8 +139,12 @@ describe('formatUsage', () => {
     expect(formatUsage(seconds, 'core')).toBe(text);
   });
 
-  it('shows memory as size-hours', () => {
+  it('shows memory in GiB-hours, and nothing while there is too little to say (never KiB-hours)', () => {
     expect(formatMemoryUsage(1.5 * GiB * 3600)).toBe('1.5 GiB-hours');
+    expect(formatMemoryUsage(20 * GiB * 3600)).toBe('20 GiB-hours');
+    // Given a new cluster: a few seconds of one 1 GiB worker
+    expect(formatMemoryUsage(GiB * 10)).toBeNull();
+    expect(formatMemoryUsage(0)).toBeNull();
   });
 
   it('carries usage on from as_of at its rate', () => {

@@ -39,14 +39,27 @@ const draft = (changes: Partial<IGroupDraft> = {}): IGroupDraft => ({
 });
 
 describe('drafts', () => {
-  it('shows a group as text that reads back to it', () => {
+  it('shows a group as text that reads back to it, memory in GiB', () => {
     const text = draftFromGroup({ ...group, memory: 1536 * 2 ** 20 });
-    expect(text).toEqual(draft({ memory: '1536 MiB' }));
+    expect(text).toMatchObject(draft({ memory: '1.5 GiB' }));
     expect(perWorkerOfDraft(text)).toEqual({
       threads: 2,
       memory: 1536 * 2 ** 20,
       gpus: 0
     });
+  });
+
+  it('pre-fills memory in GiB like the summaries, and an untouched field sends the exact bytes', () => {
+    // Given a group of 9039 MiB per worker (not a whole number of GiB)
+    const bytes = 9039 * 2 ** 20;
+    const text = draftFromGroup({ ...group, memory: bytes });
+    // Then the field reads in GiB, never "9039 MiB"
+    expect(text.memory).toBe('8.83 GiB');
+    // And left as it is, it sends (and previews) the group's own bytes: no change
+    expect(groupRequest(text).memory).toBe(bytes);
+    expect(perWorkerOfDraft(text)?.memory).toBe(bytes);
+    // When the user types a size, that is sent as typed
+    expect(groupRequest({ ...text, memory: '8 GiB' }).memory).toBe('8 GiB');
   });
 
   it('offers a new group like the last one, under a free name', () => {

@@ -1,7 +1,7 @@
 import * as React from 'react';
 
 import { capabilitiesOf } from '../capabilities';
-import { exactSize, formatCores, formatSize, plural } from '../format';
+import { editableSize, formatCores, formatSize, plural } from '../format';
 import { otherGroupsTotals } from '../limits';
 import { asServerError, ClusterManagerError } from '../request';
 import {
@@ -44,7 +44,7 @@ const OFF: IAdaptDraft = {
 
 function amountText(unit: AdaptUnit, value: number | string): string {
   return unit === 'memory' && typeof value === 'number'
-    ? exactSize(value)
+    ? editableSize(value)
     : String(value);
 }
 

@@ -42,6 +42,9 @@ export function useNow(ms: number): number {
 function useTimeline(cluster: ICluster): ITimeline | null {
   const [timeline, setTimeline] = React.useState<ITimeline | null>(null);
   const live = !['stopped', 'failed'].includes(cluster.status);
+  // The card changed (workers came or went): fetched again at once, so the
+  // chart does not trail the numbers above it.
+  const change = `${cluster.workers.running}/${cluster.workers.pending}/${cluster.resources?.memory ?? 0}`;
   React.useEffect(() => {
     let cancelled = false;
     const load = async () => {
@@ -64,7 +67,7 @@ function useTimeline(cluster: ICluster): ITimeline | null {
         clearInterval(timer);
       }
     };
-  }, [cluster.id, live]);
+  }, [cluster.id, live, change]);
   return timeline;
 }
 
@@ -112,10 +115,17 @@ export function TimelineChart(props: {
   timeline: ITimeline;
   width?: number;
   height?: number;
+  /**
+   * What the card shows now (connected workers, their memory limit): the
+   * "now" readout says that, at the current time, rather than the last
+   * point (which covers the seconds before it).
+   */
+  current?: { workers: number; memory_limit: number };
 }): React.ReactElement | null {
   const { timeline, width = 200, height = 32 } = props;
   const points = timeline.points;
   const [hover, setHover] = React.useState<number | null>(null);
+  const now = useNow(1000);
   if (!points.length) {
     return null;
   }
@@ -200,7 +210,15 @@ export function TimelineChart(props: {
         <span className="cm-ClusterChart-key cm-mod-memory" />
         <span className="cm-ClusterChart-key cm-mod-cpu" />
         {hover === null ? trans.__('now ') : ''}
-        {pointText(points[shown])}
+        {pointText(
+          hover === null
+            ? {
+                ...points[shown],
+                ...props.current,
+                time: new Date(now).toISOString()
+              }
+            : points[shown]
+        )}
       </div>
     </div>
   );
@@ -214,6 +232,7 @@ export function UsageText(props: { usage: IUsage }): React.ReactElement {
   const running = props.usage.rate.cores > 0;
   const amounts = usageNow(props.usage, running ? now : 0);
   const gpus = amounts.gpu_seconds > 0 || props.usage.rate.gpus > 0;
+  const memory = formatMemoryUsage(amounts.memory_seconds);
   const groups = props.usage.groups
     .map(g => `${g.name}: ${formatUsage(g.core_seconds, 'core')}`)
     .join('\n');
@@ -229,7 +248,7 @@ export function UsageText(props: { usage: IUsage }): React.ReactElement {
         {formatUsage(amounts.core_seconds, 'core')}
       </span>
       {gpus && ` · ${formatUsage(amounts.gpu_seconds, 'GPU')}`}
-      {` · ${formatMemoryUsage(amounts.memory_seconds)}`}
+      {memory !== null && ` · ${memory}`}
     </span>
   );
 }
@@ -244,8 +263,15 @@ export function ClusterChart(props: {
 }): React.ReactElement {
   const timeline = useTimeline(props.cluster);
   const points = timeline && Array.isArray(timeline.points);
+  const { cluster } = props;
   return timeline && points && timeline.points.length ? (
-    <TimelineChart timeline={timeline} />
+    <TimelineChart
+      timeline={timeline}
+      current={{
+        workers: cluster.workers.running,
+        memory_limit: cluster.resources?.memory ?? 0
+      }}
+    />
   ) : (
     <>{props.fallback}</>
   );

@@ -9,6 +9,7 @@ import * as React from 'react';
 import { ClusterManagerError } from '../request';
 import {
   formatTotals,
+  GroupField,
   groupProblems,
   IGroupDraft,
   newGroupDraft,
@@ -26,7 +27,7 @@ import { trans } from '../i18n';
  * The columns of the table, with the request field each one fills.
  */
 const columns = (): ReadonlyArray<{
-  key: keyof IGroupDraft;
+  key: GroupField;
   label: string;
   hint: string;
 }> => [
@@ -101,7 +102,7 @@ export function WorkerSpecEditor(
 ): React.ReactElement {
   const { groups, error, field, idPrefix } = props;
 
-  const update = (index: number, key: keyof IGroupDraft, value: string) => {
+  const update = (index: number, key: GroupField, value: string) => {
     props.onChange(
       groups.map((g, i) => (i === index ? { ...g, [key]: value } : g))
     );
@@ -143,7 +144,7 @@ export function WorkerSpecEditor(
         <tbody>
           {groups.map((group, i) => {
             const problems = groupProblems(group);
-            const messageOf = (key: keyof IGroupDraft) =>
+            const messageOf = (key: GroupField) =>
               problems[key] ??
               fieldMessage(error, `${field}.groups[${i}].${key}`);
             const messages = columns()
