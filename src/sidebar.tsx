@@ -219,6 +219,33 @@ interface IClusterPanelProps {
 }
 
 /**
+ * How long the stream may be down, before it was ever up, without being
+ * said to be offline.
+ */
+export const OFFLINE_GRACE = 2000;
+
+/**
+ * Whether to say the stream is offline: it is down, and either it was up
+ * before (a connection lost) or it has been down `OFFLINE_GRACE` ms.
+ */
+function useSaidOffline(connected: boolean): boolean {
+  const wasUp = React.useRef(false);
+  const [late, setLate] = React.useState(false);
+  if (connected) {
+    wasUp.current = true;
+  }
+  React.useEffect(() => {
+    if (connected) {
+      setLate(false);
+      return;
+    }
+    const timer = setTimeout(() => setLate(true), OFFLINE_GRACE);
+    return () => clearTimeout(timer);
+  }, [connected]);
+  return !connected && (wasUp.current || late);
+}
+
+/**
  * Why New Cluster and Attach wait while the server is out of reach.
  */
 const offlineReason = () =>
@@ -239,11 +266,16 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
   const compact = shouldCompact(all.length, props.compactCards);
   const offline =
     !missing && model.serverState !== 'unknown' && !model.connected;
+  // Said only once the stream has been down a while, or was lost after it
+  // was up: no "Offline" flash while the page connects.
+  const saidOffline = useSaidOffline(model.connected) && !missing;
   const stateText = missing
     ? trans.__('Server extension missing')
     : model.connected
       ? trans.__('Live')
-      : trans.__('Disconnected, reconnecting…');
+      : saidOffline
+        ? trans.__('Disconnected, reconnecting…')
+        : trans.__('Connecting…');
 
   return (
     <div className="cm-ClusterPanel">
@@ -258,7 +290,11 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
         >
           <span className="cm-ConnectionState-dot" />
           <span className="cm-ConnectionState-text">
-            {model.connected ? trans.__('Live') : trans.__('Offline')}
+            {model.connected
+              ? trans.__('Live')
+              : saidOffline
+                ? trans.__('Offline')
+                : trans.__('Connecting…')}
           </span>
         </span>
         <Button
@@ -315,7 +351,7 @@ function ClusterPanel(props: IClusterPanelProps): React.ReactElement {
         </Button>
       </div>
       {missing && <ServerMissing />}
-      {offline && (
+      {offline && saidOffline && (
         <div className="cm-ClusterPanel-offline" role="status">
           {trans.__('Live updates are disconnected; reconnecting…')}
           {model.lastError ? ` (${model.lastError.message})` : ''}

@@ -238,6 +238,44 @@ test('cards stay full whatever the height (compact only when asked or above four
   );
 });
 
+test('a page load never flashes Offline: it says Connecting… then Live', async ({
+  page
+}) => {
+  // Given every state the sidebar's header and banner show, recorded from the start
+  await page.addInitScript(() => {
+    const seen: string[] = ((window as any).cmStates = []);
+    new MutationObserver(() => {
+      const text = document.querySelector(
+        '.cm-ConnectionState-text'
+      )?.textContent;
+      if (text && seen[seen.length - 1] !== text) {
+        seen.push(text);
+      }
+      if (document.querySelector('.cm-ClusterPanel-offline')) {
+        seen.push('banner');
+      }
+    }).observe(document, {
+      subtree: true,
+      childList: true,
+      characterData: true
+    });
+  });
+  await fakeServer(page, [fakeCluster('l', { name: 'Loaded' })]);
+  // When the page loads with the sidebar open
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  await expect(sidebar.locator('.cm-ConnectionState')).toHaveText('Live');
+  await page.reload();
+  await expect(
+    page.locator('#clustermgr-sidebar .cm-ConnectionState')
+  ).toHaveText('Live');
+  // Then it never said Offline, nor showed the reconnecting banner
+  const seen = await page.evaluate(() => (window as any).cmStates as string[]);
+  expect(seen).toContain('Live');
+  expect(seen).not.toContain('Offline');
+  expect(seen).not.toContain('banner');
+});
+
 test('the unit select of the Scale dialog shows an arrow', async ({ page }) => {
   // Given a cluster's Scale dialog
   await fakeServer(page, [fakeCluster('s', { name: 'Scalable' })]);
