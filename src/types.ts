@@ -89,7 +89,38 @@ export type IAdaptState = Schemas['AdaptState'];
 /**
  * One entry of a cluster's log; `last_decision` is the latest scaling one.
  */
-export type IEvent = Schemas['Event'];
+export type IEvent = Schemas['Event'] & {
+  /** What was asked, in the words it was asked in (e.g. "4 GiB"); null when nothing was. */
+  asked?: string | null;
+  /** How many times this note came in a row (absent: once). */
+  count?: number;
+  /** `warning` only for what a user must act on (absent: `info`). */
+  level?: 'info' | 'warning';
+};
+
+/**
+ * One worker of a cluster (`GET clusters/{id}/workers`).
+ */
+export interface IWorkerInfo {
+  name: string;
+  group: string | null;
+  address: string | null;
+  host: string | null;
+  /** Its process id, where it runs on this server's machine. */
+  pid: number | null;
+  /** Bytes of memory its process uses. */
+  memory: number | null;
+  memory_limit: number | null;
+  threads: number | null;
+  state: 'starting' | 'running' | 'closing' | 'gone';
+}
+
+/**
+ * The answer of `GET clusters/{id}/workers`.
+ */
+export interface IWorkerList {
+  workers: IWorkerInfo[];
+}
 
 /**
  * Why a worker went away on its own (not retired by a scale-down).

@@ -11,6 +11,7 @@ import { IAdaptRange, ICluster, IEvent } from '../types';
 import { blockedByClientData, GroupCounts, ShrinkHint } from './CardParts';
 import { UsageText } from './ClusterChart';
 import { formatOptions } from './UserOptionsFields';
+import { eventChange, isWarning, repeatText } from '../events';
 import { trans } from '../i18n';
 
 /**
@@ -41,17 +42,16 @@ function rangeText(range: IAdaptRange): string {
 }
 
 /**
- * "2 → 4 workers (default)", for a scaling decision.
+ * "4 GiB → 4 workers × 1 GiB (from 2) (default)", for a scaling decision:
+ * what was asked, then what it became.
  */
-function decisionChange(event: IEvent): string {
-  if (event.before === null || event.after === null) {
-    return '';
-  }
+function decisionChange(event: IEvent, perWorkerMemory: number | null): string {
   const group = event.group ? ` (${event.group})` : '';
-  if (event.before === event.after) {
+  if (!event.asked && event.before !== null && event.before === event.after) {
     return trans.__('%1%2, unchanged:', plural(event.after, 'worker'), group);
   }
-  return `${event.before} → ${plural(event.after, 'worker')}${group}`;
+  const change = eventChange(event, perWorkerMemory);
+  return change ? `${change}${group}` : '';
 }
 
 /**
@@ -170,6 +170,8 @@ export function CardDecision(props: {
   decision: IEvent | null;
   /** Errors the card shows already: the reason does not repeat them. */
   shownErrors?: ReadonlyArray<string | null>;
+  /** The memory of one worker of the decision's group, when known. */
+  perWorkerMemory?: number | null;
 }): React.ReactElement | null {
   const { decision } = props;
   if (!decision) {
@@ -181,11 +183,15 @@ export function CardDecision(props: {
       <div
         className="cm-ClusterCard-decision"
         aria-label={trans.__('Last decision')}
+        data-level={isWarning(decision) ? 'warning' : 'info'}
       >
         <span className="cm-ClusterCard-decisionChange">
-          {decisionChange(decision)}
+          {decisionChange(decision, props.perWorkerMemory ?? null)}
         </span>{' '}
-        <span className="cm-ClusterCard-decisionReason">{reason}</span>{' '}
+        <span className="cm-ClusterCard-decisionReason">
+          {reason}
+          {repeatText(decision)}
+        </span>{' '}
         <span className="cm-ClusterCard-decisionMeta">
           {[
             // "manual scale · manual" says it twice

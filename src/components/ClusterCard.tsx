@@ -6,6 +6,7 @@ import { CommandRegistry } from '@lumino/commands';
 import * as React from 'react';
 
 import { shownStatus } from '../cardstate';
+import { groupMemory } from '../events';
 import { DRAG_THRESHOLD } from '../clientcell';
 import { trans } from '../i18n';
 import { ClustersModel } from '../model';
@@ -141,6 +142,7 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
       <CardDetails cluster={cluster} />
       <CardDecision
         decision={cluster.last_decision}
+        perWorkerMemory={groupMemory(cluster, cluster.last_decision?.group)}
         shownErrors={[
           cluster.error,
           ...(cluster.workers.groups ?? []).map(g => g.error)

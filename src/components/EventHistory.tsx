@@ -1,20 +1,12 @@
 import { Button, ReactWidget } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
+import { eventChange, groupMemory, isWarning, repeatText } from '../events';
 import { formatTime } from '../format';
 import { ClustersModel } from '../model';
 import { asServerError, requestAPI } from '../request';
 import { IEvent, IEventList } from '../types';
 import { trans } from '../i18n';
-
-/**
- * "2 → 3" for a scaling event.
- */
-function change(event: IEvent): string {
-  return event.before === null || event.after === null
-    ? ''
-    : `${event.before} → ${event.after}`;
-}
 
 /**
  * The event history of one cluster (`GET clusters/{id}/events`): every
@@ -68,10 +60,16 @@ export class EventHistory extends ReactWidget {
       this._error = null;
     } catch (error) {
       const serverError = asServerError(error);
+      // Gone: what was read before stays; "went with it" only when there
+      // is nothing to show.
       this._error =
-        serverError.status === 404
-          ? trans.__('This cluster is gone; its history went with it.')
-          : serverError.message;
+        serverError.status !== 404
+          ? serverError.message
+          : this._events?.length
+            ? trans.__(
+                'This cluster is gone; below is its history until it went.'
+              )
+            : trans.__('This cluster is gone; its history went with it.');
     } finally {
       this._loading = false;
     }
@@ -117,20 +115,29 @@ export class EventHistory extends ReactWidget {
                 <th scope="col">{trans.__('Time')}</th>
                 <th scope="col">{trans.__('Kind')}</th>
                 <th scope="col">{trans.__('Group')}</th>
-                <th scope="col">{trans.__('Workers')}</th>
+                <th scope="col">{trans.__('Asked → workers')}</th>
                 <th scope="col">{trans.__('What and why')}</th>
                 <th scope="col">{trans.__('By')}</th>
               </tr>
             </thead>
             <tbody>
               {events.map((e, i) => (
-                <tr key={`${e.time}-${i}`} data-kind={e.kind}>
+                <tr
+                  key={`${e.time}-${i}`}
+                  data-kind={e.kind}
+                  data-level={isWarning(e) ? 'warning' : 'info'}
+                >
                   <td className="cm-EventHistory-time" title={e.time}>
                     {formatTime(e.time)}
                   </td>
                   <td className="cm-EventHistory-kind">{e.kind}</td>
                   <td data-label="group">{e.group ?? ''}</td>
-                  <td data-label="workers">{change(e)}</td>
+                  <td data-label="workers">
+                    {eventChange(
+                      e,
+                      cluster ? groupMemory(cluster, e.group) : null
+                    )}
+                  </td>
                   <td className="cm-EventHistory-message">
                     {e.cause && (
                       <span
@@ -141,6 +148,11 @@ export class EventHistory extends ReactWidget {
                       </span>
                     )}{' '}
                     {e.message}
+                    {repeatText(e) && (
+                      <span className="cm-EventHistory-count">
+                        {repeatText(e)}
+                      </span>
+                    )}
                   </td>
                   <td data-label="by">{e.source ?? ''}</td>
                 </tr>
