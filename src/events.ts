@@ -10,7 +10,7 @@ import { ICluster, IEvent } from './types';
 /**
  * What a change asked and what it became:
  * "4 GiB → 4 workers × 1 GiB (from 2)", "2 → 4 workers",
- * "4 workers, unchanged:", or what was asked alone ("3 cores").
+ * "4 workers, unchanged", or what was asked alone ("3 cores").
  *
  * `perWorkerMemory`: the memory of one worker of the event's group, when
  * known: with what was asked, it says what the workers add up to.
@@ -28,8 +28,9 @@ export function eventChange(
     ? trans.__('%1 × %2', workers, formatSize(perWorkerMemory))
     : workers;
   if (asked) {
+    // Same count: still news (e.g. a spec edit that replaced them).
     return event.before === event.after
-      ? trans.__('%1 → %2, unchanged', asked, each)
+      ? trans.__('%1 → %2', asked, each)
       : trans.__('%1 → %2 (from %3)', asked, each, event.before);
   }
   if (event.before === event.after) {

@@ -99,21 +99,10 @@ export type IEvent = Schemas['Event'] & {
 };
 
 /**
- * One worker of a cluster (`GET clusters/{id}/workers`).
+ * One worker of a cluster (`GET clusters/{id}/workers`): name, group,
+ * address, host, PID (where local), memory and memory limit, state.
  */
-export interface IWorkerInfo {
-  name: string;
-  group: string | null;
-  address: string | null;
-  host: string | null;
-  /** Its process id, where it runs on this server's machine. */
-  pid: number | null;
-  /** Bytes of memory its process uses. */
-  memory: number | null;
-  memory_limit: number | null;
-  threads: number | null;
-  state: 'starting' | 'running' | 'closing' | 'gone';
-}
+export type IWorkerInfo = Schemas['WorkerEntry'];
 
 /**
  * The answer of `GET clusters/{id}/workers`.

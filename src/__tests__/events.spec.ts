@@ -27,10 +27,22 @@ describe('eventChange', () => {
     expect(eventChange(scaled)).toBe('4 GiB → 4 workers (from 2)');
   });
 
-  it('says what was asked when nothing changed', () => {
+  it('says what was asked and what came of it when the count stays', () => {
     expect(eventChange(event({ asked: '3 cores', before: 3, after: 3 }))).toBe(
-      '3 cores → 3 workers, unchanged'
+      '3 cores → 3 workers'
     );
+    // A spec edit that replaced both workers with 1 GiB ones
+    expect(
+      eventChange(
+        event({
+          asked: 'spec edited: default memory 8 GiB → 1 GiB',
+          before: 2,
+          after: 2,
+          source: 'spec'
+        }),
+        GiB
+      )
+    ).toBe('spec edited: default memory 8 GiB → 1 GiB → 2 workers × 1 GiB');
   });
 
   it('reads as before without `asked` (an older server)', () => {

@@ -13,6 +13,7 @@ import { ClustersModel } from '../model';
 import { CommandIDs } from '../tokens';
 import { ICluster } from '../types';
 import { CardActions } from './CardActions';
+import { CardWorkers } from './CardWorkers';
 import { CardEnded, CardErrors, CardHeader, CardScheduler } from './CardHeader';
 import { CardDecision, CardDeparture, CardDetails } from './CardNumbers';
 import { ClusterChart } from './ClusterChart';
@@ -175,7 +176,12 @@ export function ClusterCard(props: IClusterCardProps): React.ReactElement {
         offline={!!props.offline}
         compact={!!props.compact}
       />
-      {!stopped && <DashboardPlots cluster={cluster} commands={commands} />}
+      {!stopped && (
+        <div className="cm-ClusterCard-disclosures">
+          <DashboardPlots cluster={cluster} commands={commands} />
+          <CardWorkers cluster={cluster} />
+        </div>
+      )}
     </li>
   );
 }

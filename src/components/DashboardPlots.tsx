@@ -62,7 +62,7 @@ export function DashboardPlots(
     return null; // pending, stopped or failed: no dashboard to take plots from
   }
   return (
-    <div className="cm-DashboardPlots">
+    <div className={`cm-DashboardPlots${open ? ' cm-mod-open' : ''}`}>
       <Button
         minimal
         small

@@ -12,6 +12,7 @@ import type { Locator } from '@playwright/test';
 import { fromPalette, openSidebar } from './fakes';
 import {
   createCluster,
+  docsScreenshot,
   removeCluster,
   smallCluster,
   waitForCluster
@@ -145,6 +146,9 @@ test('two clusters keep every action at 1400×900 and at 250 px; a compact card 
     ).toHaveAttribute('aria-pressed', 'true');
     // Then a compact card still shows Plots, and More…
     expect(await shownWhole(plotsButtons)).toEqual([true, true]);
+    await sidebar.screenshot({
+      path: docsScreenshot(test.info(), 'compact-cards.png')
+    });
     const first = cards.nth(0);
     await first.getByRole('button', { name: /^More actions for / }).click();
     // And More… lists every action, Open Dashboard Plot… included

@@ -134,3 +134,17 @@ export function clientCellText(target: { name: string }): string {
     'cluster'
   ].join('\n');
 }
+
+/**
+ * Where a screenshot for the documentation goes: `docs/<name>` when the run
+ * is asked for them (`DOCS_SCREENSHOTS=1`), else the test's own output
+ * folder (so an ordinary run leaves the checkout as it was).
+ */
+export function docsScreenshot(
+  info: { outputPath: (...parts: string[]) => string },
+  name: string
+): string {
+  return process.env.DOCS_SCREENSHOTS
+    ? `${__dirname}/../../docs/${name}`
+    : info.outputPath(name);
+}
