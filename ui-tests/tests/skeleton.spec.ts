@@ -142,15 +142,29 @@ test.describe('clustermgr-lab skeleton', () => {
     expect(workers).toBe(workersInCard);
 
     // 6. The keyboard/button path: "Insert client" runs the
-    //    clustermgr:insert-client-cell command (inserts below the active cell).
+    //    clustermgr:insert-client-cell command: into the active cell when it
+    //    is empty (running the last cell left a new empty one), else below it.
+    await page.notebook.selectCells(workersIndex);
     const countBefore = (await getSources(page)).length;
     await card.getByRole('button', { name: /^Insert client code/ }).click();
     await expect
       .poll(async () => (await getSources(page)).length)
       .toBe(countBefore + 1);
+    expect((await getSources(page))[workersIndex + 1]).toBe(expected);
     expect((await getSources(page)).filter(s => s === expected)).toHaveLength(
       2
     );
+    const emptyIndex = (await getSources(page)).indexOf('');
+    if (emptyIndex >= 0) {
+      // And into an empty active cell, the code goes into that cell
+      await page.notebook.selectCells(emptyIndex);
+      const count = (await getSources(page)).length;
+      await card.getByRole('button', { name: /^Insert client code/ }).click();
+      await expect
+        .poll(async () => (await getSources(page))[emptyIndex])
+        .toBe(expected);
+      expect((await getSources(page)).length).toBe(count);
+    }
 
     // 7. Shut the cluster down (confirmed): the card leaves the list.
     await card.getByRole('button', { name: /^Shut down/ }).click();
