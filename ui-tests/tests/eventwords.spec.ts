@@ -1,0 +1,116 @@
+/**
+ * How the card and History word events (issue 41, point 3), from a fake
+ * server that sends the fields the real one does: what was asked before
+ * what it became, a repeated note once with its count, the warning colour
+ * only for level "warning", pending workers with their reason.
+ */
+import { expect, test } from './fixtures';
+
+import { fakeCluster, fakeServer, GiB, openSidebar } from './fakes';
+
+const SCALE = {
+  time: '2026-12-05T12:00:00+00:00',
+  kind: 'scale',
+  message: 'manual scale',
+  group: 'default',
+  before: 2,
+  after: 4,
+  source: 'manual',
+  asked: '4 GiB',
+  count: 1,
+  level: 'info'
+};
+
+const EVENTS = [
+  SCALE,
+  {
+    time: '2026-12-05T12:01:00+00:00',
+    kind: 'note',
+    message: 'cannot shrink yet: the cluster is busy',
+    group: 'default',
+    before: null,
+    after: null,
+    source: 'adaptive',
+    count: 3,
+    level: 'info'
+  },
+  {
+    time: '2026-12-05T12:02:00+00:00',
+    kind: 'note',
+    message: 'cannot grow: the server allows at most 8 workers',
+    group: 'default',
+    before: null,
+    after: null,
+    source: 'adaptive',
+    level: 'warning'
+  }
+];
+
+test('the card and History say what was asked, count repeated notes, and warn only when told', async ({
+  page
+}) => {
+  // Given a cluster scaled to "4 GiB" (4 workers of 1 GiB), two of them pending for a reason
+  const cluster = fakeCluster('w', {
+    name: 'Worded',
+    last_decision: SCALE,
+    workers: {
+      requested: 4,
+      running: 2,
+      pending: 2,
+      pending_reasons: { 'starting (manual scale)': 2 },
+      waiting: [],
+      stopping: 0,
+      groups: [
+        {
+          name: 'default',
+          requested: 4,
+          running: 2,
+          pending: 2,
+          pending_reasons: { 'starting (manual scale)': 2 },
+          error: null
+        }
+      ]
+    },
+    resources: { cores: 2, memory: 2 * GiB, gpus: 0 }
+  });
+  await fakeServer(page, [cluster]);
+  await page.route(/\/clustermgr\/api\/clusters\/w\/events(\?.*)?$/, route =>
+    route.fulfill({ json: { events: EVENTS } })
+  );
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  const card = sidebar.locator('.cm-ClusterCard[data-cluster-id="w"]');
+
+  // Then the card says what was asked, then what it became
+  await expect(card.locator('.cm-ClusterCard-decisionChange')).toHaveText(
+    '4 GiB → 4 workers × 1 GiB (from 2) (default)'
+  );
+  // And its pending workers say why they wait
+  await expect(card.locator('.cm-ClusterCard-workersPending')).toHaveText(
+    '2 pending — starting (manual scale)'
+  );
+
+  // When its History is opened
+  await card.getByRole('button', { name: 'Event history of Worded' }).click();
+  const rows = page.locator('.cm-EventHistory-table tbody tr');
+  await expect(rows).toHaveCount(3);
+  // Then (newest first) the warning is in the warning colour, the repeated
+  // note is one line with its count, in the ordinary colour
+  const warning = rows.nth(0);
+  const repeated = rows.nth(1);
+  await expect(warning).toHaveAttribute('data-level', 'warning');
+  await expect(repeated).toHaveAttribute('data-level', 'info');
+  await expect(repeated.locator('.cm-EventHistory-message')).toHaveText(
+    'cannot shrink yet: the cluster is busy ×3'
+  );
+  const colour = (row: typeof warning) =>
+    row
+      .locator('.cm-EventHistory-message')
+      .evaluate(node => getComputedStyle(node).color);
+  expect(await colour(warning)).not.toBe(await colour(repeated));
+  expect(await colour(repeated)).toBe(await colour(rows.nth(2)));
+  // And the scale says what was asked before what it became
+  await expect(rows.nth(2).locator('td[data-label="workers"]')).toHaveText(
+    '4 GiB → 4 workers × 1 GiB (from 2)'
+  );
+});
