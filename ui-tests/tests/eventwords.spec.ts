@@ -114,3 +114,56 @@ test('the card and History say what was asked, count repeated notes, and warn on
     '4 GiB → 4 workers × 1 GiB (from 2)'
   );
 });
+
+test('a gone cluster’s History keeps what it showed, and says "went with it" only when there is nothing', async ({
+  page
+}) => {
+  // Given a cluster whose History is open, with its events
+  const server = await fakeServer(page, [
+    fakeCluster('g', { name: 'Going', last_decision: SCALE })
+  ]);
+  let gone = false;
+  await page.route(/\/clustermgr\/api\/clusters\/g\/events(\?.*)?$/, route =>
+    gone
+      ? route.fulfill({
+          status: 404,
+          json: { error: 'not_found', message: 'no cluster g' }
+        })
+      : route.fulfill({ json: { events: EVENTS } })
+  );
+  await page.goto();
+  const sidebar = await openSidebar(page);
+  await sidebar
+    .locator('.cm-ClusterCard[data-cluster-id="g"]')
+    .getByRole('button', { name: 'Event history of Going' })
+    .click();
+  const history = page.locator('.cm-EventHistory');
+  const rows = history.locator('.cm-EventHistory-table tbody tr');
+  await expect(rows).toHaveCount(3);
+
+  // When the cluster goes (the server no longer knows it)
+  gone = true;
+  server.send({ type: 'removed', id: 'g' });
+
+  // Then its history stays, under a line that says so, not "went with it"
+  await expect(history.locator('.cm-EventHistory-error')).toHaveText(
+    'This cluster is gone; below is its history until it went.'
+  );
+  await expect(rows).toHaveCount(3);
+
+  // When a History is opened for a cluster the server has nothing of
+  await page.evaluate(() =>
+    (window as any).jupyterapp.commands.execute('clustermgr:show-events', {
+      clusterId: 'g2',
+      clusterName: 'Long gone'
+    })
+  );
+  // Then, and only then, it says its history went with it
+  const other = page.locator('.cm-EventHistory', {
+    has: page.getByRole('heading', { name: 'Event history of Long gone' })
+  });
+  await expect(other.locator('.cm-EventHistory-error')).toHaveText(
+    'This cluster is gone; its history went with it.'
+  );
+  await expect(other.locator('.cm-EventHistory-table tbody tr')).toHaveCount(0);
+});
