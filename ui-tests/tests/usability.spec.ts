@@ -106,7 +106,11 @@ test('many clusters: filter, compact cards, full names, whole ports, group count
   await expect(sidebar.locator('.cm-Sparkline')).toHaveCount(0);
   const one = sidebar.locator('.cm-ClusterCard[data-cluster-id="one"]');
   const small = (await one.boundingBox())!;
-  expect(small.height).toBeLessThan(125);
+  expect(small.height).toBeLessThan(150); // header, address, numbers, buttons, Workers
+  // And the Workers list stays within reach on a compact card
+  await expect(
+    one.getByRole('button', { name: 'Workers of Cluster one' })
+  ).toBeVisible();
   await one
     .getByRole('button', { name: 'More actions for Cluster one' })
     .click();
