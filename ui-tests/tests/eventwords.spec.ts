@@ -7,6 +7,7 @@
 import { expect, test } from './fixtures';
 
 import { fakeCluster, fakeServer, GiB, openSidebar } from './fakes';
+import { docsScreenshot } from './helpers';
 
 const SCALE = {
   time: '2026-12-05T12:00:00+00:00',
@@ -21,7 +22,22 @@ const SCALE = {
   level: 'info'
 };
 
+/** A Worker Spec edit that replaced both workers, worded as the server words it. */
+const SPEC_EDIT = {
+  time: '2026-12-05T11:58:00+00:00',
+  kind: 'scale',
+  message: 'worker spec edited, 2 workers replaced',
+  group: 'default',
+  before: 2,
+  after: 2,
+  source: 'spec',
+  asked: 'spec edited: default memory 8 GiB → 1 GiB',
+  count: 1,
+  level: 'info'
+};
+
 const EVENTS = [
+  SPEC_EDIT,
   SCALE,
   {
     time: '2026-12-05T12:01:00+00:00',
@@ -93,7 +109,7 @@ test('the card and History say what was asked, count repeated notes, and warn on
   // When its History is opened
   await card.getByRole('button', { name: 'Event history of Worded' }).click();
   const rows = page.locator('.cm-EventHistory-table tbody tr');
-  await expect(rows).toHaveCount(3);
+  await expect(rows).toHaveCount(4);
   // Then (newest first) the warning is in the warning colour, the repeated
   // note is one line with its count, in the ordinary colour
   const warning = rows.nth(0);
@@ -113,6 +129,16 @@ test('the card and History say what was asked, count repeated notes, and warn on
   await expect(rows.nth(2).locator('td[data-label="workers"]')).toHaveText(
     '4 GiB → 4 workers × 1 GiB (from 2)'
   );
+  // And the spec edit says what changed, and that its workers were replaced
+  await expect(rows.nth(3).locator('td[data-label="workers"]')).toHaveText(
+    'spec edited: default memory 8 GiB → 1 GiB → 2 workers × 1 GiB'
+  );
+  await expect(rows.nth(3).locator('.cm-EventHistory-message')).toHaveText(
+    'worker spec edited, 2 workers replaced'
+  );
+  await page
+    .locator('.cm-EventHistory')
+    .screenshot({ path: docsScreenshot(test.info(), 'history-spec-edit.png') });
 });
 
 test('a gone cluster’s History keeps what it showed, and says "went with it" only when there is nothing', async ({
@@ -139,7 +165,7 @@ test('a gone cluster’s History keeps what it showed, and says "went with it" o
     .click();
   const history = page.locator('.cm-EventHistory');
   const rows = history.locator('.cm-EventHistory-table tbody tr');
-  await expect(rows).toHaveCount(3);
+  await expect(rows).toHaveCount(4);
 
   // When the cluster goes (the server no longer knows it)
   gone = true;
@@ -149,7 +175,7 @@ test('a gone cluster’s History keeps what it showed, and says "went with it" o
   await expect(history.locator('.cm-EventHistory-error')).toHaveText(
     'This cluster is gone; below is its history until it went.'
   );
-  await expect(rows).toHaveCount(3);
+  await expect(rows).toHaveCount(4);
 
   // When a History is opened for a cluster the server has nothing of
   await page.evaluate(() =>
