@@ -107,7 +107,14 @@ test('lists templates and prefills the Worker Spec editor', async ({
         name: 'My cluster',
         spec: {
           groups: [
-            { name: 'default', count: 0, threads: 1, memory: '2 GiB', gpus: 0 }
+            // Memory left as the template had it: its exact bytes.
+            {
+              name: 'default',
+              count: 0,
+              threads: 1,
+              memory: 2 * 2 ** 30,
+              gpus: 0
+            }
           ]
         },
         adapt: { minimum: 0, maximum: 4, unit: 'workers' }
