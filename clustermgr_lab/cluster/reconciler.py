@@ -15,24 +15,14 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from clustermgr_lab.backends.base import Backend
-from clustermgr_lab.cluster.events import EventLog
-from clustermgr_lab.cluster.logs import read_tail
+from clustermgr_lab.cluster.departure_watch import DepartureWatch
+from clustermgr_lab.cluster.events import INFO, WARNING, EventLog
 from clustermgr_lab.common.metrics import EXTERNAL_GROUP, ScaleTimer
 from clustermgr_lab.common.tasks import cancel_and_wait
-from clustermgr_lab.domain.departures import (
-    BATCH_KINDS,
-    Cause,
-    dead_worker_pids,
-    from_nanny_log,
-    from_returncode,
-    oom_kill_of,
-    oom_kills,
-    read_kernel_log,
-)
 from clustermgr_lab.domain.errors import ClusterManagerError
 from clustermgr_lab.domain.fields import printable
 from clustermgr_lab.domain.spec import GPU_RESOURCE, WorkerGroup, WorkerSpec
@@ -129,11 +119,7 @@ class Reconciler:
         self.group_errors: dict[str, str] = {}  # why a group stopped growing (e.g. the batch system refused its jobs)
         self._wake = asyncio.Event()
         self._loop: asyncio.Task | None = None
-        self._explaining: dict[
-            str, tuple[asyncio.Task, str | None, int | None, WorkerRecord]
-        ] = {}  # worker name -> finding out why it went away
-        self._oom_kills = oom_kills()  # the OOM killer's count when this cluster started
-        self._created = time.monotonic()
+        self.departures = DepartureWatch(backend, events, lambda: self._spec, on_change)
         self.scale_timer = ScaleTimer(backend.name)
 
     # -- the plan: written here only ------------------------------------------------------------
@@ -144,7 +130,15 @@ class Reconciler:
         return self._spec
 
     def _write_plan(
-        self, plan: WorkerSpec, reason: str, *, source: str, groups: Iterable[str], event: bool = True
+        self,
+        plan: WorkerSpec,
+        reason: str,
+        *,
+        source: str,
+        groups: Iterable[str],
+        event: bool = True,
+        asked: str | None = None,
+        level: str = INFO,
     ) -> None:
         """The one writer of the plan: ``plan`` replaces it, and each of ``groups`` records ``source`` and ``reason``.
 
@@ -159,7 +153,7 @@ class Reconciler:
             self.plan_reason[group] = reason
             if event:
                 was = next((g.count for g in before.groups if g.name == group), 0)
-                self.events.scale(group, was, plan.group(group).count, reason, source=source)
+                self.events.scale(group, was, plan.group(group).count, reason, source=source, asked=asked, level=level)
 
     def set_plan(self, group: str, count: int, reason: str, *, source: str) -> None:
         """Plan ``count`` workers for ``group`` (``source``: manual, adaptive, spec or system) and wake the loop."""
@@ -322,7 +316,7 @@ class Reconciler:
                 memory_limit = record.info.get("memory_limit")
                 record.address, record.info = None, {}
                 if not record.stopping and self._is_running():  # not one we retired: find out why
-                    self._explain(record, address, memory_limit, exited=False, returncode=None)
+                    self.departures.explain(record, address, memory_limit, exited=False, returncode=None)
         self._on_change()
 
     def worker_exited(self, name: str, returncode: int | None) -> None:
@@ -333,7 +327,7 @@ class Reconciler:
         if record is None or not self._is_running():
             return
         if record.connected_once:
-            self._explain(record, None, None, exited=True, returncode=returncode)
+            self.departures.explain(record, None, None, exited=True, returncode=returncode)
             self._wake.set()
         else:
             # Replacing a worker that never got as far as the scheduler would only repeat the crash.
@@ -345,92 +339,9 @@ class Reconciler:
             self._on_error(error)
             group = self._spec.group(record.group)
             plan = self._spec.with_count(group.name, max(0, group.count - 1))
-            self._write_plan(plan, f"not replacing {name}: {error}", source="system", groups=[group.name])
+            why = f"not replacing {name}: {error}"
+            self._write_plan(plan, why, source="system", groups=[group.name], level=WARNING)
         self._on_change()
-
-    # -- why a worker went away ------------------------------------------------------------------
-
-    def _explain(self, record: WorkerRecord, address: str | None, memory_limit, *, exited: bool, returncode) -> None:
-        """Find out, in the background, why worker ``record`` went away, and log it as an event with its cause."""
-        record = replace(record)  # as it was when it went away (a restarted worker process reconnects meanwhile)
-        previous = self._explaining.pop(record.name, None)
-        if previous is not None:  # the scheduler lost it first; its exit explains more, with what we knew then
-            task, address, memory_limit, record = previous
-            task.cancel()
-        memory_limit = memory_limit or record_memory(self._spec, record)
-        task = asyncio.ensure_future(self._find_cause(record, address, memory_limit, exited, returncode))
-        self._explaining[record.name] = (task, address, memory_limit, record)
-
-        def done(_, name=record.name) -> None:
-            if self._explaining.get(name, (None,))[0] is task:
-                del self._explaining[name]
-
-        task.add_done_callback(done)
-
-    async def _find_cause(self, record: WorkerRecord, address, memory_limit, exited: bool, returncode) -> None:
-        loop = asyncio.get_running_loop()
-        if not exited:  # the process or job may be about to end: its exit code or job state says more
-            await asyncio.sleep(self.backend.departure_grace)
-        deadline = loop.time() + (0 if exited else 3.0)
-        pids = {record.pid} - {None}  # the processes whose death may be the OOM killer's
-        while True:
-            found = self.backend.departure_evidence(record.name) if exited else None
-            if found is None:
-                found, logged = await self._from_log(record.name, address, memory_limit)
-                pids |= logged
-            found = found or (from_returncode(returncode) if exited else None)
-            if found is not None or loop.time() >= deadline:
-                break
-            await asyncio.sleep(0.25)
-        if found is None:
-            found = ("unknown", "its process ended; nothing says why") if exited else (
-                "connection-lost", f"the scheduler lost its connection to {address} (its process still runs, or its host is unreachable)"
-            )  # fmt: skip
-        kind, detail = found
-        sigkill = (kind == "signal" and "SIGKILL" in detail) or kind == "unknown"  # the OOM killer sends SIGKILL
-        if sigkill and self.backend.capabilities.runs_processes_here:  # this kernel's log tells of this host only
-            kind, detail = await self._oom_killer(record, pids, kind, detail)
-        cause = Cause(kind, record.name, record.group, detail)
-        back = (
-            "; replacing it"
-            if exited
-            else ("; its nanny restarts it" if kind in ("memory-limit", "oom-killer", "signal", "exit") else "")
-        )
-        said = f" ({kind})" if kind in BATCH_KINDS else ""  # the batch system's own word, as its users know it
-        self.events.departure(f"worker {record.name} went away{said}: {detail}{back}", cause.to_dict())
-        self._on_change()
-
-    async def _oom_killer(self, record: WorkerRecord, pids: set[int], kind: str, detail: str) -> tuple[str, str]:
-        """``("oom-killer", detail)`` if the kernel's OOM killer killed one of ``pids`` (the kernel log says so,
-        by PID), else ``(kind, detail)`` unchanged. Where the kernel log cannot be read (or no PID is known), a
-        rise in the OOM-kill count of this server's memory cgroup is taken as the sign (a whole cgroup's count:
-        the detail says so)."""
-        loop = asyncio.get_running_loop()
-        records = await loop.run_in_executor(None, read_kernel_log) if pids else None
-        if records is not None:
-            kill = oom_kill_of(records, pids, record.connected_at or self._created)
-            return ("oom-killer", kill.describe()) if kill is not None else (kind, detail)
-        if kind != "signal" or self._oom_kills is None:
-            return kind, detail
-        now, before = await loop.run_in_executor(None, oom_kills), self._oom_kills
-        self._oom_kills = now if now is not None else before
-        if now is not None and now > before:
-            return "oom-killer", (
-                f"{detail}: the kernel's OOM killer, as the OOM-kill count of this server's memory cgroup rose "
-                "(the kernel log, which names the process, could not be read)"
-            )
-        return kind, detail
-
-    async def _from_log(self, name: str, address: str | None, memory_limit) -> tuple[tuple[str, str] | None, set[int]]:
-        """What the nanny's log says of the departure, and the PIDs of the worker processes it saw die."""
-        path = self.backend.worker_log(name)
-        if path is None:
-            return None, set()
-        text = await asyncio.get_running_loop().run_in_executor(None, read_tail, path)
-        return from_nanny_log(text, address, memory_limit), dead_worker_pids(text, address)
-
-    async def stop_explaining(self) -> None:
-        await cancel_and_wait(*(task for task, *_ in self._explaining.values()))
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -448,7 +359,7 @@ class Reconciler:
         return self._loop is not None
 
     async def stop(self) -> None:
-        await self.stop_explaining()
+        await self.departures.stop()
         if self._loop is not None:
             await cancel_and_wait(self._loop)
             self._loop = None
@@ -463,7 +374,7 @@ class Reconciler:
                 raise
             except Exception as exc:
                 log.exception("cluster %s: reconcile failed", self.cluster_id)
-                self.events.lifecycle(f"scaling failed: {exc}")
+                self.events.lifecycle(f"scaling failed: {exc}", level=WARNING)
                 if isinstance(exc, ClusterManagerError):
                     self._on_error(exc.message)
             self._on_change()
@@ -513,7 +424,7 @@ class Reconciler:
         self._on_error(message)
         after = max(0, self._spec.group(group.name).count - len(failed))
         plan = self._spec.with_count(group.name, after)
-        self._write_plan(plan, f"not retrying: {message}", source="system", groups=[group.name])
+        self._write_plan(plan, f"not retrying: {message}", source="system", groups=[group.name], level=WARNING)
 
     async def _shrink(self, group: str, live: list[WorkerRecord], n: int) -> None:
         never_connected = [r for r in live if r.address is None][:n]
@@ -553,11 +464,3 @@ class Reconciler:
         for record in records:
             if self.workers.pop(record.name, None) is not None:
                 self.gone.append(record)
-
-
-def record_memory(spec: WorkerSpec, record: WorkerRecord) -> int | None:
-    """The memory limit of ``record``'s group (bytes), if the group still exists."""
-    try:
-        return spec.group(record.group).memory
-    except ClusterManagerError:
-        return None
