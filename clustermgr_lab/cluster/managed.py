@@ -408,11 +408,11 @@ class ManagedCluster(Readoption):
     def scale(self, resolution: Resolution) -> Resolution:
         """Set one group's plan to a resolved target; a manual scale turns adaptive mode off for that group."""
         self._require_running("scale")
-        reason = "manual scale"
+        reason = resolution.reason
         if self.adapt and self.adapt.range_for(resolution.group):
             self.adaptive.keep_ranges(lambda r: r.group != resolution.group, run=self.lifecycle == RUNNING)
-            reason = "manual scale (adaptive mode turned off)"
-        self.reconciler.set_plan(resolution.group, resolution.workers, reason, source="manual")
+            reason += " (adaptive mode turned off)"
+        self.reconciler.set_plan(resolution.group, resolution.workers, reason, source="manual", asked=resolution.asked)
         return resolution
 
     def set_spec(self, spec: WorkerSpec) -> None:

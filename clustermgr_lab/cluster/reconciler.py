@@ -25,7 +25,7 @@ from clustermgr_lab.common.metrics import EXTERNAL_GROUP, ScaleTimer
 from clustermgr_lab.common.tasks import cancel_and_wait
 from clustermgr_lab.domain.errors import ClusterManagerError
 from clustermgr_lab.domain.fields import printable
-from clustermgr_lab.domain.spec import GPU_RESOURCE, WorkerGroup, WorkerSpec
+from clustermgr_lab.domain.spec import GPU_RESOURCE, WorkerGroup, WorkerSpec, counted, spec_edit_words
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,14 @@ class WorkerRecord:
     connected_once: bool = False
     pid: int | None = None
     connected_at: float | None = None
+    why: str | None = None  # the decision that asked for it (its pending reason until it connects)
     last_address: str | None = None  # where it was last connected (kept once it leaves)
     host: str | None = None  # the host it last connected from
+
+
+def starting(record: WorkerRecord) -> str:
+    """Why a worker is pending while the backend starts it: the decision that asked for it."""
+    return f"starting: {record.why}" if record.why else "starting"
 
 
 class RetiringLink(Protocol):
@@ -155,26 +161,44 @@ class Reconciler:
                 was = next((g.count for g in before.groups if g.name == group), 0)
                 self.events.scale(group, was, plan.group(group).count, reason, source=source, asked=asked, level=level)
 
-    def set_plan(self, group: str, count: int, reason: str, *, source: str) -> None:
-        """Plan ``count`` workers for ``group`` (``source``: manual, adaptive, spec or system) and wake the loop."""
+    def set_plan(self, group: str, count: int, reason: str, *, source: str, asked: str | None = None) -> None:
+        """Plan ``count`` workers for ``group`` (``source``: manual, adaptive, spec or system) and wake the loop.
+
+        ``asked``: what a person asked for, in their words (``4 GiB``), for the event.
+        """
         before = self._spec.group(group).count
         if source == "manual":
             self._on_error(None)  # a new request from a person starts from a clean slate
             self.group_errors.pop(group, None)
-        self._write_plan(self._spec.with_count(group, count), reason, source=source, groups=[group])
+        self._write_plan(self._spec.with_count(group, count), reason, source=source, groups=[group], asked=asked)
         self.scale_timer.planned(group, before, count)
         log.info("cluster %s group %s: %d -> %d workers (%s)", self.cluster_id, group, before, count, reason)
         self._on_change()  # before waking the reconcile loop, so the new plan is pushed first
         self._wake.set()
 
     def replace_spec(self, spec: WorkerSpec) -> None:
-        """Replace the Worker Spec; workers whose group changed shape or vanished are replaced."""
-        before = {g.name: g.count for g in self._spec.groups}
+        """Replace the Worker Spec; workers whose group changed shape or vanished are replaced.
+
+        Each group the edit changed gets one event saying what changed and how many workers it replaces
+        (``worker spec edited: default memory 8 GiB → 1 GiB, 2 workers replaced``).
+        """
+        old_spec = self._spec
+        before = {g.name: g.count for g in old_spec.groups}
         self.group_errors.clear()
-        changed = [group.name for group in spec.groups if before.get(group.name) != group.count]
-        self._write_plan(spec, "worker spec edited", source="spec", groups=changed)
-        for name in changed:
-            self.scale_timer.planned(name, before.get(name, 0), spec.group(name).count)
+        words = spec_edit_words(old_spec, spec)
+        new_shapes = {g.name: shape_of(g) for g in spec.groups}
+        self._write_plan(spec, "worker spec edited", source="spec", groups=[], event=False)
+        for name, change in words.items():
+            reason = f"worker spec edited: {change}"
+            outdated = sum(1 for r in self.live(name) if new_shapes.get(name) != r.shape)
+            if outdated:
+                reason += f", {counted(outdated, 'worker')} {'replaced' if name in new_shapes else 'stopped'}"
+            after = spec.group(name).count if name in new_shapes else 0
+            if name in new_shapes:
+                self._write_plan(spec, reason, source="spec", groups=[name], event=False)
+                if before.get(name) != after:
+                    self.scale_timer.planned(name, before.get(name, 0), after)
+            self.events.scale(name, before.get(name, 0), after, reason, source="spec", asked=f"spec edited: {change}")
         self._wake.set()
 
     def restore_sources(self, groups: Iterable[str], source: str) -> None:
@@ -210,7 +234,7 @@ class Reconciler:
             reasons: dict[str, int] = {}
             for record in records:
                 if record.address is None:
-                    reason = waiting[record.name].reason if record.name in waiting else "starting"
+                    reason = waiting[record.name].reason if record.name in waiting else starting(record)
                     reasons[reason] = reasons.get(reason, 0) + 1
             return {
                 "requested": len(records),
@@ -394,7 +418,7 @@ class Reconciler:
             if missing > 0:
                 names = [f"{group.name}-{next(self.names)}" for _ in range(missing)]
                 for name in names:
-                    self.workers[name] = WorkerRecord(name, group.name, shape)
+                    self.workers[name] = WorkerRecord(name, group.name, shape, why=self.plan_reason.get(group.name))
                 self._on_change()
                 try:
                     await self.backend.scale_up(group, names)
