@@ -23,4 +23,4 @@ async def test_a_cluster_deleted_while_it_starts_leaves_no_work_folder(jp_fetch,
     for _ in range(10):
         await asyncio.sleep(0.3)
         left = [p for p in root.rglob("*") if cluster_id in p.name] if root.exists() else []
-        assert left == [], [(str(q), sorted(str(x) for x in q.rglob('*'))) for q in left]
+        assert left == [], [(str(q), sorted(str(x) for x in q.rglob("*"))) for q in left]
