@@ -29,6 +29,8 @@ from clustermgr_lab.domain.spec import GPU_RESOURCE, WorkerGroup, WorkerSpec, co
 
 log = logging.getLogger(__name__)
 
+#: Seconds retired workers told to close have to exit before the backend stops them (signals).
+RETIRED_EXIT_SECONDS = 10.0
 #: How many workers that went away the workers view keeps listing (state ``gone``).
 GONE_KEPT = 20
 
@@ -70,7 +72,7 @@ class RetiringLink(Protocol):
 
     async def workers_to_close(self, candidates: list[str], n: int) -> list[str]: ...
 
-    async def retire_workers(self, addresses: list[str]) -> list[str]: ...
+    async def retire_workers(self, addresses: list[str], close: bool = False) -> list[str]: ...
 
 
 class Reconciler:
@@ -125,6 +127,7 @@ class Reconciler:
         self.group_errors: dict[str, str] = {}  # why a group stopped growing (e.g. the batch system refused its jobs)
         self._wake = asyncio.Event()
         self._loop: asyncio.Task | None = None
+        self._closing: dict[str, asyncio.Event] = {}  # retired workers told to close: set once they exited
         self.departures = DepartureWatch(backend, events, lambda: self._spec, on_change)
         self.scale_timer = ScaleTimer(backend.name)
 
@@ -348,7 +351,9 @@ class Reconciler:
         record = self.workers.pop(name, None)
         if record is not None:
             self.gone.append(record)
-        if record is None or not self._is_running():
+            if name in self._closing:  # retired and told to close: it did, before any signal
+                self._closing.pop(name).set()
+        if record is None or not self._is_running() or record.stopping:
             return
         if record.connected_once:
             self.departures.explain(record, None, None, exited=True, returncode=returncode)
@@ -466,12 +471,28 @@ class Reconciler:
         for record in records:
             record.stopping = True
         self._on_change()
-        connected = [r.address for r in records if r.address]
+        addresses = {r.name: r.address for r in records if r.address}  # the scheduler's removals clear them
+        connected = list(addresses.values())
         retired: set[str] = set()
         link = self._link()
         if connected and link is not None:
-            retired = set(await link.retire_workers(connected))
-        kept = [r for r in records if r.address and r.address not in retired]
+            # Workers whose exit this server sees are told to close by the scheduler (then stop() finds them
+            # gone): a scheduler that removed a worker still running logs warnings about it.
+            close = self.backend.capabilities.runs_processes_here
+            for record in records if close else []:
+                self._closing[record.name] = asyncio.Event()
+            try:
+                retiring = link.retire_workers(connected, close=True) if close else link.retire_workers(connected)
+                retired = set(await retiring)
+                closing = [self._closing[r.name].wait() for r in records if close and addresses.get(r.name) in retired]
+                if closing:
+                    await asyncio.wait_for(asyncio.gather(*closing), RETIRED_EXIT_SECONDS)
+            except asyncio.TimeoutError:
+                log.info("cluster %s: retired workers still running after %g s", self.cluster_id, RETIRED_EXIT_SECONDS)
+            finally:
+                for record in records:
+                    self._closing.pop(record.name, None)
+        kept = [r for r in records if r.name in addresses and addresses[r.name] not in retired]
         if kept and not force:
             # Adaptive mode never drops data: keep those workers and raise the plan back.
             for record in kept:
