@@ -1,17 +1,20 @@
 """Given real clusters, every change appears in History with what was asked and what it became: a scale by memory
 or by cores (and why it was rounded up), a Worker Spec edit (what changed, how many workers were replaced, and why
 workers are pending meanwhile); a repeated event is one line with a count, pushed and stored as such; and only
-conditions a user must act on are warnings."""
+conditions a user must act on are warnings; a killed worker's departure says what is recomputed because of it."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import signal
 import socket
 
 from clustermgr_lab.cluster.events import EventLog
 from clustermgr_lab.manager.store import ClusterStore
 
-from .helpers import SMALL, call, create, delete_and_wait, running_with, until, wait_for
+from .helpers import SMALL, call, cluster_client, create, delete_and_wait, running_with, until, wait_for
 from .test_orphans import stored_cluster
 from .test_stream import StreamClient
 
@@ -161,3 +164,31 @@ async def test_only_what_a_user_must_act_on_is_a_warning(jp_fetch):
     finally:
         await call(jp_fetch, "DELETE", "clusters", cluster["id"])
         await asyncio.sleep(0)
+
+
+async def test_a_recomputation_after_a_killed_worker_is_linked_to_the_kill(jp_fetch):
+    # Given a cluster of two workers, and a client holding results computed on both
+    cluster_id = await create(jp_fetch, spec={"groups": [{**SMALL, "count": 2}]})
+    try:
+        cluster = await wait_for(jp_fetch, cluster_id, running_with(2), what="2 workers")
+        async with cluster_client(cluster, asynchronous=True) as client:
+            futures = client.map(lambda i: i * 2, range(20), pure=False)
+            await client.gather(futures)
+            held = {w for workers in (await client.who_has(futures)).values() for w in workers}
+            assert len(held) == 2
+            # When one worker's processes are killed
+            _, body = await call(jp_fetch, "GET", "clusters", cluster_id, "workers", expect=200)
+            victim = next(w for w in body["workers"] if w["state"] == "running")
+            os.killpg(victim["pid"], signal.SIGKILL)
+
+            # Then History's line for its departure says which of its computed tasks are recomputed elsewhere
+            async def departure():
+                events = await events_of(jp_fetch, cluster_id)
+                return next((e for e in events if e.get("cause", {}).get("worker") == victim["name"]), None)
+
+            event = await until(departure, 30, "the killed worker's departure event")
+            assert re.search(r"; \d+ tasks? it had computed (is|are) recomputed elsewhere$", event["message"]), event
+            # And the results are all still there, recomputed
+            assert await client.gather(futures) == [i * 2 for i in range(20)]
+    finally:
+        await delete_and_wait(jp_fetch, cluster_id)

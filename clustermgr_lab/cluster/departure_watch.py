@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
-from clustermgr_lab.backends.base import Backend
+from clustermgr_lab.backends.base import SCHEDULER_PROCESS, Backend
 from clustermgr_lab.cluster.events import INFO, WARNING, EventLog, utcnow
 from clustermgr_lab.cluster.logs import read_tail
 from clustermgr_lab.common.tasks import cancel_and_wait
@@ -26,9 +26,10 @@ from clustermgr_lab.domain.departures import (
     oom_kill_of,
     oom_kills,
     read_kernel_log,
+    recomputed_tasks,
 )
 from clustermgr_lab.domain.errors import ClusterManagerError
-from clustermgr_lab.domain.spec import WorkerSpec
+from clustermgr_lab.domain.spec import WorkerSpec, counted
 
 
 class WorkerRecord(Protocol):
@@ -38,6 +39,7 @@ class WorkerRecord(Protocol):
     group: str
     pid: int | None
     connected_at: float | None
+    last_address: str | None
 
 
 #: Two departures of one group within this time: a worker that keeps dying, shown as a warning.
@@ -119,6 +121,9 @@ class DepartureWatch:
             else ("; its nanny restarts it" if kind in ("memory-limit", "oom-killer", "signal", "exit") else "")
         )
         said = f" ({kind})" if kind in BATCH_KINDS else ""  # the batch system's own word, as its users know it
+        recomputed = await self._recomputed(address or record.last_address)
+        if recomputed:  # the work it did that is done again: linked to the departure that caused it
+            back += f"; {counted(recomputed, 'task')} it had computed {'is' if recomputed == 1 else 'are'} recomputed elsewhere"
         previous = self.events.last_departure
         # One departure is news; another of the same group soon after is a worker that keeps dying.
         again = previous is not None and previous.group == record.group and utcnow() - previous.time < KEEPS_DYING
@@ -146,6 +151,19 @@ class DepartureWatch:
                 "(the kernel log, which names the process, could not be read)"
             )
         return kind, detail
+
+    async def _recomputed(self, address: str | None) -> int | None:
+        """How many computed tasks the scheduler recomputes because the worker at ``address`` went (its log says)."""
+        path = (await asyncio.get_running_loop().run_in_executor(None, self.backend.log_files)).get(SCHEDULER_PROCESS)
+        if not address or path is None:
+            return None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 3.0  # its process's exit may be noticed here before the scheduler notices the loss
+        while True:
+            text = await loop.run_in_executor(None, read_tail, path)
+            if f"Remove worker addr: {address}" in text or loop.time() >= deadline:
+                return recomputed_tasks(text, address)
+            await asyncio.sleep(0.25)
 
     async def _from_log(self, name: str, address: str | None, memory_limit) -> tuple[tuple[str, str] | None, set[int]]:
         """What the nanny's log says of the departure, and the PIDs of the worker processes it saw die."""
