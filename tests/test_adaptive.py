@@ -66,7 +66,7 @@ async def test_a_manual_scale_after_adapt_turns_adaptive_off_and_sticks(jp_fetch
         _, cluster = await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 3}}, expect=200)
         # Then adaptive mode is off, and the state says why
         assert cluster["adapt"] is None
-        assert cluster["last_decision"]["message"] == "manual scale: 3 workers (adaptive mode turned off)"
+        assert cluster["last_decision"]["message"] == "manual scale (adaptive mode turned off)"
         await wait_for(jp_fetch, cluster_id, running_with(3), what="3 workers")
         # And 3 stays 3 for many adaptive intervals, although the cluster is idle
         await asyncio.sleep(15 * FAST["interval"])

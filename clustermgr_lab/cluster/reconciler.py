@@ -182,8 +182,8 @@ class Reconciler:
     def replace_spec(self, spec: WorkerSpec) -> None:
         """Replace the Worker Spec; workers whose group changed shape or vanished are replaced.
 
-        Each group the edit changed gets one event saying what changed and how many workers it replaces
-        (``worker spec edited: default memory 8 GiB → 1 GiB, 2 workers replaced``).
+        Each group the edit changed gets one event: ``asked`` says what changed (``spec edited: default memory
+        8 GiB → 1 GiB``), the reason how many workers it replaces (``worker spec edited, 2 workers replaced``).
         """
         old_spec = self._spec
         before = {g.name: g.count for g in old_spec.groups}
@@ -192,7 +192,7 @@ class Reconciler:
         new_shapes = {g.name: shape_of(g) for g in spec.groups}
         self._write_plan(spec, "worker spec edited", source="spec", groups=[], event=False)
         for name, change in words.items():
-            reason = f"worker spec edited: {change}"
+            reason = "worker spec edited"
             outdated = sum(1 for r in self.live(name) if new_shapes.get(name) != r.shape)
             if outdated:
                 reason += f", {counted(outdated, 'worker')} {'replaced' if name in new_shapes else 'stopped'}"

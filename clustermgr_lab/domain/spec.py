@@ -360,26 +360,28 @@ def target_words(target: ScaleTarget) -> str:
 
 
 def scale_wording(target: ScaleTarget, group: WorkerGroup, workers: int) -> tuple[str, str]:
-    """``(asked, reason)`` of a manual scale: what was asked, and what it became (and why, when rounded up).
+    """``(asked, reason)`` of a manual scale: what was asked, and why it became more, when rounded up.
+
+    What it became is the event's ``before`` → ``after`` workers (of the group's shape): with ``asked``, a
+    reader (the sidebar's History) says ``4 GiB → 4 workers × 1 GiB``; the reason does not repeat it.
 
     >>> group = WorkerGroup("default", 1, threads=2, memory=2**30)
     >>> scale_wording(ScaleTarget("memory", 4 * 2**30), group, 4)
-    ('4 GiB', 'manual scale: 4 GiB → 4 workers × 1 GiB')
-    >>> scale_wording(ScaleTarget("cores", 3), group, 2)[1]
-    'manual scale: 3 cores → 2 workers × 2 cores = 4 cores (rounded up to whole workers of 2 cores)'
+    ('4 GiB', 'manual scale')
+    >>> scale_wording(ScaleTarget("cores", 3), group, 2)
+    ('3 cores', 'manual scale: rounded up to whole workers of 2 cores (4 cores in all)')
     >>> scale_wording(ScaleTarget("workers", 3), group, 3)
-    ('3 workers', 'manual scale: 3 workers')
+    ('3 workers', 'manual scale')
     """
     asked = target_words(target)
     if target.unit == "workers":
-        return asked, f"manual scale: {asked}"
+        return asked, "manual scale"
     per = format_size(group.memory) if target.unit == "memory" else counted(group.threads, "core")
-    reason = f"manual scale: {asked} → {counted(workers, 'worker')} × {per}"
     total = workers * (group.memory if target.unit == "memory" else group.threads)
-    if total != target.amount:
-        got = format_size(total) if target.unit == "memory" else counted(total, "core")
-        reason += f" = {got} (rounded up to whole workers of {per})"
-    return asked, reason
+    if total == target.amount:
+        return asked, "manual scale"
+    got = format_size(total) if target.unit == "memory" else counted(total, "core")
+    return asked, f"manual scale: rounded up to whole workers of {per} ({got} in all)"
 
 
 def _shape_words(group: WorkerGroup) -> str:
