@@ -1,6 +1,7 @@
 # clustermgr-lab developer and CI entry points.
 #
-#   make lab      build + install into .venv, then start JupyterLab on 127.0.0.1
+#   make lab      build + install into .venv (only what changed since the last install), then start JupyterLab on
+#                 127.0.0.1; REBUILD=1 installs and builds everything again
 #   make test     everything CI runs: the wheel check, Python tests, then the galata UI tests; fails if the run leaves
 #                 anything running
 #   make test-stress  the suites N times under CPU load (flake guard; not part of make test)
@@ -13,7 +14,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 PYTHON ?= python3
-VENV := $(CURDIR)/.venv
+VENV ?= $(CURDIR)/.venv
 VENV_PY := $(VENV)/bin/python
 CHROMIUM ?= /usr/bin/chromium
 LABEXT_LINK := $(VENV)/share/jupyter/labextensions/clustermgr-lab
@@ -46,7 +47,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 .PHONY: help venv install build lab test test-stress pytest ui-test chromium sshd clean bench lint lint-deps ts-test wheel-check
 
 help:
-	@echo "make lab     - install into .venv and start JupyterLab (127.0.0.1:$(LAB_PORT))"
+	@echo "make lab     - install into .venv (what changed; REBUILD=1: all) and start JupyterLab (127.0.0.1:$(LAB_PORT))"
 	@echo "make test    - install, lint, TypeScript unit tests, pytest, then the galata UI tests"
 	@echo "make install - create/update .venv and install the package (editable, with test extras)"
 	@echo "make build   - rebuild the frontend (jlpm build) after an install"
@@ -71,17 +72,48 @@ $(VENV_PY):
 
 venv: $(VENV_PY)
 
-# Editable install. Builds the frontend through hatch-jupyter-builder (jlpm
-# install + jlpm build in an isolated build environment that has jupyterlab).
+# Editable install, redone only for what changed since the last one (stamp files in the venv, so a new venv
+# or a fresh clone installs everything; REBUILD=1 forces it):
+#  - pip install -e ".[test]" when the package's metadata changed (pyproject.toml, package.json, install.json,
+#    jupyter-config/); it also builds the frontend, through hatch-jupyter-builder (jlpm install + jlpm build in
+#    an isolated build environment that has jupyterlab);
+#  - jlpm build alone when only the frontend's sources changed (src/, style/, schema/, tsconfig.json, yarn.lock);
+#  - jupyter labextension develop only when the link to the built frontend is missing or points elsewhere.
+STAMPS := $(VENV)/.clustermgr-stamps
+PIP_STAMP := $(STAMPS)/pip
+BUILD_STAMP := $(STAMPS)/frontend
+PIP_INPUTS := pyproject.toml package.json install.json $(shell find jupyter-config -type f 2>/dev/null)
+FRONTEND_INPUTS := $(shell find src style schema -type f 2>/dev/null) tsconfig.json yarn.lock
+
 install: venv
+ifeq ($(REBUILD),1)
+	rm -rf "$(STAMPS)"
+endif
+	@# a cleaned or never-built frontend (make clean) is built again
+	@[ -f clustermgr_lab/labextension/package.json ] || rm -f "$(PIP_STAMP)" "$(BUILD_STAMP)"
+	@# two runs of make: the second sees the frontend stamp that pip's install left
+	@"$(MAKE)" --no-print-directory "$(PIP_STAMP)"
+	@"$(MAKE)" --no-print-directory "$(BUILD_STAMP)"
+	@# Link, not copy, the built frontend: a copy goes stale at the next `jlpm build`.
+	@if [ "$$(readlink -f "$(LABEXT_LINK)")" != "$(CURDIR)/clustermgr_lab/labextension" ]; then \
+	  jupyter labextension develop . --overwrite && jupyter labextension list 2>&1 | grep "clustermgr-lab"; \
+	fi
+
+$(PIP_STAMP): $(PIP_INPUTS) | $(VENV_PY)
 	@# pip must not write the labextension's shared data through the link that `develop` made
 	@# last time (it would land in clustermgr_lab/labextension and break the next build).
 	if [ -L "$(LABEXT_LINK)" ]; then rm "$(LABEXT_LINK)"; fi
 	rm -f clustermgr_lab/labextension/install.json
 	"$(VENV_PY)" -m pip install -e ".[test]"
-	@# Link, not copy, the built frontend: a copy goes stale at the next `jlpm build`.
-	jupyter labextension develop . --overwrite
-	jupyter labextension list 2>&1 | grep "clustermgr-lab"
+	mkdir -p "$(STAMPS)"
+	touch "$@"
+	@# pip built the frontend too: stamped after the pip stamp, so it is not built again
+	touch "$(BUILD_STAMP)"
+
+$(BUILD_STAMP): $(FRONTEND_INPUTS) | $(PIP_STAMP)
+	[ -d node_modules ] || jlpm install
+	jlpm build
+	touch "$@"
 
 build: venv
 	jlpm install
@@ -89,6 +121,7 @@ build: venv
 
 # --- running -----------------------------------------------------------------
 
+# Nothing changed since the last install: JupyterLab answers within seconds (make checks the stamps only).
 lab: install
 	jupyter lab --ip=127.0.0.1 --port=$(LAB_PORT) --allow-root --no-browser
 

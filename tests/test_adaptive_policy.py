@@ -53,9 +53,9 @@ def test_a_burst_grows_at_once_is_held_while_queued_and_drains_as_workers_run_dr
         (0, 4, "100 tasks queued, 5 s target duration"),
         None,
         None,
-        (4, 3, "1 worker idle, nothing queued, for 1 interval"),
-        (3, 1, "2 workers idle, nothing queued, for 1 interval"),
-        (1, 0, "idle for 1 interval"),
+        (4, 3, "1 worker idle, nothing queued, for 1 interval (1 s)"),
+        (3, 1, "2 workers idle, nothing queued, for 1 interval (1 s)"),
+        (1, 0, "idle for 1 interval (1 s)"),
     ]
 
 
@@ -72,7 +72,7 @@ def test_wait_count_still_spaces_out_shrinking():
     # Given wait_count 3
     policy = AdaptivePolicy(parse_adapt({"minimum": 1, "maximum": 4, "wait_count": 3}, one_group(4)))
     # When the group is idle for 3 intervals, Then it shrinks to its minimum at the third
-    assert decisions(policy, 4, [Load()] * 3) == [None, None, (4, 1, "idle for 3 intervals")]
+    assert decisions(policy, 4, [Load()] * 3) == [None, None, (4, 1, "idle for 3 intervals (3 s)")]
 
 
 def test_only_the_group_the_tasks_need_grows():

@@ -343,7 +343,7 @@ async def test_the_command_line_manages_a_cluster(clustermgr, server):
     code, out, _ = await clustermgr("events", "cli", *auth)
     lines = out.splitlines()
     assert lines[0].split() == ["TIME", "KIND", "GROUP", "CHANGE", "MESSAGE"]
-    assert any("manual scale" in line and "1 -> 2" in line for line in lines)
+    assert any("manual scale" in line and "2 cores: 1 -> 2" in line for line in lines), lines
 
     code, out, _ = await clustermgr("usage", "--days", "2", *auth)
     lines = out.splitlines()

@@ -42,13 +42,17 @@ RULES = [
     ),
     (
         lambda m: m == f"{PACKAGE}.preloads.scheduler",
-        lambda target: target in (PACKAGE, f"{PACKAGE}.preloads", f"{PACKAGE}.common.security"),
-        "the scheduler preload imports only the TLS credentials, never the server",
+        lambda target: (
+            target in (PACKAGE, f"{PACKAGE}.preloads", f"{PACKAGE}.common.security", f"{PACKAGE}.common.proctitle")
+        ),
+        "the scheduler preload imports only the TLS credentials and process titles, never the server",
     ),
     (
         lambda m: m == f"{PACKAGE}.preloads.worker",
-        lambda target: target in (PACKAGE, f"{PACKAGE}.preloads", f"{PACKAGE}.common.security"),
-        "the worker preload imports only the TLS credentials, never the server",
+        lambda target: (
+            target in (PACKAGE, f"{PACKAGE}.preloads", f"{PACKAGE}.common.security", f"{PACKAGE}.common.proctitle")
+        ),
+        "the worker preload imports only the TLS credentials and process titles, never the server",
     ),
     (
         lambda m: m == f"{PACKAGE}.preloads.discovery",

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint
-from clustermgr_lab.cluster import reconciler as reconciler_module
+from clustermgr_lab.cluster import departure_watch as departure_module
 from clustermgr_lab.cluster.events import EventLog
 from clustermgr_lab.cluster.reconciler import Reconciler
 from clustermgr_lab.domain.departures import (
@@ -179,7 +179,7 @@ async def test_a_sigkilled_worker_is_the_oom_killers_only_on_evidence_of_its_own
     # Given a connected worker whose nanny then logs its worker process's death by SIGKILL, and a kernel log that
     # names that process, or only a neighbour, or cannot be read; and the server's cgroup OOM-kill count
     counts = iter([5, 6 if count_rises else 5])
-    monkeypatch.setattr(reconciler_module, "oom_kills", lambda: next(counts))
+    monkeypatch.setattr(departure_module, "oom_kills", lambda: next(counts))
     backend = NannyBackend("c1", tmp_path)
     if not here:  # a worker on another host: this kernel's log and cgroup are not its
         monkeypatch.setattr(backend, "capabilities", Capabilities(runs_processes_here=False))
@@ -194,7 +194,7 @@ async def test_a_sigkilled_worker_is_the_oom_killers_only_on_evidence_of_its_own
         "neighbour": kill_record(999, 2),
         "unreadable": None,
     }[kernel_log]
-    monkeypatch.setattr(reconciler_module, "read_kernel_log", lambda: records)
+    monkeypatch.setattr(departure_module, "read_kernel_log", lambda: records)
     # When the scheduler loses it
     reconciler.worker_removed("tcp://w/1")
     # Then its departure's cause is the OOM killer only on evidence of its own process

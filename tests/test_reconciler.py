@@ -57,9 +57,13 @@ class FakeLink:
         self.calls.append(("to_close", sorted(candidates), n))
         return sorted(candidates)[:n]
 
-    async def retire_workers(self, addresses: list[str]) -> list[str]:
+    async def retire_workers(self, addresses: list[str], close: bool = False) -> list[str]:
         self.calls.append(("retire", sorted(addresses)))
-        return [a for a in addresses if a not in self.holding]
+        retired = [a for a in addresses if a not in self.holding]
+        if close:  # the workers close when told to: their processes end (addresses are tcp://w/<name>)
+            for address in retired:
+                asyncio.get_running_loop().call_soon(self.exited, address.rsplit("/", 1)[-1], 0)
+        return retired
 
 
 def make(tmp_path: Path, count: int = 2):
@@ -76,6 +80,7 @@ def make(tmp_path: Path, count: int = 2):
         on_change=lambda: None,
         on_error=errors.append,
     )
+    link.exited = reconciler.worker_exited
     return reconciler, backend, link, errors
 
 

@@ -64,7 +64,7 @@ async def test_scale_down_keeps_data_that_a_client_holds(jp_fetch):
             _, events = await call(jp_fetch, "GET", "clusters", cluster_id, "events", expect=200)
             decisions = [e for e in events["events"] if e["kind"] == "scale"]
             assert decisions[-1]["before"] == 3 and decisions[-1]["after"] == 1
-            assert decisions[-1]["message"] == "manual scale"
+            assert decisions[-1]["message"] == "manual scale" and decisions[-1]["asked"] == "1 worker"
     finally:
         await delete_and_wait(jp_fetch, cluster_id)
 

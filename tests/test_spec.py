@@ -151,7 +151,7 @@ def test_policy_grows_at_once_and_shrinks_only_after_wait_count_intervals():
     assert policy.propose(spec, idle, members)[0] == []
     assert policy.propose(spec, idle, members)[0] == []
     proposals, _ = policy.propose(spec, idle, members)
-    assert [(p.before, p.after, p.reason) for p in proposals] == [(4, 1, "idle for 3 intervals")]
+    assert [(p.before, p.after, p.reason) for p in proposals] == [(4, 1, "idle for 3 intervals (3 s)")]
 
 
 def test_policy_reasons_count_in_singular_and_plural():
@@ -161,10 +161,10 @@ def test_policy_reasons_count_in_singular_and_plural():
     # When one task is queued, Then the reason says "1 task" (as the sidebar shows it)
     proposals, _ = policy.propose(spec, Load(cores_wanted=1, ready=1), {"default": []})
     assert proposals[0].reason == "1 task queued, 5 s target duration"
-    # And an idle group shrinks after "1 interval"
+    # And an idle group shrinks after "1 interval (1 s)", the interval in seconds
     spec = spec.with_count("default", 3)
     proposals, _ = policy.propose(spec, Load(cores_wanted=0, workers_holding_data=0), {"default": ["a", "b", "c"]})
-    assert [p.reason for p in proposals] == ["idle for 1 interval"]
+    assert [p.reason for p in proposals] == ["idle for 1 interval (1 s)"]
 
 
 def test_policy_holds_workers_that_keep_data_and_says_why():

@@ -1,11 +1,12 @@
 """Given a real local cluster of two workers, the workers view lists each with its name, group, address, host,
-PID, memory and state, and a worker stopped by a scale-down is listed as closing, then gone."""
+PID, memory and state, each process's title names its cluster and worker, and a worker stopped by a scale-down
+is listed as gone."""
 
 from __future__ import annotations
 
-import psutil
+from clustermgr_lab.backends.base import SCHEDULER_PROCESS
 
-from .helpers import SMALL, alive, call, create, delete_and_wait, running_with, until, wait_for
+from .helpers import SMALL, alive, call, create, delete_and_wait, running_with, tree, until, wait_for
 
 MiB = 2**20
 
@@ -15,7 +16,13 @@ async def workers_of(jp_fetch, cluster_id: str) -> list[dict]:
     return answer["workers"]
 
 
-async def test_the_workers_view_lists_each_worker_with_its_process_and_memory(jp_fetch):
+def cmdline(pid: int) -> str:
+    """A process's title as ``ps`` shows it: its ``/proc/PID/cmdline``, arguments joined by spaces."""
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().rstrip(b"\0").replace(b"\0", b" ").decode()
+
+
+async def test_the_workers_view_lists_each_worker_with_its_process_and_memory(jp_fetch, jp_serverapp):
     # Given a running cluster "keep-me" of two 256 MiB workers
     cluster_id = await create(jp_fetch, spec={"groups": [{**SMALL, "count": 2}]}, name="keep-me")
     try:
@@ -35,11 +42,14 @@ async def test_the_workers_view_lists_each_worker_with_its_process_and_memory(jp
             assert worker["memory_limit"] == 256 * MiB and worker["threads"] == 1
             # And its memory in use is the real process's (tens of MiB, below its limit)
             assert 10 * MiB < worker["memory"] < 256 * MiB, worker
-            # And its PID is a live process of this host whose tree holds the worker
-            process = psutil.Process(worker["pid"])
-            titles = [" ".join(p.cmdline()) for p in [process, *process.children(recursive=True)]]
-            assert any(worker["address"] in title for title in titles), titles
+            # And its PID is a live process of this host whose tree holds the worker, titled with its cluster's
+            # name and its own (as ps and /proc/PID/cmdline show it)
+            titles = [cmdline(pid) for pid in tree(worker["pid"])]
+            assert f"dask worker keep-me/{worker['name']} [{worker['address']}]" in titles, titles
         assert len({w["pid"] for w in workers}) == 2
+        # And the scheduler's process is titled with the cluster's name
+        cluster = jp_serverapp.web_app.settings["clustermgr_manager"].get(cluster_id)
+        assert cmdline(cluster.pids()[SCHEDULER_PROCESS]) == f"dask scheduler keep-me [{cluster.endpoint.address}]"
 
         # When it is scaled down to one worker
         await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 1}}, expect=200)

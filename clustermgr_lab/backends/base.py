@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from traitlets.config import LoggingConfigurable
 from traitlets.traitlets import MetaHasTraits
 
+from clustermgr_lab.common.proctitle import CLUSTER_NAME_ENV
 from clustermgr_lab.domain.options import BackendOption, UserOption
 from clustermgr_lab.domain.spec import WorkerGroup
 
@@ -109,6 +110,9 @@ class BackendContext:
     closed_by_owner : callable, optional
         Asked once the scheduler is gone: how whoever started it closed it normally, in words, or None
         when it did not (it was lost). Given by discovery, which a notebook's scheduler tells.
+    name : str, optional
+        The cluster's name when it was made: its processes carry it in their titles
+        (:meth:`Backend.title_environment`).
     """
 
     workdir: Path
@@ -119,6 +123,7 @@ class BackendContext:
     security: ClusterCredentials | None = None
     listed_as: Callable[[str], str | None] | None = None
     closed_by_owner: Callable[[], Awaitable[str | None]] | None = None
+    name: str | None = None
 
 
 class _BackendMeta(abc.ABCMeta, MetaHasTraits):
@@ -258,6 +263,11 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     @property
     def workdir(self) -> Path:
         return Path(self.context.workdir)
+
+    def title_environment(self) -> dict[str, str]:
+        """The variable that puts the cluster's name into its scheduler's and workers' process titles
+        (:mod:`clustermgr_lab.common.proctitle`; the preloads read it); empty when the cluster has no name."""
+        return {CLUSTER_NAME_ENV: self.context.name} if self.context.name else {}
 
     @property
     def launcher(self) -> ProcessLauncher | None:

@@ -257,8 +257,9 @@ class SSHBackend(Backend):
         }
         if group.worker_resources:
             options["resources"] = dict(group.worker_resources)
-        if not group.gpus:  # the worker's environment (the Nanny's env): CUDA shows it no device of the host
-            options["env"] = {"CUDA_VISIBLE_DEVICES": ""}
+        options["env"] = self.title_environment()  # the worker's environment (the Nanny's env)
+        if not group.gpus:  # CUDA shows it no device of the host
+            options["env"]["CUDA_VISIBLE_DEVICES"] = ""
         if self.interface:
             options["interface"] = self.interface
         return options

@@ -155,12 +155,19 @@ def cmd_templates(client: ClusterManagerClient, args: argparse.Namespace) -> Non
     emit(args, templates, lambda: table(["NAME", "BACKEND", "WORKERS", "ADAPTIVE", "DESCRIPTION"], rows))
 
 
+def _change(event: dict) -> str:
+    """An event's change as the CHANGE column shows it: ``4 GiB: 2 -> 4``, ``1 -> 2``, or what was asked."""
+    counts = f"{event['before']} -> {event['after']}" if event["kind"] == "scale" else ""
+    asked = event.get("asked")
+    return f"{asked}: {counts}" if asked and counts else asked or counts
+
+
 def cmd_events(client: ClusterManagerClient, args: argparse.Namespace) -> None:
     """`clustermgr events CLUSTER`: its lifecycle and scaling events, oldest first."""
     events = client.events(client.find(args.cluster)["id"])
     rows = [
-        [local_time(e["time"]), e["kind"], e["group"] or "-",
-         f"{e['before']} -> {e['after']}" if e["kind"] == "scale" else "", e["message"]]
+        [local_time(e["time"]), e["kind"], e["group"] or "-", _change(e),
+         e["message"] + (f" (x{e['count']})" if e.get("count", 1) > 1 else "")]
         for e in events
     ]  # fmt: skip
     emit(args, events, lambda: table(["TIME", "KIND", "GROUP", "CHANGE", "MESSAGE"], rows))

@@ -5,7 +5,8 @@ stops workers to :class:`~.reconciler.Reconciler` (the only writer of the plan);
 periodic callback to :class:`~.adaptive_loop.AdaptiveController`; processes to its
 :class:`~clustermgr_lab.backends.base.Backend`; the timeline to :class:`~.sampling.TimelineSampler`.
 What it keeps: lifecycle (pending, running, stopping...), the scheduler link, errors, and what callers
-see. What the store keeps of it is read and written by :mod:`.record_codec`.
+see. What the store keeps of it is read and written by :mod:`.record_codec`; what a restarted server
+makes of it is :class:`~.readoption.Readoption`.
 """
 
 from __future__ import annotations
@@ -15,17 +16,31 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from clustermgr_lab.backends.base import SCHEDULER_PROCESS, Backend, BackendContext, SchedulerEndpoint
+from clustermgr_lab.backends.base import Backend, BackendContext, SchedulerEndpoint
 from clustermgr_lab.cluster.adaptive_loop import AdaptiveController, Policy
 from clustermgr_lab.cluster.description import api_view
-from clustermgr_lab.cluster.events import EventLog, utcnow
+from clustermgr_lab.cluster.events import WARNING, EventLog, utcnow
+from clustermgr_lab.cluster.readoption import Readoption
 from clustermgr_lab.cluster.reconciler import Reconciler, WorkerRecord, shape_of
 from clustermgr_lab.cluster.sampling import TimelineSampler
-from clustermgr_lab.cluster.scheduler_link import SchedulerLink, scheduler_identity
+from clustermgr_lab.cluster.scheduler_link import SchedulerLink
+from clustermgr_lab.cluster.states import (
+    ATTACHED,
+    DISCOVERED,
+    FAILED,
+    PENDING,
+    RUNNING,
+    SCALING,
+    SCHEDULER_SILENT,
+    STOPPED,
+    STOPPING,
+    UNRESPONSIVE,
+    reason_of,
+)
 from clustermgr_lab.common import metrics
 from clustermgr_lab.domain.adaptive import AdaptivePolicy, AdaptOff, AdaptSettings
 from clustermgr_lab.domain.errors import Conflict
@@ -36,15 +51,6 @@ from clustermgr_lab.domain.usage import UsageMeter
 
 log = logging.getLogger(__name__)
 
-PENDING, RUNNING, SCALING, STOPPING, STOPPED, FAILED = "pending", "running", "scaling", "stopping", "stopped", "failed"
-UNRESPONSIVE = "unresponsive"  # running, but the scheduler does not answer: what it holds is unknown
-ATTACHED = "attached"  # the template of clusters attached by their scheduler's address
-DISCOVERED = "discovered"  # the template of clusters found in a kernel of this server
-SCHEDULER_SILENT = "the scheduler has not answered"
-#: Seconds between two tries to reach a scheduler that did not answer when the server started.
-READOPT_RETRY_SECONDS = 2.0
-#: Seconds a scheduler has to answer the identity call of a re-adoption.
-SCHEDULER_ANSWER_SECONDS = 10.0
 
 __all__ = [
     "ATTACHED", "DISCOVERED", "FAILED", "PENDING", "RUNNING", "SCALING", "STOPPED", "STOPPING", "UNRESPONSIVE", "ManagedCluster", "WorkerRecord",
@@ -52,12 +58,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-def _reason(exc: BaseException) -> str:
-    """An exception as words: its message, or its type's name when it has none (e.g. a bare timeout)."""
-    return str(exc).strip() or type(exc).__name__
-
-
-class ManagedCluster:
+class ManagedCluster(Readoption):
     """A Dask cluster owned by the Jupyter server.
 
     Parameters
@@ -240,128 +241,6 @@ class ManagedCluster:
         """The cluster as the API shows it (see :func:`~.description.api_view`)."""
         return api_view(self, base_url, dashboard_key)
 
-    # -- what a restarted server makes of a stored cluster ---------------------------------------
-
-    async def readopt(self, record: Mapping[str, Any]) -> None:
-        """Re-adopt a stored cluster after a server restart, or fail it and stop what is left of it.
-
-        Re-adopted when its scheduler answers at the stored address with the stored scheduler id:
-        workers that still run are counted (not started again), adaptive mode resumes. Otherwise
-        the cluster ends ``failed`` with the reason (or ``stopped``, when its scheduler shut itself
-        down for being idle), and its processes or jobs that still run are stopped. A backend that
-        attaches to a scheduler started elsewhere is attached again instead (:meth:`reattach`).
-        """
-        if self.backend.attaches:
-            await self.reattach()
-            return
-        records = {w["name"]: w["process"] for w in record.get("workers", []) if w.get("process")}
-        if (record.get("backend_state") or {}).get(SCHEDULER_PROCESS):
-            records[SCHEDULER_PROCESS] = record["backend_state"][SCHEDULER_PROCESS]
-        endpoint = self.endpoint or SchedulerEndpoint("", None)
-        stored_lifecycle = self.lifecycle
-        # What ran when the last server stopped counts while no server watched only if it is re-adopted.
-        last_seen, last_rates, readopt_started = self.usage.as_of, self.usage.rates, time.time()
-        self.usage.rates = {}
-        try:
-            alive = await self.backend.adopt(endpoint, records)
-        except Exception as exc:
-            log.exception("cluster %s: could not adopt its processes", self.id)
-            await self._fail(f"could not re-adopt its processes: {exc}")
-            return
-        self.reconciler.keep_only(alive)
-        if stored_lifecycle in (FAILED, STOPPED, STOPPING):
-            self.lifecycle = stored_lifecycle
-            await self._teardown()
-            self._changed()
-            return
-        silent, reason = await self._scheduler_mismatch()
-        if silent:  # connected, but no answer in time: stopped, swapping, in a long pause; not gone
-            self.lifecycle = RUNNING
-            self.error = (
-                f"{SCHEDULER_SILENT} since the server started ({reason}; stopped or overloaded?): its cluster is "
-                "kept as it was, and re-adopted once the scheduler answers"
-            )
-            self.events.lifecycle(self.error)
-            self._awaiting_scheduler = asyncio.ensure_future(
-                self._await_scheduler(last_seen, last_rates, readopt_started)
-            )
-            self._changed()
-            return
-        await self._resume(reason, last_seen, last_rates, readopt_started)
-
-    async def _await_scheduler(self, last_seen, last_rates, readopt_started: float) -> None:
-        """Try the silent scheduler again until it answers (re-adopted) or is gone or another (failed)."""
-        while True:
-            await asyncio.sleep(READOPT_RETRY_SECONDS)
-            silent, reason = await self._scheduler_mismatch()
-            if not silent:
-                break
-        self._awaiting_scheduler = None
-        if reason is None:
-            self.events.lifecycle("the scheduler answers again")
-            self.error = None
-        await self._resume(reason, last_seen, last_rates, readopt_started)
-
-    async def _resume(self, reason: str | None, last_seen, last_rates, readopt_started: float) -> None:
-        """Re-adopt a cluster whose scheduler answered with its stored id (``reason`` None), else end it."""
-        if reason is not None:
-            if self._shut_down_for_idleness():
-                await self._idle_stopped()
-            else:
-                await self._fail(reason)
-            return
-        try:
-            self._link = self._new_link()
-            await self._link.start()
-        except Exception as exc:
-            await self._fail(f"could not reconnect to the scheduler at {self.endpoint.address}: {exc}")
-            return
-        self.lifecycle = RUNNING
-        if last_seen is not None:
-            self.usage.accrue(last_rates, last_seen, readopt_started)
-        counts = self.worker_counts()
-        self.events.lifecycle(
-            f"re-adopted after a server restart: scheduler {self.endpoint.address}, "
-            f"{counts['running']} workers running, {counts['pending']} starting"
-            + (", adaptive mode resumed" if self.adapt else "")
-        )
-        self.reconciler.start()
-        self.adaptive.start()
-        self.sampler.start()
-        self._changed()
-
-    async def reattach(self) -> None:
-        """Attach a stored external cluster again after a server restart, when its scheduler answers with its stored id.
-
-        Otherwise it ends ``failed`` with the reason; it is never stopped (it is not ours).
-        """
-        if self.lifecycle != PENDING:  # stored failed or stopped: listed as it was, until restarted or removed
-            self._released.set()
-            return
-        stored_id = self.endpoint.scheduler_id if self.endpoint else None
-        try:
-            endpoint = await self.backend.start_scheduler()
-        except Exception as exc:
-            await self._fail(f"could not attach it again after the server restarted: {_reason(exc)}")
-            return
-        if stored_id and endpoint.scheduler_id != stored_id:
-            await self._fail(
-                f"{endpoint.address} now answers with another scheduler (id {endpoint.scheduler_id}, not {stored_id})"
-            )
-            return
-        self.endpoint = endpoint
-        try:
-            self._link = self._new_link()
-            await self._link.start()
-        except Exception as exc:
-            await self._fail(f"could not attach it again after the server restarted: {_reason(exc)}")
-            return
-        self.lifecycle = RUNNING
-        self.events.lifecycle(f"attached again after a server restart: scheduler {endpoint.address}")
-        self.reconciler.start()
-        self.adaptive.start()
-        self._changed()
-
     def _new_link(self) -> SchedulerLink:
         """The link to this cluster's scheduler: its worker stream and heartbeat feed the reconciler."""
         link = self.backend.scheduler_link or SchedulerLink  # a foreign scheduler's: observed by polling
@@ -393,28 +272,6 @@ class ManagedCluster:
 
     async def _read_load(self, target_duration: float) -> dict[str, Any]:
         return await self._link.load(target_duration)
-
-    async def _scheduler_mismatch(self) -> tuple[bool, str | None]:
-        """``(silent, why)``: why the stored scheduler cannot be re-adopted (None: it answers with its stored id).
-
-        ``silent``: it took the connection but did not answer in time (stopped, swapping, a long pause): not gone.
-        """
-        if self.endpoint is None or not self.endpoint.address:
-            return False, "the server stopped before the scheduler had started"
-        try:
-            identity = await scheduler_identity(
-                self.endpoint.address, SCHEDULER_ANSWER_SECONDS, security=self.security()
-            )
-        except asyncio.TimeoutError:
-            return True, f"no answer from {self.endpoint.address} within {SCHEDULER_ANSWER_SECONDS:g} s"
-        except OSError as exc:
-            return False, f"its scheduler at {self.endpoint.address} is gone ({exc or type(exc).__name__})"
-        if identity.get("id") != self.endpoint.scheduler_id:
-            return False, (
-                f"{self.endpoint.address} now answers with another scheduler "
-                f"(id {identity.get('id')}, not {self.endpoint.scheduler_id})"
-            )
-        return False, None
 
     async def detach(self) -> None:
         """Stop managing, and leave every process running for the next server to re-adopt."""
@@ -474,7 +331,7 @@ class ManagedCluster:
         except Exception as exc:
             if self.lifecycle == PENDING:
                 action = "start the scheduler" if self.backend.capabilities.can_stop else "attach it"
-                await self._fail(f"could not {action}: {_reason(exc)}")
+                await self._fail(f"could not {action}: {reason_of(exc)}")
             return
         if self.lifecycle != PENDING:  # deleted while starting: close() may already have torn down
             await self._teardown()
@@ -492,7 +349,7 @@ class ManagedCluster:
         log.error("cluster %s failed: %s", self.id, message)
         self.lifecycle = FAILED
         self.error = message
-        self.events.lifecycle(message)
+        self.events.lifecycle(message, level=WARNING)
         self._changed()
         await self._teardown()
         self._changed()  # what it used, now that nothing of it runs
@@ -551,11 +408,11 @@ class ManagedCluster:
     def scale(self, resolution: Resolution) -> Resolution:
         """Set one group's plan to a resolved target; a manual scale turns adaptive mode off for that group."""
         self._require_running("scale")
-        reason = "manual scale"
+        reason = resolution.reason
         if self.adapt and self.adapt.range_for(resolution.group):
             self.adaptive.keep_ranges(lambda r: r.group != resolution.group, run=self.lifecycle == RUNNING)
-            reason = "manual scale (adaptive mode turned off)"
-        self.reconciler.set_plan(resolution.group, resolution.workers, reason, source="manual")
+            reason += " (adaptive mode turned off)"
+        self.reconciler.set_plan(resolution.group, resolution.workers, reason, source="manual", asked=resolution.asked)
         return resolution
 
     def set_spec(self, spec: WorkerSpec) -> None:
@@ -593,7 +450,7 @@ class ManagedCluster:
                 f"{SCHEDULER_SILENT} for {seconds:g} s (stopped or overloaded?): the workers and resources shown are "
                 "as last seen, and the plan cannot be carried out until it answers"
             )
-            self.events.lifecycle(self.error)
+            self.events.lifecycle(self.error, level=WARNING)
         self._changed()
 
     def _scheduler_lost(self) -> None:
@@ -652,7 +509,7 @@ class ManagedCluster:
             await self._link.set_idle_timeout(seconds)
         except Exception as exc:
             log.warning("cluster %s: could not set the scheduler's idle timeout: %s", self.id, exc)
-            self.events.lifecycle(f"could not set the scheduler's idle timeout: {exc}")
+            self.events.lifecycle(f"could not set the scheduler's idle timeout: {exc}", level=WARNING)
             self._changed()
 
     def pids(self) -> dict[str, int]:

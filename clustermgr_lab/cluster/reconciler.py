@@ -15,30 +15,22 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from clustermgr_lab.backends.base import Backend
-from clustermgr_lab.cluster.events import EventLog
-from clustermgr_lab.cluster.logs import read_tail
+from clustermgr_lab.cluster.departure_watch import DepartureWatch
+from clustermgr_lab.cluster.events import INFO, WARNING, EventLog
 from clustermgr_lab.common.metrics import EXTERNAL_GROUP, ScaleTimer
 from clustermgr_lab.common.tasks import cancel_and_wait
-from clustermgr_lab.domain.departures import (
-    BATCH_KINDS,
-    Cause,
-    dead_worker_pids,
-    from_nanny_log,
-    from_returncode,
-    oom_kill_of,
-    oom_kills,
-    read_kernel_log,
-)
 from clustermgr_lab.domain.errors import ClusterManagerError
 from clustermgr_lab.domain.fields import printable
-from clustermgr_lab.domain.spec import GPU_RESOURCE, WorkerGroup, WorkerSpec
+from clustermgr_lab.domain.spec import GPU_RESOURCE, WorkerGroup, WorkerSpec, counted, spec_edit_words
 
 log = logging.getLogger(__name__)
 
+#: Seconds retired workers told to close have to exit before the backend stops them (signals).
+RETIRED_EXIT_SECONDS = 10.0
 #: How many workers that went away the workers view keeps listing (state ``gone``).
 GONE_KEPT = 20
 
@@ -65,8 +57,14 @@ class WorkerRecord:
     connected_once: bool = False
     pid: int | None = None
     connected_at: float | None = None
+    why: str | None = None  # the decision that asked for it (its pending reason until it connects)
     last_address: str | None = None  # where it was last connected (kept once it leaves)
     host: str | None = None  # the host it last connected from
+
+
+def starting(record: WorkerRecord) -> str:
+    """Why a worker is pending while the backend starts it: the decision that asked for it."""
+    return f"starting: {record.why}" if record.why else "starting"
 
 
 class RetiringLink(Protocol):
@@ -74,7 +72,7 @@ class RetiringLink(Protocol):
 
     async def workers_to_close(self, candidates: list[str], n: int) -> list[str]: ...
 
-    async def retire_workers(self, addresses: list[str]) -> list[str]: ...
+    async def retire_workers(self, addresses: list[str], close: bool = False) -> list[str]: ...
 
 
 class Reconciler:
@@ -129,11 +127,8 @@ class Reconciler:
         self.group_errors: dict[str, str] = {}  # why a group stopped growing (e.g. the batch system refused its jobs)
         self._wake = asyncio.Event()
         self._loop: asyncio.Task | None = None
-        self._explaining: dict[
-            str, tuple[asyncio.Task, str | None, int | None, WorkerRecord]
-        ] = {}  # worker name -> finding out why it went away
-        self._oom_kills = oom_kills()  # the OOM killer's count when this cluster started
-        self._created = time.monotonic()
+        self._closing: dict[str, asyncio.Event] = {}  # retired workers told to close: set once they exited
+        self.departures = DepartureWatch(backend, events, lambda: self._spec, on_change)
         self.scale_timer = ScaleTimer(backend.name)
 
     # -- the plan: written here only ------------------------------------------------------------
@@ -144,7 +139,15 @@ class Reconciler:
         return self._spec
 
     def _write_plan(
-        self, plan: WorkerSpec, reason: str, *, source: str, groups: Iterable[str], event: bool = True
+        self,
+        plan: WorkerSpec,
+        reason: str,
+        *,
+        source: str,
+        groups: Iterable[str],
+        event: bool = True,
+        asked: str | None = None,
+        level: str = INFO,
     ) -> None:
         """The one writer of the plan: ``plan`` replaces it, and each of ``groups`` records ``source`` and ``reason``.
 
@@ -159,28 +162,46 @@ class Reconciler:
             self.plan_reason[group] = reason
             if event:
                 was = next((g.count for g in before.groups if g.name == group), 0)
-                self.events.scale(group, was, plan.group(group).count, reason, source=source)
+                self.events.scale(group, was, plan.group(group).count, reason, source=source, asked=asked, level=level)
 
-    def set_plan(self, group: str, count: int, reason: str, *, source: str) -> None:
-        """Plan ``count`` workers for ``group`` (``source``: manual, adaptive, spec or system) and wake the loop."""
+    def set_plan(self, group: str, count: int, reason: str, *, source: str, asked: str | None = None) -> None:
+        """Plan ``count`` workers for ``group`` (``source``: manual, adaptive, spec or system) and wake the loop.
+
+        ``asked``: what a person asked for, in their words (``4 GiB``), for the event.
+        """
         before = self._spec.group(group).count
         if source == "manual":
             self._on_error(None)  # a new request from a person starts from a clean slate
             self.group_errors.pop(group, None)
-        self._write_plan(self._spec.with_count(group, count), reason, source=source, groups=[group])
+        self._write_plan(self._spec.with_count(group, count), reason, source=source, groups=[group], asked=asked)
         self.scale_timer.planned(group, before, count)
         log.info("cluster %s group %s: %d -> %d workers (%s)", self.cluster_id, group, before, count, reason)
         self._on_change()  # before waking the reconcile loop, so the new plan is pushed first
         self._wake.set()
 
     def replace_spec(self, spec: WorkerSpec) -> None:
-        """Replace the Worker Spec; workers whose group changed shape or vanished are replaced."""
-        before = {g.name: g.count for g in self._spec.groups}
+        """Replace the Worker Spec; workers whose group changed shape or vanished are replaced.
+
+        Each group the edit changed gets one event: ``asked`` says what changed (``spec edited: default memory
+        8 GiB → 1 GiB``), the reason how many workers it replaces (``worker spec edited, 2 workers replaced``).
+        """
+        old_spec = self._spec
+        before = {g.name: g.count for g in old_spec.groups}
         self.group_errors.clear()
-        changed = [group.name for group in spec.groups if before.get(group.name) != group.count]
-        self._write_plan(spec, "worker spec edited", source="spec", groups=changed)
-        for name in changed:
-            self.scale_timer.planned(name, before.get(name, 0), spec.group(name).count)
+        words = spec_edit_words(old_spec, spec)
+        new_shapes = {g.name: shape_of(g) for g in spec.groups}
+        self._write_plan(spec, "worker spec edited", source="spec", groups=[], event=False)
+        for name, change in words.items():
+            reason = "worker spec edited"
+            outdated = sum(1 for r in self.live(name) if new_shapes.get(name) != r.shape)
+            if outdated:
+                reason += f", {counted(outdated, 'worker')} {'replaced' if name in new_shapes else 'stopped'}"
+            after = spec.group(name).count if name in new_shapes else 0
+            if name in new_shapes:
+                self._write_plan(spec, reason, source="spec", groups=[name], event=False)
+                if before.get(name) != after:
+                    self.scale_timer.planned(name, before.get(name, 0), after)
+            self.events.scale(name, before.get(name, 0), after, reason, source="spec", asked=f"spec edited: {change}")
         self._wake.set()
 
     def restore_sources(self, groups: Iterable[str], source: str) -> None:
@@ -216,7 +237,7 @@ class Reconciler:
             reasons: dict[str, int] = {}
             for record in records:
                 if record.address is None:
-                    reason = waiting[record.name].reason if record.name in waiting else "starting"
+                    reason = waiting[record.name].reason if record.name in waiting else starting(record)
                     reasons[reason] = reasons.get(reason, 0) + 1
             return {
                 "requested": len(records),
@@ -322,7 +343,7 @@ class Reconciler:
                 memory_limit = record.info.get("memory_limit")
                 record.address, record.info = None, {}
                 if not record.stopping and self._is_running():  # not one we retired: find out why
-                    self._explain(record, address, memory_limit, exited=False, returncode=None)
+                    self.departures.explain(record, address, memory_limit, exited=False, returncode=None)
         self._on_change()
 
     def worker_exited(self, name: str, returncode: int | None) -> None:
@@ -330,10 +351,12 @@ class Reconciler:
         record = self.workers.pop(name, None)
         if record is not None:
             self.gone.append(record)
-        if record is None or not self._is_running():
+            if name in self._closing:  # retired and told to close: it did, before any signal
+                self._closing.pop(name).set()
+        if record is None or not self._is_running() or record.stopping:
             return
         if record.connected_once:
-            self._explain(record, None, None, exited=True, returncode=returncode)
+            self.departures.explain(record, None, None, exited=True, returncode=returncode)
             self._wake.set()
         else:
             # Replacing a worker that never got as far as the scheduler would only repeat the crash.
@@ -345,92 +368,9 @@ class Reconciler:
             self._on_error(error)
             group = self._spec.group(record.group)
             plan = self._spec.with_count(group.name, max(0, group.count - 1))
-            self._write_plan(plan, f"not replacing {name}: {error}", source="system", groups=[group.name])
+            why = f"not replacing {name}: {error}"
+            self._write_plan(plan, why, source="system", groups=[group.name], level=WARNING)
         self._on_change()
-
-    # -- why a worker went away ------------------------------------------------------------------
-
-    def _explain(self, record: WorkerRecord, address: str | None, memory_limit, *, exited: bool, returncode) -> None:
-        """Find out, in the background, why worker ``record`` went away, and log it as an event with its cause."""
-        record = replace(record)  # as it was when it went away (a restarted worker process reconnects meanwhile)
-        previous = self._explaining.pop(record.name, None)
-        if previous is not None:  # the scheduler lost it first; its exit explains more, with what we knew then
-            task, address, memory_limit, record = previous
-            task.cancel()
-        memory_limit = memory_limit or record_memory(self._spec, record)
-        task = asyncio.ensure_future(self._find_cause(record, address, memory_limit, exited, returncode))
-        self._explaining[record.name] = (task, address, memory_limit, record)
-
-        def done(_, name=record.name) -> None:
-            if self._explaining.get(name, (None,))[0] is task:
-                del self._explaining[name]
-
-        task.add_done_callback(done)
-
-    async def _find_cause(self, record: WorkerRecord, address, memory_limit, exited: bool, returncode) -> None:
-        loop = asyncio.get_running_loop()
-        if not exited:  # the process or job may be about to end: its exit code or job state says more
-            await asyncio.sleep(self.backend.departure_grace)
-        deadline = loop.time() + (0 if exited else 3.0)
-        pids = {record.pid} - {None}  # the processes whose death may be the OOM killer's
-        while True:
-            found = self.backend.departure_evidence(record.name) if exited else None
-            if found is None:
-                found, logged = await self._from_log(record.name, address, memory_limit)
-                pids |= logged
-            found = found or (from_returncode(returncode) if exited else None)
-            if found is not None or loop.time() >= deadline:
-                break
-            await asyncio.sleep(0.25)
-        if found is None:
-            found = ("unknown", "its process ended; nothing says why") if exited else (
-                "connection-lost", f"the scheduler lost its connection to {address} (its process still runs, or its host is unreachable)"
-            )  # fmt: skip
-        kind, detail = found
-        sigkill = (kind == "signal" and "SIGKILL" in detail) or kind == "unknown"  # the OOM killer sends SIGKILL
-        if sigkill and self.backend.capabilities.runs_processes_here:  # this kernel's log tells of this host only
-            kind, detail = await self._oom_killer(record, pids, kind, detail)
-        cause = Cause(kind, record.name, record.group, detail)
-        back = (
-            "; replacing it"
-            if exited
-            else ("; its nanny restarts it" if kind in ("memory-limit", "oom-killer", "signal", "exit") else "")
-        )
-        said = f" ({kind})" if kind in BATCH_KINDS else ""  # the batch system's own word, as its users know it
-        self.events.departure(f"worker {record.name} went away{said}: {detail}{back}", cause.to_dict())
-        self._on_change()
-
-    async def _oom_killer(self, record: WorkerRecord, pids: set[int], kind: str, detail: str) -> tuple[str, str]:
-        """``("oom-killer", detail)`` if the kernel's OOM killer killed one of ``pids`` (the kernel log says so,
-        by PID), else ``(kind, detail)`` unchanged. Where the kernel log cannot be read (or no PID is known), a
-        rise in the OOM-kill count of this server's memory cgroup is taken as the sign (a whole cgroup's count:
-        the detail says so)."""
-        loop = asyncio.get_running_loop()
-        records = await loop.run_in_executor(None, read_kernel_log) if pids else None
-        if records is not None:
-            kill = oom_kill_of(records, pids, record.connected_at or self._created)
-            return ("oom-killer", kill.describe()) if kill is not None else (kind, detail)
-        if kind != "signal" or self._oom_kills is None:
-            return kind, detail
-        now, before = await loop.run_in_executor(None, oom_kills), self._oom_kills
-        self._oom_kills = now if now is not None else before
-        if now is not None and now > before:
-            return "oom-killer", (
-                f"{detail}: the kernel's OOM killer, as the OOM-kill count of this server's memory cgroup rose "
-                "(the kernel log, which names the process, could not be read)"
-            )
-        return kind, detail
-
-    async def _from_log(self, name: str, address: str | None, memory_limit) -> tuple[tuple[str, str] | None, set[int]]:
-        """What the nanny's log says of the departure, and the PIDs of the worker processes it saw die."""
-        path = self.backend.worker_log(name)
-        if path is None:
-            return None, set()
-        text = await asyncio.get_running_loop().run_in_executor(None, read_tail, path)
-        return from_nanny_log(text, address, memory_limit), dead_worker_pids(text, address)
-
-    async def stop_explaining(self) -> None:
-        await cancel_and_wait(*(task for task, *_ in self._explaining.values()))
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -448,7 +388,7 @@ class Reconciler:
         return self._loop is not None
 
     async def stop(self) -> None:
-        await self.stop_explaining()
+        await self.departures.stop()
         if self._loop is not None:
             await cancel_and_wait(self._loop)
             self._loop = None
@@ -463,7 +403,7 @@ class Reconciler:
                 raise
             except Exception as exc:
                 log.exception("cluster %s: reconcile failed", self.cluster_id)
-                self.events.lifecycle(f"scaling failed: {exc}")
+                self.events.lifecycle(f"scaling failed: {exc}", level=WARNING)
                 if isinstance(exc, ClusterManagerError):
                     self._on_error(exc.message)
             self._on_change()
@@ -483,7 +423,7 @@ class Reconciler:
             if missing > 0:
                 names = [f"{group.name}-{next(self.names)}" for _ in range(missing)]
                 for name in names:
-                    self.workers[name] = WorkerRecord(name, group.name, shape)
+                    self.workers[name] = WorkerRecord(name, group.name, shape, why=self.plan_reason.get(group.name))
                 self._on_change()
                 try:
                     await self.backend.scale_up(group, names)
@@ -513,7 +453,7 @@ class Reconciler:
         self._on_error(message)
         after = max(0, self._spec.group(group.name).count - len(failed))
         plan = self._spec.with_count(group.name, after)
-        self._write_plan(plan, f"not retrying: {message}", source="system", groups=[group.name])
+        self._write_plan(plan, f"not retrying: {message}", source="system", groups=[group.name], level=WARNING)
 
     async def _shrink(self, group: str, live: list[WorkerRecord], n: int) -> None:
         never_connected = [r for r in live if r.address is None][:n]
@@ -531,12 +471,28 @@ class Reconciler:
         for record in records:
             record.stopping = True
         self._on_change()
-        connected = [r.address for r in records if r.address]
+        addresses = {r.name: r.address for r in records if r.address}  # the scheduler's removals clear them
+        connected = list(addresses.values())
         retired: set[str] = set()
         link = self._link()
         if connected and link is not None:
-            retired = set(await link.retire_workers(connected))
-        kept = [r for r in records if r.address and r.address not in retired]
+            # Workers whose exit this server sees are told to close by the scheduler (then stop() finds them
+            # gone): a scheduler that removed a worker still running logs warnings about it.
+            close = self.backend.capabilities.runs_processes_here
+            for record in records if close else []:
+                self._closing[record.name] = asyncio.Event()
+            try:
+                retiring = link.retire_workers(connected, close=True) if close else link.retire_workers(connected)
+                retired = set(await retiring)
+                closing = [self._closing[r.name].wait() for r in records if close and addresses.get(r.name) in retired]
+                if closing:
+                    await asyncio.wait_for(asyncio.gather(*closing), RETIRED_EXIT_SECONDS)
+            except asyncio.TimeoutError:
+                log.info("cluster %s: retired workers still running after %g s", self.cluster_id, RETIRED_EXIT_SECONDS)
+            finally:
+                for record in records:
+                    self._closing.pop(record.name, None)
+        kept = [r for r in records if r.name in addresses and addresses[r.name] not in retired]
         if kept and not force:
             # Adaptive mode never drops data: keep those workers and raise the plan back.
             for record in kept:
@@ -553,11 +509,3 @@ class Reconciler:
         for record in records:
             if self.workers.pop(record.name, None) is not None:
                 self.gone.append(record)
-
-
-def record_memory(spec: WorkerSpec, record: WorkerRecord) -> int | None:
-    """The memory limit of ``record``'s group (bytes), if the group still exists."""
-    try:
-        return spec.group(record.group).memory
-    except ClusterManagerError:
-        return None

@@ -197,10 +197,14 @@ class SchedulerLink(LoggingConfigurable):
     async def set_idle_timeout(self, seconds: float | None) -> None:
         await self._rpc.clustermgr_set_idle_timeout(seconds=seconds)
 
-    async def retire_workers(self, addresses: list[str]) -> list[str]:
-        """Retire politely (data moved to survivors); returns the addresses actually retired."""
+    async def retire_workers(self, addresses: list[str], close: bool = False) -> list[str]:
+        """Retire politely (data moved to survivors); returns the addresses actually retired.
+
+        ``close``: the scheduler also tells each retired worker (and its nanny) to close, so it leaves without
+        a signal and the scheduler logs no warning about it (no heartbeat from a removed worker, no cut stream).
+        """
         retired = await self._call(
-            self._rpc.retire_workers(workers=addresses, close_workers=False, remove=True),
+            self._rpc.retire_workers(workers=addresses, close_workers=close, remove=True),
             self.retire_timeout,
             "retiring workers",
         )

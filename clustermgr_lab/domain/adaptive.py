@@ -301,7 +301,8 @@ class AdaptivePolicy:
                         why = f"{counted(plan - want, 'worker')} idle, nothing queued,"
                     else:
                         why = f"load wants {counted(want, 'worker')}"
-                    proposals.append(Proposal(group.name, plan, want, f"{why} for {counted(streak, 'interval')}"))
+                    held = f"{counted(streak, 'interval')} ({streak * self.settings.interval:g} s)"
+                    proposals.append(Proposal(group.name, plan, want, f"{why} for {held}"))
             else:
                 self._low_streak[group.name] = 0
         return proposals, notes

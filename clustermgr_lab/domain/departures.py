@@ -12,6 +12,7 @@ scheduler's for its worker-ttl (a worker it stopped hearing from), or what none 
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import signal
@@ -69,6 +70,31 @@ def from_returncode(returncode: int | None) -> tuple[str, str] | None:
     if returncode < 0:
         return "signal", f"killed by signal {-returncode} ({signal_name(-returncode)})"
     return "exit", f"exited with code {returncode}"
+
+
+def recomputed_tasks(scheduler_log: str, address: str) -> int | None:
+    """How many computed tasks the scheduler lost with the worker at ``address`` and recomputes elsewhere.
+
+    From distributed's scheduler log line ``Removing worker '<address>' caused the cluster to lose already
+    computed task(s), which will be recomputed elsewhere: {keys}``; None when it lost none (or logged nothing).
+
+    >>> line = ("2026-12-05 12:00:00,000 - distributed.scheduler - WARNING - Removing worker 'tls://10.0.0.1:4000' "
+    ...         "caused the cluster to lose already computed task(s), which will be recomputed elsewhere: "
+    ...         "{'inc-1', ('x', 0), ('x', 1)} (stimulus_id='handle-worker-cleanup-1')")
+    >>> recomputed_tasks(line, "tls://10.0.0.1:4000"), recomputed_tasks(line, "tls://10.0.0.1:4001")
+    (3, None)
+    """
+    marker = f"Removing worker {address!r} caused the cluster to lose already computed task(s)"
+    found = None
+    for line in scheduler_log.splitlines():
+        if marker in line:
+            found = line.split("recomputed elsewhere: ", 1)[-1].rsplit(" (stimulus_id=", 1)[0]
+    if found is None:
+        return None
+    try:
+        return len(ast.literal_eval(found))
+    except (ValueError, SyntaxError, TypeError):  # keys that do not read back as literals: count the top-level items
+        return found.count(", ") + 1
 
 
 def lines_since_start(text: str, address: str | None) -> list[str]:

@@ -115,13 +115,18 @@ class ScaleTarget:
 
 @dataclass(frozen=True)
 class Resolution:
-    """What a target resolved to for one group: whole workers and what they add up to."""
+    """What a target resolved to for one group: whole workers and what they add up to.
+
+    ``asked`` is the target as the user said it, ``reason`` the decision in words (see :func:`scale_wording`).
+    """
 
     group: str
     workers: int
     cores: int
     memory: int
     gpus: int
+    asked: str | None = field(default=None, compare=False)
+    reason: str = field(default="manual scale", compare=False)
 
     @classmethod
     def of(cls, group: WorkerGroup, workers: int) -> Resolution:
@@ -315,4 +320,107 @@ def resolve_target(
                 f"{others + workers} in the cluster; the limit is {max_workers} per cluster",
                 _join(field_name, target.unit),
             )
-    return Resolution.of(group, workers)
+    asked, reason = scale_wording(target, group, workers)
+    return replace(Resolution.of(group, workers), asked=asked, reason=reason)
+
+
+# -- in words: what was asked, and what it became -----------------------------------------------
+
+
+def counted(n: int, noun: str) -> str:
+    """``"1 worker"``, ``"3 workers"``: a count with its noun.
+
+    >>> counted(1, "core"), counted(4, "worker")
+    ('1 core', '4 workers')
+    """
+    return f"{n} {noun if n == 1 else noun + 's'}"
+
+
+def format_size(n: int) -> str:
+    """A byte count as people write it: ``4 GiB``, ``256 MiB``, ``1.5 GiB`` (no trailing zeros).
+
+    >>> format_size(4 * 2**30), format_size(256 * 2**20), format_size(3 * 2**29), format_size(512)
+    ('4 GiB', '256 MiB', '1.5 GiB', '512 B')
+    """
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n // size} {unit}" if n % size == 0 else f"{round(n / size, 2):g} {unit}"
+    return f"{n} B"
+
+
+def target_words(target: ScaleTarget) -> str:
+    """The target as the user said it: ``4 GiB``, ``3 cores``, ``1 worker``.
+
+    >>> target_words(ScaleTarget("memory", 4 * 2**30)), target_words(ScaleTarget("cores", 3))
+    ('4 GiB', '3 cores')
+    """
+    if target.unit == "memory":
+        return format_size(target.amount)
+    return counted(target.amount, target.unit.removesuffix("s"))
+
+
+def scale_wording(target: ScaleTarget, group: WorkerGroup, workers: int) -> tuple[str, str]:
+    """``(asked, reason)`` of a manual scale: what was asked, and why it became more, when rounded up.
+
+    What it became is the event's ``before`` → ``after`` workers (of the group's shape): with ``asked``, a
+    reader (the sidebar's History) says ``4 GiB → 4 workers × 1 GiB``; the reason does not repeat it.
+
+    >>> group = WorkerGroup("default", 1, threads=2, memory=2**30)
+    >>> scale_wording(ScaleTarget("memory", 4 * 2**30), group, 4)
+    ('4 GiB', 'manual scale')
+    >>> scale_wording(ScaleTarget("cores", 3), group, 2)
+    ('3 cores', 'manual scale: rounded up to whole workers of 2 cores (4 cores in all)')
+    >>> scale_wording(ScaleTarget("workers", 3), group, 3)
+    ('3 workers', 'manual scale')
+    """
+    asked = target_words(target)
+    if target.unit == "workers":
+        return asked, "manual scale"
+    per = format_size(group.memory) if target.unit == "memory" else counted(group.threads, "core")
+    total = workers * (group.memory if target.unit == "memory" else group.threads)
+    if total == target.amount:
+        return asked, "manual scale"
+    got = format_size(total) if target.unit == "memory" else counted(total, "core")
+    return asked, f"manual scale: rounded up to whole workers of {per} ({got} in all)"
+
+
+def _shape_words(group: WorkerGroup) -> str:
+    gpus = f", {counted(group.gpus, 'GPU')}" if group.gpus else ""
+    return f"{counted(group.count, 'worker')} of {counted(group.threads, 'core')}, {format_size(group.memory)}{gpus}"
+
+
+def spec_edit_words(before: WorkerSpec, after: WorkerSpec) -> dict[str, str]:
+    """Per group changed by a Worker Spec edit, what changed: ``{"default": "default memory 8 GiB → 1 GiB"}``.
+
+    >>> old = parse_spec({"groups": [{"name": "default", "count": 2, "threads": 1, "memory": "8 GiB"}]})
+    >>> new = parse_spec({"groups": [{"name": "default", "count": 2, "threads": 1, "memory": "1 GiB"},
+    ...                              {"name": "big", "count": 1, "threads": 4, "memory": "16 GiB"}]})
+    >>> spec_edit_words(old, new)
+    {'default': 'default memory 8 GiB → 1 GiB', 'big': 'group big added (1 worker of 4 cores, 16 GiB)'}
+    >>> spec_edit_words(new, old)
+    {'default': 'default memory 1 GiB → 8 GiB', 'big': 'group big removed'}
+    """
+    old = {g.name: g for g in before.groups}
+    new = {g.name: g for g in after.groups}
+    words: dict[str, str] = {}
+    for name, group in new.items():
+        was = old.get(name)
+        if was is None:
+            words[name] = f"group {name} added ({_shape_words(group)})"
+            continue
+        changes = []
+        for label, a, b, say in (
+            ("workers", was.count, group.count, str),
+            ("threads", was.threads, group.threads, str),
+            ("memory", was.memory, group.memory, format_size),
+            ("GPUs", was.gpus, group.gpus, str),
+            ("resources", dict(was.resources), dict(group.resources), lambda r: str(r or "none")),
+        ):
+            if a != b:
+                changes.append(f"{label} {say(a)} → {say(b)}")
+        if changes:
+            words[name] = f"{name} " + ", ".join(changes)
+    for name in old:
+        if name not in new:
+            words[name] = f"group {name} removed"
+    return words

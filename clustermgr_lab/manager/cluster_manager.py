@@ -160,16 +160,22 @@ class ClusterManager(ClusterManagerSettings):
         self.standby.fill()
 
     def _context(
-        self, cluster_id: str, workdir: Path, idle_timeout: float | None, security: ClusterCredentials | None = None
+        self,
+        cluster_id: str,
+        workdir: Path,
+        idle_timeout: float | None,
+        security: ClusterCredentials | None = None,
+        name: str | None = None,
     ) -> BackendContext:
-        """What a new backend receives: its folder, its idle timeout, its TLS credentials, the warm launcher, and
-        a way to refuse a scheduler another listed cluster has."""
+        """What a new backend receives: its folder, its idle timeout, its TLS credentials, the warm launcher, a
+        way to refuse a scheduler another listed cluster has, and the cluster's name (for its process titles)."""
         return BackendContext(
             Path(workdir),
             launcher=self.launcher if self.launcher.enabled else None,
             idle_timeout=idle_timeout,
             security=security,
             listed_as=partial(self._listed_as, cluster_id),
+            name=name,
         )
 
     def _listed_as(self, cluster_id: str, scheduler_id: str) -> str | None:
@@ -201,7 +207,13 @@ class ClusterManager(ClusterManagerSettings):
                 backend_class, cluster_id, options=stored_backend_options(self._templates, record), **extra
             ),
             restored_spec(backend_class, record),
-            self._context(cluster_id, Path(record["workdir"]), record.get("idle_timeout"), stored_credentials(record)),
+            self._context(
+                cluster_id,
+                Path(record["workdir"]),
+                record.get("idle_timeout"),
+                stored_credentials(record),
+                record["name"],
+            ),
         )
         record_codec.restore(cluster, record)
         self.writer.restored(cluster)
@@ -415,14 +427,15 @@ class ClusterManager(ClusterManagerSettings):
             cluster_id = uuid.uuid4().hex[:8]
             workdir = private_folder(Path(self.workdir) / cluster_id)
             credentials = ClusterCredentials.in_folder(workdir) if template.tls else None  # made as the cluster starts
-        context = self._context(cluster_id, workdir, request.idle_timeout, credentials)
+        name = request.name or next_default_name({c.name for c in self._clusters.values()})
+        context = self._context(cluster_id, workdir, request.idle_timeout, credentials, name)
         kwargs = {"standby": standby} if standby is not None else {}
         if submitted is not None:
             kwargs["address"] = submitted
         try:
             cluster = self._new_cluster(
                 cluster_id,
-                request.name or next_default_name({c.name for c in self._clusters.values()}),
+                name,
                 template.name,
                 self._backend_factory(
                     BACKENDS[template.backend], cluster_id, options=request.backend_options, **kwargs
@@ -528,7 +541,7 @@ class ClusterManager(ClusterManagerSettings):
         else:
             options = stored_backend_options(self._templates, record_codec.to_record(old))
             factory = self._backend_factory(backend_class, old.id, options=options)
-        context = self._context(old.id, old.backend.workdir, old.idle_timeout)
+        context = self._context(old.id, old.backend.workdir, old.idle_timeout, name=old.name)
         cluster = self._new_cluster(old.id, old.name, old.template, factory, old.spec, context)
         cluster.options = dict(old.options)
         cluster.events.restore(list(old.events))

@@ -427,10 +427,8 @@ class ClusterStore:
                 "INSERT INTO workers (cluster_id, name, worker_group, shape, pid, job_id, process) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [codec.worker_row(record["id"], w) for w in record["workers"]],
             )
-            self._db.executemany(
-                "INSERT INTO events (cluster_id, event) VALUES (?, ?)",
-                [(record["id"], json.dumps(e)) for e in new_events],
-            )
+            for event in new_events:
+                self._append_event(record["id"], event)
             if new_events:
                 self._db.execute(
                     "DELETE FROM events WHERE cluster_id = ? AND seq <= "
@@ -446,6 +444,17 @@ class ClusterStore:
                 self.log.warning(
                     "cluster %s: could not write its manifest in %s: %s", record["id"], record["workdir"], exc
                 )
+
+    def _append_event(self, cluster_id: str, event: dict[str, Any]) -> None:
+        """Append ``event``, or, for an event counted again (``count`` > 1), replace the stored one it repeats."""
+        if event.get("count", 1) > 1:
+            last = self._db.execute(
+                "SELECT seq, event FROM events WHERE cluster_id = ? ORDER BY seq DESC LIMIT 1", (cluster_id,)
+            ).fetchone()
+            if last is not None and _same_event(json.loads(last[1]), event):
+                self._db.execute("UPDATE events SET event = ? WHERE seq = ?", (json.dumps(event), last[0]))
+                return
+        self._db.execute("INSERT INTO events (cluster_id, event) VALUES (?, ?)", (cluster_id, json.dumps(event)))
 
     def delete(self, cluster_id: str, workdir: str | Path | None = None) -> None:
         """Forget a cluster (it has been stopped): its manifest, its row, its workers and events."""
@@ -545,3 +554,9 @@ class ClusterStore:
 
 class _Replaced(OSError):
     """The store file at the path is not the one this server locked and opened."""
+
+
+def _same_event(stored: dict[str, Any], event: dict[str, Any]) -> bool:
+    """Whether ``event`` is ``stored`` counted again (see :meth:`~.events.Event.repeats`)."""
+    keys = ("kind", "message", "group", "source", "before", "after", "cause", "asked")
+    return all(stored.get(k) == event.get(k) for k in keys) and stored.get("count", 1) < event["count"]

@@ -30,11 +30,13 @@ import itertools
 import math
 from collections import defaultdict
 
+import distributed.scheduler
 from dask.utils import parse_timedelta
 from distributed.diagnostics.plugin import SchedulerPlugin
 from toolz import take
 from tornado.ioloop import IOLoop, PeriodicCallback
 
+from clustermgr_lab.common.proctitle import label_titles, process_label
 from clustermgr_lab.common.security import require_dashboard_client_certificates
 
 SAMPLE = 100
@@ -167,6 +169,7 @@ def set_idle_timeout(scheduler, seconds: float | None) -> None:
 
 def dask_setup(scheduler):
     require_dashboard_client_certificates(scheduler)
+    label_titles(distributed.scheduler, "scheduler", process_label())
     install_client_aware_idle_check(scheduler)
     check_for_no_workers_less_often(scheduler)
     scheduler.add_plugin(WorkNotifier(scheduler))

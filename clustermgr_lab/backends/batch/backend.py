@@ -291,7 +291,8 @@ class BatchBackend(Backend):
         worker_config = {**WORKER_DEFAULTS, **self.worker_config}
         prologue = self.site_lines("job-script-prologue", "env-extra")  # the site's module loads / conda activate
         prologue += [
-            f"export {key}={shlex.quote(value)}" for key, value in opt.dask_config_environment(worker_config).items()
+            f"export {key}={shlex.quote(value)}"
+            for key, value in {**opt.dask_config_environment(worker_config), **self.title_environment()}.items()
         ]
         if not group.gpus:  # CUDA shows it no device (left unset, it would see every GPU of the node)
             prologue.append("export CUDA_VISIBLE_DEVICES=''")

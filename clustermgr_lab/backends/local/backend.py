@@ -146,7 +146,7 @@ class LocalBackend(Backend):
     def __init__(self, *args, standby: Standby | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.processes = LocalProcesses(self.workdir, self.launcher, self._process_exited, self._notify_change)
-        self.scheduler = LocalScheduler(self.processes, self.security)
+        self.scheduler = LocalScheduler(self.processes, self.security, self.title_environment())
         self._gpu_slots: dict[str, list[int]] = {}
         if standby is not None:  # at once: a delete before start_scheduler() must stop it too
             self.scheduler.take_over(standby.processes, standby.endpoint)
@@ -221,11 +221,12 @@ class LocalBackend(Backend):
         shared_env = {
             **opt.dask_config_environment(self.worker_config),
             **(self.security.environment() if self.security else {}),
+            **self.title_environment(),
         }
-        if self.security:
-            shared_env.update(
-                worker_preload_environment(shared_env.get(WORKER_PRELOAD_ENV) or os.environ.get(WORKER_PRELOAD_ENV))
-            )
+        # The worker preload: HTTPS routes for certificate holders only (with TLS), and the process title.
+        shared_env.update(
+            worker_preload_environment(shared_env.get(WORKER_PRELOAD_ENV) or os.environ.get(WORKER_PRELOAD_ENV))
+        )
         for name in names:
             command = worker_command(scheduler, group, name, self.worker_death_timeout, self.security, self.nanny)
             await self.processes.spawn(name, command, {**shared_env, **self._gpu_env(group, name)})

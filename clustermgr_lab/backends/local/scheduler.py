@@ -74,9 +74,15 @@ class LocalScheduler:
         The cluster's TLS files: the scheduler then listens on ``tls://`` only, its dashboard on HTTPS.
     """
 
-    def __init__(self, processes: LocalProcesses, credentials: ClusterCredentials | None = None):
+    def __init__(
+        self,
+        processes: LocalProcesses,
+        credentials: ClusterCredentials | None = None,
+        environment: dict[str, str] | None = None,
+    ):
         self.processes = processes
         self.credentials = credentials
+        self.environment = dict(environment or {})  # on top of the credentials' (e.g. the process title's)
         #: Set once the scheduler process exists (started or adopted): workers may start against its file.
         self.spawned = asyncio.Event()
         self.address: str | None = None
@@ -120,8 +126,8 @@ class LocalScheduler:
         scheduler_file = self.scheduler_file
         scheduler_file.unlink(missing_ok=True)
         command = scheduler_command(scheduler_file, host, idle_timeout, interface, credentials=self.credentials)
-        env = self.credentials.environment() if self.credentials is not None else None
-        process = await self.processes.spawn(SCHEDULER_PROCESS, command, env)
+        env = {**(self.credentials.environment() if self.credentials is not None else {}), **self.environment}
+        process = await self.processes.spawn(SCHEDULER_PROCESS, command, env or None)
         self.spawned.set()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
