@@ -71,6 +71,7 @@ from clustermgr_lab.manager.stored_clusters import (
     stored_credentials,
     stored_records,
 )
+from clustermgr_lab.manager.warm_processes import WarmProcesses
 
 #: Seconds a deleted cluster's work folder waits for its start, still running, to return (it writes there till then).
 START_SETTLE_TIMEOUT = 120.0
@@ -117,6 +118,7 @@ class ClusterManager(ClusterManagerSettings):
         self._private([Path(self.workdir)], store_folder=Path(self.store_path).parent)
         self.launcher = WarmLauncher(Path(self.workdir), parent=self, log=self.log)
         self.standby = StandbySchedulers(Path(self.workdir), self.launcher, parent=self, log=self.log)
+        self.warm = WarmProcesses(self.launcher, self.standby, self._any_live, self.log)
         self._gpus = self.gpus if self.gpus is not None else detect_gpus()
         self._max_memory = parse_size(self.max_memory, "ClusterManager.max_memory")
         self.store = ClusterStore(self.store_path, log=self.log)
@@ -150,13 +152,18 @@ class ClusterManager(ClusterManagerSettings):
             raise
 
     def warm_up(self) -> None:
-        """Start (or connect to) the warm launcher in the background, so the first cluster starts fast."""
-        if self.launcher.enabled:
-            self._spawn(self._warm_up())
+        """The first use (a create, the sidebar's templates or stream): start or reach the warm launcher and the
+        standby schedulers in the background, so that the cluster about to be made starts fast."""
+        self.warm.first_use()
 
-    async def _warm_up(self) -> None:
-        await self.launcher.warm_up()
-        self.standby.fill()
+    def _any_live(self) -> bool:
+        """True while a listed cluster is neither stopped nor failed (the warm launcher stays for it)."""
+        return any(c.lifecycle not in (STOPPED, FAILED) for c in self._clusters.values())
+
+    def _cluster_changed(self, cluster: ManagedCluster) -> None:
+        self.feed.cluster_changed(cluster)
+        if cluster.lifecycle in (STOPPED, FAILED):
+            self.warm.release_when_unused()
 
     def _context(
         self, cluster_id: str, workdir: Path, idle_timeout: float | None, security: ClusterCredentials | None = None
@@ -299,6 +306,7 @@ class ClusterManager(ClusterManagerSettings):
     async def check_backends(self) -> None:
         """Check, in a thread, whether the templates' backends can work here (see :class:`~.availability.Availability`),
         and ask the resource each template names (e.g. its gateway) whether it answers and what users may set."""
+        self.warm_up()  # the sidebar opens: a create is likely to follow
         await asyncio.gather(
             self.availability.check({BACKENDS[t.backend] for t in self._templates.values()}), self.probe_templates()
         )
@@ -400,6 +408,7 @@ class ClusterManager(ClusterManagerSettings):
         self._check_cluster_limit()
 
         template = request.template
+        self.warm_up()
         # A standby scheduler (TLS, 127.0.0.1) fits the local backend as shipped; it brings its id, folder and credentials.
         fits = BACKENDS[template.backend].takes_standby and template.tls and not request.backend_options
         standby = self.standby.take() if fits and self.standby.enabled else None
@@ -447,7 +456,7 @@ class ClusterManager(ClusterManagerSettings):
             template,
             backend,
             spec,
-            on_change=self.feed.cluster_changed,
+            on_change=self._cluster_changed,
             max_workers=self.max_workers,
             context=context,
             policy_class=self.adaptive_policy,
@@ -630,6 +639,7 @@ class ClusterManager(ClusterManagerSettings):
         cluster = self._clusters.pop(cluster_id, None)
         deleted = self.writer.delete(cluster_id, cluster.backend.workdir if cluster else None)
         self.feed.removed(cluster_id)
+        self.warm.release_when_unused()
         return deleted
 
     async def _forget_and_remove(self, cluster: ManagedCluster) -> None:
@@ -664,8 +674,7 @@ class ClusterManager(ClusterManagerSettings):
             self.log.info("clustermgr_lab: left %d cluster(s) running for the next server to re-adopt", len(clusters))
         self._clusters.clear()
         metrics.unwatch(self)
-        await self.standby.close()
-        await self.launcher.close()  # it keeps running what was kept, and exits once it has nothing
+        await self.warm.close()  # the launcher keeps running what was kept, and exits once it has nothing
         await self.writer.close()  # after the queued writes
 
     def _spawn(self, coroutine) -> None:

@@ -1,0 +1,98 @@
+"""Given a real Jupyter server, the warm launcher and standby scheduler run only from first use until no cluster is left.
+
+A server with the extension on and no cluster costs no process (benchmarks/footprint.py measures its
+memory and CPU); the first create (or the sidebar's first look) starts them; once every cluster is
+gone and ``WarmLauncher.release_after`` has passed, they are gone again.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import psutil
+import pytest
+
+from .helpers import eventually, running_with
+from .server_process import JupyterServer, kill_leftovers
+
+pytestmark = pytest.mark.timeout(300)
+
+SMALL = {"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}
+FORKSERVER = "clustermgr_lab.backends.local.forkserver"
+
+
+def descendants(server: JupyterServer) -> list[psutil.Process]:
+    """The server's live descendants (the launcher is its child; schedulers and workers are the launcher's)."""
+    try:
+        children = psutil.Process(server.process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [p for p in children if _alive(p)]
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def launchers(server: JupyterServer) -> list[psutil.Process]:
+    """Warm launcher processes of this server's work folder, wherever they are in the process table."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if FORKSERVER in cmdline and str(server.workdir) in cmdline and _alive(process):
+            found.append(process)
+    return found
+
+
+def standby_folders(server: JupyterServer) -> list:
+    return list(server.workdir.glob("*/standby"))
+
+
+@pytest.fixture
+def server(tmp_path):
+    other = {"WarmLauncher": {"release_after": 1.0, "idle_timeout": 0.5}, "StandbySchedulers": {"count": 1}}
+    server = JupyterServer(
+        tmp_path, tmp_path / "store" / "clusters.sqlite3", tmp_path / "work", other, on_shutdown="stop"
+    )
+    yield server.start()
+    if server.process.poll() is None:
+        server.stop(signal.SIGTERM)
+    kill_leftovers(set(), str(server.workdir))
+
+
+def test_no_launcher_or_standby_until_first_use_and_none_after_the_last_cluster(server):
+    # Given a server just started, with no cluster ever made, that has had time to do what it does at start
+    client = server.client()
+    assert client.list() == []
+    time.sleep(3)
+    # Then it started no process at all: no warm launcher, no standby scheduler
+    assert descendants(server) == [] and launchers(server) == []
+    assert standby_folders(server) == []
+
+    # When a first cluster is made
+    cluster = client.create(name="first", spec={"groups": [SMALL]})
+    client.wait(cluster["id"], running_with(1), timeout=120)
+    # Then the warm launcher runs (a child of the server), and a standby scheduler is made ready beside it
+    launcher = eventually(lambda: launchers(server), 30, "the warm launcher")[0]
+    assert launcher.ppid() == server.process.pid
+    eventually(lambda: standby_folders(server), 60, "a standby scheduler's folder")
+    assert len(descendants(server)) >= 4  # launcher, the cluster's scheduler and worker, the standby scheduler
+
+    # When every cluster is deleted, and the release delay (1 s here) has passed
+    client.delete(cluster["id"], wait=True, timeout=120)
+    # Then the launcher, the standby scheduler and its folder are gone: the server is back to no process
+    eventually(lambda: not launchers(server) and not descendants(server), 60, "the launcher and standby to end")
+    assert standby_folders(server) == []
+    assert "no cluster left; the warm launcher and standby schedulers are let go" in server.log_text()
+
+    # When the sidebar opens again (its template listing)
+    client.templates()
+    # Then the launcher and a standby scheduler are started again, ready for the next create
+    eventually(lambda: launchers(server), 30, "the warm launcher, again")
+    eventually(lambda: standby_folders(server), 60, "a standby scheduler, again")
+    # And with no cluster made, they are let go again after the delay
+    eventually(lambda: not launchers(server) and not descendants(server), 60, "the launcher and standby to end")
