@@ -8,12 +8,14 @@ gone and ``WarmLauncher.release_after`` has passed, they are gone again.
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
 import pytest
 
-from .helpers import eventually, running_with
+from .helpers import eventually, running_with, subprocess_env
 from .server_process import JupyterServer, kill_leftovers
 
 pytestmark = pytest.mark.timeout(300)
@@ -96,3 +98,36 @@ def test_no_launcher_or_standby_until_first_use_and_none_after_the_last_cluster(
     eventually(lambda: standby_folders(server), 60, "a standby scheduler, again")
     # And with no cluster made, they are let go again after the delay
     eventually(lambda: not launchers(server) and not descendants(server), 60, "the launcher and standby to end")
+
+
+LOAD_AND_LIST = """
+import sys, tempfile
+import jupyter_server.serverapp
+from clustermgr_lab.extension import ClusterManagerApp
+from clustermgr_lab.manager.cluster_manager import ClusterManager
+folder = tempfile.mkdtemp()
+manager = ClusterManager(workdir=folder + "/work", store_path=folder + "/clusters.sqlite3")
+assert manager.list_templates() and manager.list() == []
+print(sorted(m for m in ("distributed", "numpy", "dask_gateway", "asyncssh", "cryptography") if m in sys.modules))
+"""
+
+
+def test_the_extension_loads_without_distributed_or_unused_backends():
+    # Given a fresh interpreter with jupyter_server imported, as a server has it before loading extensions
+    # When the extension is imported and its manager made with the default (local) template, and templates listed
+    result = subprocess.run([sys.executable, "-c", LOAD_AND_LIST], capture_output=True, text=True, env=subprocess_env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    # Then neither distributed (with NumPy), nor the gateway's or SSH's libraries, nor cryptography were imported
+    assert result.stdout.split("\n")[-2] == "[]", result.stdout
+
+
+def test_the_lazy_registry_names_each_backend_as_its_class_does():
+    # Given the backend registry, whose modules are imported on first use
+    from clustermgr_lab.backends import ALL_BACKENDS, BACKENDS
+
+    # Then each name gives the class of that name, and BACKENDS is ALL_BACKENDS but the external one
+    assert {name: cls.name for name, cls in ALL_BACKENDS.items()} == {name: name for name in ALL_BACKENDS}
+    assert set(ALL_BACKENDS) - set(BACKENDS) == {"external"}
+    assert "nope" not in BACKENDS
+    with pytest.raises(KeyError):
+        BACKENDS["nope"]

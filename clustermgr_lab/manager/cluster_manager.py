@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from dask.system import CPU_COUNT
-from distributed.system import MEMORY_LIMIT
 
 from clustermgr_lab.backends import (
     ALL_BACKENDS,
@@ -61,7 +60,7 @@ from clustermgr_lab.manager import commands
 from clustermgr_lab.manager.availability import AVAILABILITY_TTL, PROBE_TIMEOUT, SUBMIT_TIMEOUT, Availability
 from clustermgr_lab.manager.change_feed import ChangeFeed
 from clustermgr_lab.manager.dashboard_keys import DashboardKeys
-from clustermgr_lab.manager.machine import detect_gpus, total_memory
+from clustermgr_lab.manager.machine import detect_gpus, machine_memory, total_memory
 from clustermgr_lab.manager.settings import ClusterManagerSettings
 from clustermgr_lab.manager.store import ClusterStore, StoreHealth
 from clustermgr_lab.manager.store_writer import StoreWriter, kept_in_store
@@ -383,7 +382,7 @@ class ClusterManager(ClusterManagerSettings):
         return {
             "max_workers": self.max_workers,
             "max_clusters": self.max_clusters,
-            "machine": {"cores": CPU_COUNT, "memory": MEMORY_LIMIT},
+            "machine": {"cores": CPU_COUNT, "memory": machine_memory()},
         }
 
     def events(self, cluster_id: str) -> list[dict[str, Any]]:
