@@ -7,6 +7,7 @@ gone and ``WarmLauncher.release_after`` has passed, they are gone again.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -131,3 +132,12 @@ def test_the_lazy_registry_names_each_backend_as_its_class_does():
     assert "nope" not in BACKENDS
     with pytest.raises(KeyError):
         BACKENDS["nope"]
+
+
+async def test_no_timer_asks_resources_when_no_template_can_be_asked(jp_serverapp):
+    # Given a server whose templates are local only (the test server's), once its event loop has turned
+    app = next(iter(jp_serverapp.extension_manager.extension_apps["clustermgr_lab"]))
+    await asyncio.sleep(0.1)
+    # Then the found-clusters loop (every 2 s for a gateway's templates) was not started, and nothing was warmed
+    assert app.found._task is None
+    assert not app.manager.warm.in_use and app.manager.launcher.pid is None

@@ -88,7 +88,5 @@ class FoundClusters(LoggingConfigurable):
 
 def _asks_its_resource(backend_class: type[Backend]) -> bool:
     """True when the backend finds clusters on, or probes, the resource its templates name (not the defaults)."""
-    return any(
-        getattr(backend_class, name).__func__ is not getattr(Backend, name).__func__
-        for name in ("find_clusters", "probe")
-    )
+    finds, probes = backend_class.find_clusters, backend_class.probe
+    return finds.__func__ is not Backend.find_clusters.__func__ or probes.__func__ is not Backend.probe.__func__
