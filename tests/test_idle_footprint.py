@@ -55,16 +55,31 @@ def standby_folders(server: JupyterServer) -> list:
     return list(server.workdir.glob("*/standby"))
 
 
+SHORT_DELAYS = {"WarmLauncher": {"release_after": 1.0, "idle_timeout": 0.5}, "StandbySchedulers": {"count": 1}}
+
+
 @pytest.fixture
-def server(tmp_path):
-    other = {"WarmLauncher": {"release_after": 1.0, "idle_timeout": 0.5}, "StandbySchedulers": {"count": 1}}
-    server = JupyterServer(
-        tmp_path, tmp_path / "store" / "clusters.sqlite3", tmp_path / "work", other, on_shutdown="stop"
-    )
-    yield server.start()
-    if server.process.poll() is None:
-        server.stop(signal.SIGTERM)
-    kill_leftovers(set(), str(server.workdir))
+def servers(tmp_path):
+    """Makes servers on one store and work folder (started), stops them and what they leave at the end."""
+    made = []
+
+    def make(**config) -> JupyterServer:
+        server = JupyterServer(
+            tmp_path, tmp_path / "store" / "clusters.sqlite3", tmp_path / "work", SHORT_DELAYS, **config
+        )
+        made.append(server)
+        return server.start()
+
+    yield make
+    for server in made:
+        if server.process.poll() is None:
+            server.stop(signal.SIGTERM)
+    kill_leftovers(set(), str(tmp_path / "work"))
+
+
+@pytest.fixture
+def server(servers):
+    return servers(on_shutdown="stop")
 
 
 def test_no_launcher_or_standby_until_first_use_and_none_after_the_last_cluster(server):
@@ -141,3 +156,26 @@ async def test_no_timer_asks_resources_when_no_template_can_be_asked(jp_serverap
     # Then the found-clusters loop (every 2 s for a gateway's templates) was not started, and nothing was warmed
     assert app.found._task is None
     assert not app.manager.warm.in_use and app.manager.launcher.pid is None
+
+
+def test_a_launcher_left_running_for_kept_clusters_is_reused_then_let_go(servers):
+    # Given a server that made a cluster and stopped, keeping it (its launcher runs on for it)
+    first = servers(on_shutdown="keep")
+    cluster = first.client().create(name="kept", spec={"groups": [SMALL]})
+    first.client().wait(cluster["id"], running_with(1), timeout=120)
+    launcher = eventually(lambda: launchers(first), 30, "the warm launcher")[0]
+    first.stop(signal.SIGTERM)
+    assert launcher.is_running()
+    # When a new server re-adopts it: it starts no launcher of its own
+    second = servers(on_shutdown="stop")
+    client = second.client()
+    client.wait(cluster["id"], running_with(1), timeout=120)
+    assert launchers(second) == [launcher] and descendants(second) == []
+    # And its scale forks the new worker from the launcher left running (re-used, not a new one)
+    client.scale(cluster["id"], workers=2)
+    client.wait(cluster["id"], running_with(2), timeout=120)
+    assert launchers(second) == [launcher]
+    # When the cluster is deleted and the release delay has passed
+    client.delete(cluster["id"], wait=True, timeout=120)
+    # Then that launcher is let go too, and exits: nothing of ours runs
+    eventually(lambda: not launchers(second), 60, "the re-used launcher to exit")

@@ -130,8 +130,7 @@ class ClusterManager(ForeignClusters, ClusterManagerSettings):
             raise
 
     def warm_up(self) -> None:
-        """The first use (a create, the sidebar's templates or stream): start or reach the warm launcher and the
-        standby schedulers in the background, so that the cluster about to be made starts fast."""
+        """First use (a create, the sidebar's templates or stream): start the warm launcher and standby schedulers."""
         self.warm.first_use()
 
     def _any_live(self) -> bool:
@@ -391,6 +390,7 @@ class ClusterManager(ForeignClusters, ClusterManagerSettings):
         if kept_in_store(old):
             self.writer.require_writable(f"restart cluster {old.name!r}")
         self._check_cluster_limit()
+        self.warm_up()
         backend_class = ALL_BACKENDS[old.backend.name]
         if backend_class.attaches:
             factory = self._backend_factory(backend_class, old.id, address=old.backend.address)

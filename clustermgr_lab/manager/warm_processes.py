@@ -59,9 +59,13 @@ class WarmProcesses:
             self.standby.fill()
             self.release_when_unused()  # a sidebar opened, and no cluster was made after all
 
+    def _holding(self) -> bool:
+        """True while they run for this server: since a first use, or since a cluster's scale reached the launcher."""
+        return self._in_use or self.launcher.connected
+
     def release_when_unused(self) -> None:
         """A cluster left the list (or ended): while none needs them, let them go after ``release_after`` seconds."""
-        if not self._in_use or self._release_timer is not None or self._busy():
+        if not self._holding() or self._release_timer is not None or self._busy():
             return
         self._release_timer = asyncio.get_running_loop().call_later(
             self.launcher.release_after, self._release_if_unused
@@ -69,7 +73,7 @@ class WarmProcesses:
 
     def _release_if_unused(self) -> None:
         self._release_timer = None
-        if not self._in_use or self._busy():
+        if not self._holding() or self._busy():
             return
         self._in_use = False
         self._releasing = asyncio.ensure_future(self._release())
