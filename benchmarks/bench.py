@@ -44,6 +44,7 @@ from clustermgr_lab.client import cluster_security
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bursty  # noqa: E402  (the bursty workload)
+import footprint  # noqa: E402  (the idle server's cost, its boot, re-adoption at start)
 import harness as base  # noqa: E402  (the server, stream and raw-cluster helpers)
 import multihost  # noqa: E402  (the rows measured on the two-node test bed)
 from harness import BenchError, Server, Stream, log, now, percentile  # noqa: E402
@@ -1017,6 +1018,10 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
     # GETs per list row: its p99 is then the 10th slowest, not the 3rd (300 before round 12: one GET that met a
     # heartbeat or another process's time slice moved the row by a third at 5 clusters)
     samples = 60 if args.smoke else 1000
+    if not args.only or "footprint" in args.only.split(","):  # first: its servers start on a machine at rest
+        rows += footprint.measure(
+            tmp, row, seconds=3 if args.smoke else 30, repeat=1 if args.smoke else 3, clusters=1 if args.smoke else 3
+        )
     cm_server, stream = start_clustermgr(tmp, many, args.standby)
     lab = None
     try:
@@ -1263,7 +1268,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        help="only these parts, comma-separated: lifecycle, create-profile, many-clusters, bursty, many-workers, tls, log-tail, multihost "
+        help="only these parts, comma-separated: footprint, lifecycle, create-profile, many-clusters, bursty, many-workers, tls, log-tail, multihost "
         "(writes only their rows)",
     )
     parser.add_argument(

@@ -104,6 +104,9 @@ if os.environ.pop("CLUSTERMGR_BENCH_LOOP_DEBUG", None):
 class Server:
     """``python -m jupyter_server`` with the extension, on 127.0.0.1, in a private Jupyter home."""
 
+    #: Seconds between two asks whether the server answers (a boot time is measured to this step).
+    poll_step = 0.1
+
     def __init__(
         self,
         tmp: Path,
@@ -191,7 +194,7 @@ class Server:
                     return True
             except requests.ConnectionError:
                 pass
-            time.sleep(0.1)
+            time.sleep(self.poll_step)
         return False
 
     def log_tail(self, lines: int = 40) -> str:

@@ -59,7 +59,6 @@ class ClusterManagerApp(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
         if hasattr(self, "manager"):  # else it did not load (e.g. its store is locked by another server)
-            self.manager.warm_up()  # the warm launcher starts (or is re-used) in the background
             self._readopt = asyncio.ensure_future(self._readopt_then_start_initial())
 
     async def _readopt_then_start_initial(self) -> None:

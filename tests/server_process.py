@@ -37,12 +37,14 @@ class JupyterServer:
     store, workdir : Path
         ``ClusterManager.store_path`` and ``ClusterManager.workdir``: the same for every server
         of one test, so that a new server finds what the last one left.
+    other : dict, optional
+        The configuration of other classes, e.g. ``{"WarmLauncher": {"release_after": 1.0}}``.
     config : dict
         More ``ClusterManager`` options, e.g. ``{"on_shutdown": "stop"}``.
     """
 
-    def __init__(self, home: Path, store: Path, workdir: Path, **config):
-        self.home, self.store, self.workdir, self.config = home, store, workdir, config
+    def __init__(self, home: Path, store: Path, workdir: Path, other: dict | None = None, **config):
+        self.home, self.store, self.workdir, self.config, self.other = home, store, workdir, config, other or {}
         self.port = free_port()
         self.token = uuid.uuid4().hex
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -52,7 +54,7 @@ class JupyterServer:
     def start(self, wait: bool = True) -> JupyterServer:
         options = {"store_path": str(self.store), "workdir": str(self.workdir), "max_workers": 8, **self.config}
         config_file = self.home / f"server-{self.port}.json"
-        config_file.write_text(json.dumps({"ClusterManager": options}))
+        config_file.write_text(json.dumps({**self.other, "ClusterManager": options}))
         command = [
             sys.executable, "-m", "jupyter_server",
             "--ip=127.0.0.1", f"--port={self.port}", "--port-retries=0", "--no-browser", "--allow-root",

@@ -43,5 +43,11 @@ def test_bench_smoke_writes_rows_with_their_verdicts_and_leaves_no_process(tmp_p
         "adaptive: first decision after a burst (1 s interval)",
         "TLS on/off: create -> 2 workers running: ratio TLS / plain",
         "TLS on/off: 1,000-task graph: ratio TLS / plain",
+        "idle server, extension on - off: USS of the server and its descendants",
+        "idle server, extension on - off: processes",
+        "idle server, extension on - off: CPU",
+        "first create after start -> 2 workers running: ratio clustermgr / LocalCluster",
+        "server boot -> API answers: extension on / off",
+        "server restarted with 1 cluster to re-adopt -> API answers and every cluster running",
     } <= names
     assert "| benchmark | value | target | pass | note |" in out.with_suffix(".md").read_text()

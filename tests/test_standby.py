@@ -22,7 +22,7 @@ def jp_server_config(jp_server_config):
 async def test_a_cluster_takes_the_standby_scheduler_which_is_then_replaced(jp_fetch, jp_serverapp):
     # Given a server that keeps one standby scheduler ready
     manager = jp_serverapp.web_app.settings["clustermgr_manager"]
-    manager.warm_up()  # what the extension does once the server has started (the test server is not started)
+    manager.warm_up()  # what the first use does (a create, the sidebar's templates or stream)
     standby = (await until(manager.standby.ready, 60, "a standby scheduler"))[0]
     pid = standby.processes.get("scheduler").pid
     # When a cluster of the default (TLS) template is created, with an idle timeout

@@ -5,10 +5,10 @@ from __future__ import annotations
 import ssl
 from typing import Any, ClassVar
 
-from distributed.comm import parse_address, parse_host_port, unparse_host_port
 from traitlets import Float
 
 from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint
+from clustermgr_lab.common.addresses import parse_address, parse_host_port, unparse_host_port
 from clustermgr_lab.domain.errors import BackendError, Conflict, InvalidRequest
 from clustermgr_lab.domain.fields import check_number
 from clustermgr_lab.domain.spec import WorkerGroup

@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from distributed.comm import connect
-from distributed.comm.addressing import parse_address, parse_host_port
-from distributed.core import rpc
-from distributed.security import Security
 from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
+from clustermgr_lab.common.addresses import parse_address, parse_host_port
 from clustermgr_lab.common.tasks import cancel_and_wait
 from clustermgr_lab.domain.errors import SchedulerTimeout
+
+if TYPE_CHECKING:
+    from distributed.security import Security
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,8 @@ async def scheduler_identity(address: str, timeout: float = 10, security: Securi
     await writer.wait_closed()
     # distributed's own connect timeout is longer than this call's: a scheduler that took the connection and does
     # not answer (stopped, swapping) is a TimeoutError here, never an OSError that reads like "gone"
+    from distributed.core import rpc  # imported with the first cluster, not with the server
+
     connection = rpc(address, timeout=2 * timeout, connection_args=connection_args(security))
     try:
         return await asyncio.wait_for(connection.identity(n_workers=0), timeout)
@@ -101,6 +103,8 @@ class SchedulerLink(LoggingConfigurable):
         self._on_removed = on_removed
         self._on_lost = on_lost
         self._on_responsive = on_responsive
+        from distributed.core import rpc  # imported with the first cluster, not with the server
+
         self._rpc = rpc(address, connection_args=self._connection_args)
         self._comm = None
         self._reader: asyncio.Task | None = None
@@ -111,6 +115,8 @@ class SchedulerLink(LoggingConfigurable):
         self.on_work: Callable[[str], None] | None = None  # the scheduler's wake-ups for adaptive mode
 
     async def start(self, timeout: float = 30) -> None:
+        from distributed.comm import connect
+
         self._comm = await connect(self.address, timeout=timeout, **self._connection_args)
         await self._comm.write({"op": self.subscribe_op})
         identity = await self._call(self._comm.read(), timeout, "the worker subscription")

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from distributed.comm.addressing import parse_address, parse_host_port
 
+from clustermgr_lab.common.addresses import parse_address, parse_host_port
 from clustermgr_lab.domain.fields import is_number
 
 MAX_FILE_BYTES = 4096

@@ -16,6 +16,7 @@ import asyncio
 from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
+from clustermgr_lab.backends.base import Backend
 from clustermgr_lab.cluster.managed import FAILED, RUNNING, STOPPED
 from clustermgr_lab.common.tasks import cancel_and_wait
 from clustermgr_lab.domain.errors import ClusterManagerError
@@ -36,7 +37,10 @@ class FoundClusters(LoggingConfigurable):
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
-        self._task = asyncio.ensure_future(self._run())
+        """Ask the templates' resources every ``interval`` seconds; not at all when no template's backend can
+        find clusters or be probed (e.g. only local templates): an idle server then has no timer here."""
+        if any(_asks_its_resource(backend_class) for _, backend_class, _ in self.manager.found_sources()):
+            self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
@@ -80,3 +84,9 @@ class FoundClusters(LoggingConfigurable):
                     "cluster %s (%s) no longer runs at %s: it leaves the list", cluster.id, cluster.name, address
                 )
                 self.manager.delete(cluster.id)
+
+
+def _asks_its_resource(backend_class: type[Backend]) -> bool:
+    """True when the backend finds clusters on, or probes, the resource its templates name (not the defaults)."""
+    finds, probes = backend_class.find_clusters, backend_class.probe
+    return finds.__func__ is not Backend.find_clusters.__func__ or probes.__func__ is not Backend.probe.__func__

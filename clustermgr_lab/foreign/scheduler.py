@@ -28,8 +28,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgpack
-from distributed.comm.addressing import parse_address, parse_host_port
 
+from clustermgr_lab.common.addresses import parse_address, parse_host_port
 from clustermgr_lab.common.tasks import cancel_and_wait
 from clustermgr_lab.domain.errors import Conflict
 from clustermgr_lab.domain.fields import printable

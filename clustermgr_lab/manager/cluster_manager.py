@@ -11,15 +11,13 @@ import asyncio
 import contextlib
 import shutil
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from dask.system import CPU_COUNT
-from distributed.system import MEMORY_LIMIT
 
 from clustermgr_lab.backends import (
     ALL_BACKENDS,
@@ -27,9 +25,7 @@ from clustermgr_lab.backends import (
     Backend,
     BackendContext,
     Capabilities,
-    ExternalBackend,
     StandbySchedulers,
-    TemplateProbe,
     WarmLauncher,
 )
 from clustermgr_lab.cluster import record_codec
@@ -55,45 +51,32 @@ from clustermgr_lab.common.security import (
 from clustermgr_lab.domain.errors import Conflict, NotFound
 from clustermgr_lab.domain.limits import Limits
 from clustermgr_lab.domain.naming import next_default_name, unique_name
-from clustermgr_lab.domain.spec import WorkerSpec, parse_size, parse_spec
-from clustermgr_lab.domain.templates import Template
+from clustermgr_lab.domain.spec import WorkerSpec, parse_size
 from clustermgr_lab.domain.usage import MAX_DAYS, daily_summary
 from clustermgr_lab.manager import commands
-from clustermgr_lab.manager.availability import AVAILABILITY_TTL, PROBE_TIMEOUT, SUBMIT_TIMEOUT, Availability
+from clustermgr_lab.manager.availability import SUBMIT_TIMEOUT
 from clustermgr_lab.manager.change_feed import ChangeFeed
 from clustermgr_lab.manager.dashboard_keys import DashboardKeys
-from clustermgr_lab.manager.machine import detect_gpus, total_memory
+from clustermgr_lab.manager.foreign_clusters import ForeignClusters
+from clustermgr_lab.manager.machine import detect_gpus, machine_memory, total_memory
 from clustermgr_lab.manager.settings import ClusterManagerSettings
 from clustermgr_lab.manager.store import ClusterStore, StoreHealth
 from clustermgr_lab.manager.store_writer import StoreWriter, kept_in_store
 from clustermgr_lab.manager.stored_clusters import (
+    restored_spec,
     stop_leftovers,
     stored_backend_options,
     stored_credentials,
     stored_records,
 )
+from clustermgr_lab.manager.template_probes import TemplateProbes
+from clustermgr_lab.manager.warm_processes import WarmProcesses
 
 #: Seconds a deleted cluster's work folder waits for its start, still running, to return (it writes there till then).
 START_SETTLE_TIMEOUT = 120.0
 
 
-def restored_spec(backend_class: type[Backend], record: Mapping[str, Any]) -> WorkerSpec:
-    """The Worker Spec a stored cluster is listed with again: its own, but an attached one's workers are not ours.
-
-    A backend that attaches and scales (a gateway's cluster) keeps its groups with no worker planned: the
-    workers that run are listed as they connect, not started again, and a scale adds to them.
-    """
-    if not backend_class.attaches:
-        return parse_spec(record["spec"])
-    if not backend_class.capabilities.can_scale:
-        return WorkerSpec(())
-    spec = parse_spec(record["spec"])
-    for group in spec.groups:
-        spec = spec.with_count(group.name, 0)
-    return spec
-
-
-class ClusterManager(ClusterManagerSettings):
+class ClusterManager(ForeignClusters, ClusterManagerSettings):
     """Creates, scales and stops the Dask clusters of this Jupyter server."""
 
     def __init__(self, base_url: str = "/", **kwargs):
@@ -118,6 +101,7 @@ class ClusterManager(ClusterManagerSettings):
         self._private([Path(self.workdir)], store_folder=Path(self.store_path).parent)
         self.launcher = WarmLauncher(Path(self.workdir), parent=self, log=self.log)
         self.standby = StandbySchedulers(Path(self.workdir), self.launcher, parent=self, log=self.log)
+        self.warm = WarmProcesses(self.launcher, self.standby, self._any_live, self.log)
         self._gpus = self.gpus if self.gpus is not None else detect_gpus()
         self._max_memory = parse_size(self.max_memory, "ClusterManager.max_memory")
         self.store = ClusterStore(self.store_path, log=self.log)
@@ -125,11 +109,7 @@ class ClusterManager(ClusterManagerSettings):
         self.writer = StoreWriter(self.store, self._clusters, self._store_health_changed, self.log)
         # next to the store: keys stay valid across restarts, so restored dashboard tabs keep working
         self.dashboard_keys = DashboardKeys(Path(self.store_path).parent / "dashboard-secret", log=self.log)
-        self.availability = Availability()
-        self._probes: dict[str, TemplateProbe] = {}  # what each template's resource said when last asked
-        self._probed_at = float("-inf")
-        self._probing: asyncio.Future | None = None
-        self._as_configured = dict(self._templates)  # before any resource's user options replaced a template's
+        self.probes = TemplateProbes(self._templates, self.log)
         self._stored: list[tuple[ManagedCluster, dict]] = []
         self._unrestorable: list[dict] = []
         for record in stored_records(self.store, Path(self.workdir), self.log):
@@ -151,13 +131,17 @@ class ClusterManager(ClusterManagerSettings):
             raise
 
     def warm_up(self) -> None:
-        """Start (or connect to) the warm launcher in the background, so the first cluster starts fast."""
-        if self.launcher.enabled:
-            self._spawn(self._warm_up())
+        """First use (a create, the sidebar's templates or stream): start the warm launcher and standby schedulers."""
+        self.warm.first_use()
 
-    async def _warm_up(self) -> None:
-        await self.launcher.warm_up()
-        self.standby.fill()
+    def _any_live(self) -> bool:
+        """True while a listed cluster is neither stopped nor failed (the warm launcher stays for it)."""
+        return any(c.lifecycle not in (STOPPED, FAILED) for c in self._clusters.values())
+
+    def _cluster_changed(self, cluster: ManagedCluster) -> None:
+        self.feed.cluster_changed(cluster)
+        if cluster.lifecycle in (STOPPED, FAILED):
+            self.warm.release_when_unused()
 
     def _context(
         self,
@@ -295,89 +279,21 @@ class ClusterManager(ClusterManagerSettings):
 
     def list_templates(self) -> list[dict[str, Any]]:
         """The templates, each with its backend's capabilities and whether it can work here (as last checked)."""
-        return [
-            {
-                **t.to_dict(),
-                "capabilities": BACKENDS[t.backend].capabilities.to_dict(),
-                "available": self._unavailable_reason(t) is None,
-                "unavailable_reason": self._unavailable_reason(t),
-            }
-            for t in self._templates.values()
-        ]
-
-    def _unavailable_reason(self, template: Template) -> str | None:
-        probe = self._probes.get(template.name)
-        return (probe.reason if probe is not None else None) or self.availability.reason(template.backend)
+        return self.probes.list_templates()
 
     async def check_backends(self) -> None:
         """Check, in a thread, whether the templates' backends can work here (see :class:`~.availability.Availability`),
         and ask the resource each template names (e.g. its gateway) whether it answers and what users may set."""
-        await asyncio.gather(
-            self.availability.check({BACKENDS[t.backend] for t in self._templates.values()}), self.probe_templates()
-        )
+        self.warm_up()  # the sidebar opens: a create is likely to follow
+        await self.probes.check_backends()
 
     async def probe_templates(self) -> None:
-        """Ask each template's resource (:meth:`Backend.probe`), at most every ``AVAILABILITY_TTL`` s; never raises.
-
-        A resource that offers user options (a gateway's ``/api/v1/options``) replaces the template's.
-        """
-        if self._probing is not None:  # one in flight: its answers, not older ones
-            await asyncio.shield(self._probing)
-            return
-        loop = asyncio.get_running_loop()
-        if loop.time() - self._probed_at < AVAILABILITY_TTL:
-            return
-        self._probing = asyncio.ensure_future(self._probe_templates())
-        try:
-            await asyncio.shield(self._probing)
-        finally:
-            self._probed_at, self._probing = loop.time(), None
-
-    async def _probe_templates(self) -> None:
-        templates = list(self._as_configured.values())
-
-        async def probe(template: Template) -> TemplateProbe | None:
-            try:
-                return await BACKENDS[template.backend].probe(template.options, PROBE_TIMEOUT)
-            except Exception as exc:  # a probe must not break the listing of templates
-                self.log.warning("template %s: its resource could not be asked: %s", template.name, exc)
-                return TemplateProbe(f"its resource could not be asked: {exc}")
-
-        for template, answer in zip(templates, await asyncio.gather(*(probe(t) for t in templates))):
-            if answer is None:
-                continue
-            self._probes[template.name] = answer
-            if answer.user_options is not None:
-                self._templates[template.name] = replace(template, user_options=answer.user_options)
+        """Ask each template's resource, at most every ``AVAILABILITY_TTL`` s (:class:`~.template_probes.TemplateProbes`)."""
+        await self.probes.probe_templates()
 
     def found_sources(self) -> list[tuple[str, type[Backend], dict[str, Any]]]:
         """``(template name, backend class, template options)`` of each template: where clusters may be found."""
-        return [(t.name, BACKENDS[t.backend], dict(t.options)) for t in self._templates.values()]
-
-    def list_found(self, template_name: str, address: str) -> ManagedCluster:
-        """List a cluster that runs already on the resource a template names (found there, e.g. a notebook's gateway
-        cluster); its backend is the template's, made with ``address=``. Returns it ``pending`` while it is reached."""
-        for other in self._clusters.values():
-            if address in (other.backend.address, other.endpoint and other.endpoint.address):
-                raise Conflict(f"the cluster at {address} is listed already, as {other.name!r}", "address")
-        self._check_cluster_limit()
-        template = self._templates[template_name]
-        cluster_id = uuid.uuid4().hex[:8]
-        workdir = private_folder(Path(self.workdir) / cluster_id)
-        group = template.spec.groups[0].name if template.spec.groups else None
-        spec = template.spec.with_count(group, 0) if group is not None else template.spec
-        cluster = self._new_cluster(
-            cluster_id,
-            self.unique_name(f"{template.name} {address.rstrip('/').rsplit('/', 1)[-1][:8]}"),
-            template.name,
-            self._backend_factory(BACKENDS[template.backend], cluster_id, options=template.options, address=address),
-            spec,
-            self._context(cluster_id, workdir, None, ClusterCredentials.in_folder(workdir)),
-        )
-        cluster.events.lifecycle(f"found on its template's resource: {address}")
-        self._register(cluster)
-        self.log.info("cluster %s (%s) found: %s", cluster_id, cluster.name, address)
-        return cluster
+        return self.probes.found_sources()
 
     def status(self) -> dict[str, Any]:
         """The health of what the manager depends on: whether its store can be written now."""
@@ -388,7 +304,7 @@ class ClusterManager(ClusterManagerSettings):
         return {
             "max_workers": self.max_workers,
             "max_clusters": self.max_clusters,
-            "machine": {"cores": CPU_COUNT, "memory": MEMORY_LIMIT},
+            "machine": {"cores": CPU_COUNT, "memory": machine_memory()},
         }
 
     def events(self, cluster_id: str) -> list[dict[str, Any]]:
@@ -418,6 +334,7 @@ class ClusterManager(ClusterManagerSettings):
         self._check_cluster_limit()
 
         template = request.template
+        self.warm_up()
         # A standby scheduler (TLS, 127.0.0.1) fits the local backend as shipped; it brings its id, folder and credentials.
         fits = BACKENDS[template.backend].takes_standby and template.tls and not request.backend_options
         standby = self.standby.take() if fits and self.standby.enabled else None
@@ -466,56 +383,13 @@ class ClusterManager(ClusterManagerSettings):
             template,
             backend,
             spec,
-            on_change=self.feed.cluster_changed,
+            on_change=self._cluster_changed,
             max_workers=self.max_workers,
             context=context,
             policy_class=self.adaptive_policy,
             config_parent=self,
             sample_interval=self.timeline_interval,
         )
-
-    def attach(
-        self,
-        address: str,
-        name: str | None = None,
-        origin: str = ATTACHED,
-        tls: ClusterCredentials | None = None,
-        closed_by_owner: Callable[[], Awaitable[str | None]] | None = None,
-    ) -> ManagedCluster:
-        """List a cluster started elsewhere (backend ``external``); returns it ``pending`` while its scheduler is reached.
-
-        Its workers are observed, never started or stopped; deleting it detaches.
-        ``origin`` (``"attached"`` or ``"discovered"``) becomes its ``template``; ``tls``: the certificate
-        files that reach a ``tls://`` scheduler; ``closed_by_owner``: asked once the scheduler is gone, how
-        whoever started it closed it (see :class:`~clustermgr_lab.backends.base.BackendContext`).
-        """
-        for other in self._clusters.values():
-            if other.template == DISCOVERED and other.lifecycle in (STOPPED, FAILED):
-                continue  # a notebook's cluster that ended: its scheduler is gone, its port may be another's now
-            if address in (other.backend.address, other.endpoint and other.endpoint.address):
-                raise Conflict(f"the scheduler at {address} is listed already, as {other.name!r}", "attach")
-        if name is not None:
-            self._require_unique_name(name)
-        else:
-            name = self.unique_name(f"{origin.capitalize()} {address.split('://', 1)[-1]}")
-        self._check_cluster_limit()
-        cluster_id = uuid.uuid4().hex[:8]
-        cluster = self._new_cluster(
-            cluster_id,
-            name,
-            origin,
-            self._backend_factory(ExternalBackend, cluster_id, address=address),
-            WorkerSpec(()),
-            BackendContext(
-                Path(self.workdir) / cluster_id,
-                security=tls,
-                listed_as=partial(self._listed_as, cluster_id),
-                closed_by_owner=closed_by_owner,
-            ),
-        )
-        self._register(cluster)
-        self.log.info("cluster %s (%s) %s: scheduler %s", cluster_id, name, origin, address)
-        return cluster
 
     def restart(self, cluster_id: str) -> ManagedCluster:
         """Start a failed or stopped cluster again: same id, name, template, Worker Spec, options and adaptive
@@ -535,6 +409,7 @@ class ClusterManager(ClusterManagerSettings):
         if kept_in_store(old):
             self.writer.require_writable(f"restart cluster {old.name!r}")
         self._check_cluster_limit()
+        self.warm_up()
         backend_class = ALL_BACKENDS[old.backend.name]
         if backend_class.attaches:
             factory = self._backend_factory(backend_class, old.id, address=old.backend.address)
@@ -649,6 +524,7 @@ class ClusterManager(ClusterManagerSettings):
         cluster = self._clusters.pop(cluster_id, None)
         deleted = self.writer.delete(cluster_id, cluster.backend.workdir if cluster else None)
         self.feed.removed(cluster_id)
+        self.warm.release_when_unused()
         return deleted
 
     async def _forget_and_remove(self, cluster: ManagedCluster) -> None:
@@ -683,8 +559,7 @@ class ClusterManager(ClusterManagerSettings):
             self.log.info("clustermgr_lab: left %d cluster(s) running for the next server to re-adopt", len(clusters))
         self._clusters.clear()
         metrics.unwatch(self)
-        await self.standby.close()
-        await self.launcher.close()  # it keeps running what was kept, and exits once it has nothing
+        await self.warm.close()  # the launcher keeps running what was kept, and exits once it has nothing
         await self.writer.close()  # after the queued writes
 
     def _spawn(self, coroutine) -> None:

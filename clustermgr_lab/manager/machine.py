@@ -16,6 +16,16 @@ def total_memory() -> int:
     return psutil.virtual_memory().total
 
 
+def machine_memory() -> int:
+    """Bytes of memory a local worker may use here: distributed's ``MEMORY_LIMIT`` (RAM, cgroup and rlimit).
+
+    distributed is imported on the first call (the first sidebar open), not with the server.
+    """
+    from distributed.system import MEMORY_LIMIT
+
+    return MEMORY_LIMIT
+
+
 def detect_gpus() -> int:
     """How many NVIDIA GPUs this machine has: pynvml when importable, else ``nvidia-smi -L``, else the driver's
     ``/proc/driver/nvidia/gpus``; 0 when none of them finds any.

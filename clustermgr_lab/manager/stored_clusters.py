@@ -18,6 +18,7 @@ from clustermgr_lab.common.security import ClusterCredentials
 from clustermgr_lab.domain.errors import InvalidRequest
 from clustermgr_lab.domain.options import parse_backend_options
 from clustermgr_lab.domain.record import read_manifests
+from clustermgr_lab.domain.spec import WorkerSpec, parse_spec
 from clustermgr_lab.domain.templates import Template
 from clustermgr_lab.manager.store import ClusterStore
 
@@ -79,3 +80,19 @@ async def stop_leftovers(record: Mapping[str, Any], make_backend: Callable[[], B
         log.error("cluster %s: could not stop what may still run of it (%s): %s", record.get("id"), exc, processes)
         return
     log.warning("cluster %s: not restored; stopped what still ran of it: %s", record["id"], running or "nothing")
+
+
+def restored_spec(backend_class: type[Backend], record: Mapping[str, Any]) -> WorkerSpec:
+    """The Worker Spec a stored cluster is listed with again: its own, but an attached one's workers are not ours.
+
+    A backend that attaches and scales (a gateway's cluster) keeps its groups with no worker planned: the
+    workers that run are listed as they connect, not started again, and a scale adds to them.
+    """
+    if not backend_class.attaches:
+        return parse_spec(record["spec"])
+    if not backend_class.capabilities.can_scale:
+        return WorkerSpec(())
+    spec = parse_spec(record["spec"])
+    for group in spec.groups:
+        spec = spec.with_count(group.name, 0)
+    return spec

@@ -25,9 +25,9 @@ import socket
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from distributed.comm.addressing import parse_address, parse_host_port
 from tornado import web
 
+from clustermgr_lab.common.addresses import parse_address, parse_host_port
 from clustermgr_lab.foreign.announcements import local_addresses
 
 if TYPE_CHECKING:

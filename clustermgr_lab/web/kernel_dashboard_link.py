@@ -16,15 +16,14 @@ of no listed cluster is a JSON 404, never a redirect elsewhere.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlparse
 
 import dask.config
-import distributed
 import yaml
-from distributed.comm.addressing import get_address_host
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.utils import url_path_join
@@ -32,6 +31,7 @@ from tornado import web
 from traitlets import Bool, TraitError, Unicode, validate
 from traitlets.config import LoggingConfigurable
 
+from clustermgr_lab.common.addresses import get_address_host
 from clustermgr_lab.domain.errors import NotFound
 from clustermgr_lab.web.base import AUTH_RESOURCE, JSONErrorMixin, ManagerMixin
 
@@ -129,7 +129,7 @@ def dashboard_at_route() -> tuple[str, type]:
 
 def distributed_default_link() -> str:
     """The ``distributed.dashboard.link`` that distributed ships (what a site that set none has)."""
-    with open(Path(distributed.__file__).with_name("distributed.yaml")) as file:
+    with open(Path(importlib.util.find_spec("distributed").origin).with_name("distributed.yaml")) as file:
         return yaml.safe_load(file)["distributed"]["dashboard"]["link"]
 
 

@@ -100,6 +100,15 @@ class WarmLauncher(LoggingConfigurable):
         help="Seconds the launcher stays with no server connected and no process running before it exits "
         "(while it runs processes, e.g. clusters kept for the next server, it stays).",
     )
+    release_after = Float(
+        120.0,
+        min=0.0,
+        config=True,
+        help="Seconds after the last cluster of this server is gone before the server lets go of the warm "
+        "launcher and its standby schedulers (the launcher then exits after its own idle_timeout). A server "
+        "with no cluster costs no process; the next create, template listing or stream subscription starts "
+        "them again.",
+    )
     start_timeout = Float(
         60.0, config=True, help="Seconds to wait for the launcher to start before falling back to plain processes."
     )
@@ -128,6 +137,7 @@ class WarmLauncher(LoggingConfigurable):
         self._next_id = 0
         self._failed_at: float | None = None
         self._closing = False
+        self._releasing = False
         self._handshaking = False
         self.pid: int | None = None
 
@@ -331,6 +341,7 @@ class WarmLauncher(LoggingConfigurable):
         if not self._closing and not self._handshaking:  # a failed handshake: _connect tries again itself
             for process in list(self._launched.values()):  # their exits can no longer be reported
                 asyncio.ensure_future(process.poll_until_gone())
+        if not self._closing and not self._releasing and not self._handshaking:
             # While a server is connected the launcher never exits on its own: it crashed or was killed.
             # A new one starts now, so the next cluster does not wait for it (or start plain processes).
             self.log.warning("clustermgr: the warm launcher %s went away; starting a new one", self.pid)
@@ -341,10 +352,29 @@ class WarmLauncher(LoggingConfigurable):
         self._failed_at = time.monotonic()
         self.log.warning("clustermgr: warm launcher unavailable (%s); starting plain processes", reason)
 
+    async def release(self) -> None:
+        """Disconnect while nothing of this server runs there: the launcher exits after its ``idle_timeout``.
+
+        The next :meth:`ensure` (a create, or a first sidebar open) starts or reaches one again.
+        """
+        if self._connecting is not None and not self._connecting.done():
+            await asyncio.gather(self._connecting, return_exceptions=True)
+        self._releasing = True
+        try:
+            await self._disconnect()
+        finally:
+            self._releasing = False
+        if not self.connected:
+            self.pid = None
+
     async def close(self) -> None:
         """Disconnect. The launcher keeps running its processes and exits once it has none."""
         self._closing = True
-        if self._writer is not None:
-            self._writer.close()
-        if self._read_task is not None:
-            await asyncio.gather(self._read_task, return_exceptions=True)
+        await self._disconnect()
+
+    async def _disconnect(self) -> None:
+        writer, read_task = self._writer, self._read_task  # not those of a connection made meanwhile
+        if writer is not None:
+            writer.close()
+        if read_task is not None:
+            await asyncio.gather(read_task, return_exceptions=True)

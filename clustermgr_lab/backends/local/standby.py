@@ -2,12 +2,13 @@
 
 A local cluster's create spends most of its time in the scheduler's start-up (fork, dashboard,
 listening) before and while its workers start. :class:`StandbySchedulers` starts up to ``count``
-of them ahead of time, each in a folder of its own named like a cluster id, with TLS credentials
-of its own made for it alone (``<folder>/tls``). The next cluster of the ``local`` backend with
-TLS takes one whole: the folder becomes the cluster's work folder and its id the cluster's id, so
-the scheduler's log, scheduler file and credentials are already where the cluster keeps them,
-and no two clusters ever share credentials. A replacement starts ``refill_delay`` seconds later
-(not while the new cluster's workers start).
+of them ahead of time (from the first use of the server's clusters on, until none is left: see
+:mod:`clustermgr_lab.manager.warm_processes`), each in a folder of its own named like a cluster
+id, with TLS credentials of its own made for it alone (``<folder>/tls``). The next cluster of the
+``local`` backend with TLS takes one whole: the folder becomes the cluster's work folder and its
+id the cluster's id, so the scheduler's log, scheduler file and credentials are already where the
+cluster keeps them, and no two clusters ever share credentials. A replacement starts
+``refill_delay`` seconds later (not while the new cluster's workers start).
 
 No orphans: a standby is forked from the warm launcher only (never as a plain process) and
 *tied* to this server's connection to it, so the launcher stops it if the server goes away
@@ -214,6 +215,13 @@ class StandbySchedulers(LoggingConfigurable):
     async def close(self) -> None:
         """Stop every standby scheduler and remove its folder (at a clean server stop)."""
         self._closed = True
+        await self.release()
+
+    async def release(self) -> None:
+        """Stop every standby scheduler and remove its folder; :meth:`fill` starts new ones later.
+
+        When no cluster is left (see ``WarmLauncher.release_after``), and at a clean server stop.
+        """
         if self._filling is not None:
             self._filling.cancel()
             await asyncio.gather(self._filling, return_exceptions=True)

@@ -1,0 +1,369 @@
+#!/usr/bin/env python
+"""The footprint rows: what the extension costs a Jupyter server that makes no cluster, its boot, and re-adoption.
+
+:func:`measure` returns the rows; ``bench.py`` runs it as part of ``make bench`` (and ``--smoke``),
+and this file runs it alone::
+
+    python benchmarks/footprint.py [--seconds 30] [--repeat 3] [--clusters 3] [--out rows.json]
+
+- **Idle**: two Jupyter servers started side by side, one with the extension on and one with it
+  off (``ServerApp.jpserver_extensions``; jupyter-server-proxy on in both, as installing
+  clustermgr-lab leaves it, or off in both with ``--without-server-proxy``), each waited for
+  until it answers (``GET api/status`` and, on, ``GET clustermgr/api/clusters``); then both measured
+  over the same ``seconds``: USS of the server and all its descendants (mean of 1 s samples), the
+  most descendants seen, and CPU seconds of the server and its descendants. The rows are the
+  differences (on − off), with the issue's targets: ≤ 10 MiB, 0 processes, ≤ 0.1 % of a core.
+- **First create after start**: on the server with the extension on, what the sidebar does when
+  it opens (the stream, ``GET templates``: the warm launcher and standby scheduler start then),
+  2 s later (``THINK``) a cluster of the default template with 2 workers, POST → 2 running;
+  against ``LocalCluster(n_workers=2)`` in this process (≤ 0.5×). The same POST at once after the
+  sidebar opened (it waits for the launcher's start) is reported as a figure.
+- **Boot**: ``python -m jupyter_server`` started → its API answers (``GET api/status``, and with
+  the extension ``GET clustermgr/api/clusters``), on and off in turn, ``repeat`` times each.
+- **Re-adoption**: a server (``on_shutdown = "keep"``) makes ``clusters`` clusters of 1 worker
+  and stops cleanly; a new server on the same store and work folder is started: started → its API
+  answers and every cluster is ``running`` (target ≤ 2 s on a quiet machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as base  # noqa: E402
+from harness import BenchError, Server, Stream, log, now  # noqa: E402
+
+MiB = 2**20
+#: Seconds between the sidebar's opening and the first create (a person reading it before a click).
+THINK = 2.0
+SMALL = {"groups": [{"name": "default", "count": 1, "threads": 1, "memory": base.MEMORY}]}
+
+Row = Callable[..., dict[str, Any]]
+
+
+def server(tmp: Path, name: str, on: bool, proxy: bool = True, **manager: Any) -> Server:
+    """A Jupyter server with the extension on or off (its API is waited for, not the extension's templates).
+
+    ``proxy``: jupyter-server-proxy on (as installing clustermgr-lab leaves it: on by its own config) or off.
+    """
+    extensions = {"clustermgr_lab": on, "jupyter_server_proxy": proxy}
+    config: dict[str, Any] = {"ServerApp": {"jpserver_extensions": extensions}}
+    if on:
+        config["ClusterManager"] = {
+            "workdir": str(tmp / "work"),
+            "store_path": str(tmp / "store" / "clusters.sqlite3"),
+            "on_shutdown": "stop",
+            **manager,
+        }
+        config["WarmLauncher"] = {"idle_timeout": 1.0}  # gone soon after the server: the leftover check waits 10 s
+    folder = tmp / name
+    folder.mkdir(parents=True, exist_ok=True)
+    result = Server(folder, config=config, ready_path="clustermgr/api/clusters" if on else "api/status")
+    result.poll_step = 0.02
+    return result
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    """The process and its live descendants."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def sample(pid: int) -> tuple[int, int, float]:
+    """(USS of the process and its descendants, how many descendants, their CPU seconds so far).
+
+    Live processes only: a child the server starts and reaps between two samples is not counted (jupyter_server
+    runs a few at start, unevenly: counted, they swung the difference by ±0.5 % of a core).
+    """
+    uss, count, cpu = 0, 0, 0.0
+    for process in tree(pid):
+        try:
+            with process.oneshot():
+                if process.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                uss += process.memory_full_info().uss
+                times = process.cpu_times()
+                cpu += times.user + times.system
+                count += 1
+        except psutil.Error:
+            continue
+    return uss, count - 1, cpu
+
+
+def idle(servers: list[Server], seconds: float) -> list[dict[str, float]]:
+    """Each server's mean USS (bytes), most descendants and CPU share (of one core) over ``seconds``."""
+    pids = [s.process.pid for s in servers]
+    start = [sample(pid) for pid in pids]
+    t0 = now()
+    uss: list[list[int]] = [[] for _ in pids]
+    most = [0 for _ in pids]
+    last = start
+    while now() - t0 < seconds:
+        time.sleep(1.0)
+        last = [sample(pid) for pid in pids]
+        for i, (u, n, _) in enumerate(last):
+            uss[i].append(u)
+            most[i] = max(most[i], n)
+    elapsed = now() - t0
+    return [
+        {"uss": statistics.mean(uss[i]), "processes": most[i], "cpu": (last[i][2] - start[i][2]) / elapsed}
+        for i in range(len(pids))
+    ]
+
+
+def boot(tmp: Path, name: str, on: bool, proxy: bool = True, **manager: Any) -> tuple[Server, float]:
+    """Start a server; returns it and the seconds from its start to its API (the extension's too) answering."""
+    started = server(tmp, name, on, proxy, **manager)
+    t0 = now()
+    started.start()
+    return started, now() - t0
+
+
+def stop(*servers: Server | None) -> None:
+    for s in servers:
+        if s is not None:
+            s.stop()
+
+
+def idle_rows(tmp: Path, seconds: float, row: Row, proxy: bool = True) -> tuple[list[dict], Server | None]:
+    """The idle rows; returns them and the server with the extension on, still running (for the first create)."""
+    on = off = None
+    try:
+        on, off = server(tmp, "idle-on", True, proxy), server(tmp, "idle-off", False, proxy)
+        for s in (on, off):
+            s.start()
+        log(f"footprint: both servers answer; measuring for {seconds:g} s (load average {os.getloadavg()[0]:.2f})")
+        measured_on, measured_off = idle([on, off], seconds)
+    except BaseException:
+        stop(on, off)
+        raise
+    stop(off)
+    load = f"load average {os.getloadavg()[0]:.2f}"
+    note = (
+        f"over {seconds:g} s after start, jupyter-server-proxy {'on' if proxy else 'off'} on both; extension on / off: "
+    )
+    rows = [
+        row(
+            "idle server, extension on - off: USS of the server and its descendants",
+            (measured_on["uss"] - measured_off["uss"]) / MiB,
+            "MiB",
+            10,
+            note + f"{measured_on['uss'] / MiB:.1f} / {measured_off['uss'] / MiB:.1f} MiB; {load}",
+        ),
+        row(
+            "idle server, extension on - off: processes",
+            measured_on["processes"] - measured_off["processes"],
+            "processes",
+            0,
+            note + f"{measured_on['processes']} / {measured_off['processes']} descendants",
+        ),
+        row(
+            "idle server, extension on - off: CPU",
+            (measured_on["cpu"] - measured_off["cpu"]) * 100,
+            "% of a core",
+            0.1,
+            note + f"{measured_on['cpu'] * 100:.3f} / {measured_off['cpu'] * 100:.3f} % of a core; {load}",
+        ),
+    ]
+    return rows, on
+
+
+def first_create(on: Server, think: float) -> float:
+    """A just-started server's first create: the sidebar opens (stream, templates), ``think`` s later the POST;
+    seconds from the POST to 2 workers running."""
+    stream = Stream(on)
+    try:
+        on.call("GET", "clustermgr/api/templates", expect=200)
+        time.sleep(think)
+        m = stream.mark()
+        t0 = now()
+        _, cluster = on.call("POST", "clustermgr/api/clusters", {"spec": base.spec(2)}, expect=202)
+        t1, _, _ = stream.wait(base.settled(cluster["id"], 2), m, what="2 workers running", cluster_id=cluster["id"])
+        base.delete_clusters(on, stream, [cluster["id"]])
+    finally:
+        stream.close()
+    return t1 - t0
+
+
+def local_create(folder: Path) -> float:
+    """``LocalCluster(n_workers=2)`` in this process, after one not timed (its imports): create -> 2 workers."""
+    with base.quiet_stderr(folder / "raw.log"):
+        base.make_local_cluster(2).close()
+        t = now()
+        local = base.make_local_cluster(2)
+        try:
+            return base.wait_raw(local, 2, "create") - t
+        finally:
+            local.close()
+
+
+def first_create_rows(on: Server, row: Row, think: float = THINK) -> list[dict]:
+    """The first create of a server that has just started, ``think`` s after the sidebar opened; against LocalCluster."""
+    ours = first_create(on, think)
+    local = local_create(on.tmp)
+    return [
+        row(
+            "first create after start -> 2 workers running: ratio clustermgr / LocalCluster",
+            ours / local,
+            "x",
+            0.5,
+            f"clustermgr {ours:.3f} s, the POST {think:g} s after the sidebar opened (stream, GET templates: the "
+            f"warm launcher and standby start then); LocalCluster {local:.3f} s; load average {os.getloadavg()[0]:.2f}",
+        )
+    ]
+
+
+def boot_rows(tmp: Path, repeat: int, row: Row) -> list[dict]:
+    """Boot times on and off; and on the first server with the extension, its first create at once (a figure)."""
+    times: dict[bool, list[float]] = {True: [], False: []}
+    at_once = None
+    for i in range(repeat):
+        for on in (True, False) if i % 2 == 0 else (False, True):
+            started, seconds = boot(tmp, f"boot-{'on' if on else 'off'}-{i}", on)
+            try:
+                if on and at_once is None:
+                    at_once = first_create(started, 0.0)
+            finally:
+                stop(started)
+            times[on].append(seconds)
+    on, off = statistics.median(times[True]), statistics.median(times[False])
+    return [
+        row(
+            "server boot -> API answers: extension on / off",
+            on / off,
+            "x",
+            None,
+            f"on {on:.2f} s (its GET clusters answers), off {off:.2f} s (GET api/status); medians of {repeat}; "
+            f"load average {os.getloadavg()[0]:.2f}",
+        ),
+        row("server boot -> API answers, extension on", on, "s", None, f"median of {repeat}"),
+        row(
+            "first create at once after the sidebar opened -> 2 workers running",
+            at_once,
+            "s",
+            None,
+            "the POST right after the stream and GET templates: it waits for the warm launcher's start",
+        ),
+    ]
+
+
+def readopt_rows(tmp: Path, clusters: int, row: Row) -> list[dict]:
+    """A server restarted with ``clusters`` clusters to re-adopt: started → API answers and every cluster running."""
+    place = tmp / "readopt"
+    first = second = None
+    ids: list[str] = []
+    try:
+        first, _ = boot(place, "first", True, on_shutdown="keep")
+        stream = Stream(first)
+        try:
+            ids = [c["id"] for c in base.create_clusters(first, stream, clusters, 1)]
+        finally:
+            stream.close()
+        stop(first)
+        t0 = now()
+        second, answered = boot(place, "second", True, on_shutdown="stop")
+        deadline = t0 + base.TIMEOUT
+        while True:
+            _, listed = second.call("GET", "clustermgr/api/clusters", expect=200)
+            running = {c["id"] for c in listed["clusters"] if c["status"] == "running"}
+            if set(ids) <= running:
+                break
+            if now() > deadline:
+                raise BenchError(f"re-adoption: {sorted(set(ids) - running)} not running after {base.TIMEOUT:g} s")
+            time.sleep(0.02)
+        total = now() - t0
+        stream = Stream(second)
+        try:
+            base.delete_clusters(second, stream, ids)
+        finally:
+            stream.close()
+    finally:
+        stop(first, second)
+    return [
+        row(
+            f"server restarted with {clusters} cluster{'s' * (clusters != 1)} to re-adopt -> API answers and every "
+            "cluster running",
+            total,
+            "s",
+            2.0,
+            f"of which the server's boot to its API answering {answered:.2f} s; load average "
+            f"{os.getloadavg()[0]:.2f} (the target is for a quiet machine)",
+        )
+    ]
+
+
+def measure(
+    tmp: Path, row: Row, *, seconds: float = 30, repeat: int = 3, clusters: int = 3, proxy: bool = True
+) -> list[dict]:
+    """Every footprint row, in order: idle, first create, boot, re-adoption."""
+    rows, on = idle_rows(tmp / "footprint", seconds, row, proxy)
+    try:
+        rows += first_create_rows(on, row)
+    finally:
+        stop(on)
+    rows += boot_rows(tmp / "footprint", repeat, row)
+    rows += readopt_rows(tmp / "footprint", clusters, row)
+    return rows
+
+
+def _row(name: str, value: float, unit: str, target: float | None = None, note: str = "") -> dict[str, Any]:
+    result = {"name": name, "value": value, "unit": unit, "target": target, "pass": None}
+    if target is not None:
+        result["pass"] = value <= target
+    if note:
+        result["note"] = note
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=30.0, help="idle measurement (default 30 s)")
+    parser.add_argument("--repeat", type=int, default=3, help="boots per side (default 3)")
+    parser.add_argument("--clusters", type=int, default=3, help="clusters to re-adopt (default 3)")
+    parser.add_argument(
+        "--without-server-proxy", action="store_true", help="idle rows with jupyter-server-proxy off on both servers"
+    )
+    parser.add_argument("--out", type=Path, help="rows JSON")
+    args = parser.parse_args()
+    os.environ[base.MARK] = base.RUN_ID
+    tmp = Path(tempfile.mkdtemp(prefix="clustermgr-footprint-"))
+    log(f"run {base.RUN_ID}: tmp={tmp}, load average {os.getloadavg()[0]:.2f}")
+    try:
+        rows = measure(
+            tmp,
+            _row,
+            seconds=args.seconds,
+            repeat=args.repeat,
+            clusters=args.clusters,
+            proxy=not args.without_server_proxy,
+        )
+    finally:
+        leftovers = base.reap_leftovers()
+    for r in rows:
+        verdict = "" if r["pass"] is None else (" PASS" if r["pass"] else " MISS")
+        target = "" if r["target"] is None else f" (target <= {r['target']:g})"
+        print(f"{r['name']}: {r['value']:.3f} {r['unit']}{target}{verdict}  [{r.get('note', '')}]")
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1) + "\n")
+    if leftovers:
+        print(f"LEFTOVER PROCESSES (killed now): {leftovers}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Given a real Jupyter server, the warm launcher and standby scheduler run only from first use until no cluster is left.
+
+A server with the extension on and no cluster costs no process (benchmarks/footprint.py measures its
+memory and CPU); the first create (or the sidebar's first look) starts them; once every cluster is
+gone and ``WarmLauncher.release_after`` has passed, they are gone again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from .helpers import eventually, running_with, subprocess_env
+from .server_process import JupyterServer, kill_leftovers
+
+pytestmark = pytest.mark.timeout(300)
+
+SMALL = {"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}
+FORKSERVER = "clustermgr_lab.backends.local.forkserver"
+
+
+def descendants(server: JupyterServer) -> list[psutil.Process]:
+    """The server's live descendants (the launcher is its child; schedulers and workers are the launcher's)."""
+    try:
+        children = psutil.Process(server.process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [p for p in children if _alive(p)]
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def launchers(server: JupyterServer) -> list[psutil.Process]:
+    """Warm launcher processes of this server's work folder, wherever they are in the process table."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if FORKSERVER in cmdline and str(server.workdir) in cmdline and _alive(process):
+            found.append(process)
+    return found
+
+
+def standby_folders(server: JupyterServer) -> list:
+    return list(server.workdir.glob("*/standby"))
+
+
+SHORT_DELAYS = {"WarmLauncher": {"release_after": 1.0, "idle_timeout": 0.5}, "StandbySchedulers": {"count": 1}}
+
+
+@pytest.fixture
+def servers(tmp_path):
+    """Makes servers on one store and work folder (started), stops them and what they leave at the end."""
+    made = []
+
+    def make(**config) -> JupyterServer:
+        server = JupyterServer(
+            tmp_path, tmp_path / "store" / "clusters.sqlite3", tmp_path / "work", SHORT_DELAYS, **config
+        )
+        made.append(server)
+        return server.start()
+
+    yield make
+    for server in made:
+        if server.process.poll() is None:
+            server.stop(signal.SIGTERM)
+    kill_leftovers(set(), str(tmp_path / "work"))
+
+
+@pytest.fixture
+def server(servers):
+    return servers(on_shutdown="stop")
+
+
+def test_no_launcher_or_standby_until_first_use_and_none_after_the_last_cluster(server):
+    # Given a server just started, with no cluster ever made, that has had time to do what it does at start
+    client = server.client()
+    assert client.list() == []
+    time.sleep(3)
+    # Then it started no process at all: no warm launcher, no standby scheduler
+    assert descendants(server) == [] and launchers(server) == []
+    assert standby_folders(server) == []
+
+    # When a first cluster is made
+    cluster = client.create(name="first", spec={"groups": [SMALL]})
+    client.wait(cluster["id"], running_with(1), timeout=120)
+    # Then the warm launcher runs (a child of the server), and a standby scheduler is made ready beside it
+    launcher = eventually(lambda: launchers(server), 30, "the warm launcher")[0]
+    assert launcher.ppid() == server.process.pid
+    eventually(lambda: standby_folders(server), 60, "a standby scheduler's folder")
+    assert len(descendants(server)) >= 4  # launcher, the cluster's scheduler and worker, the standby scheduler
+
+    # When every cluster is deleted, and the release delay (1 s here) has passed
+    client.delete(cluster["id"], wait=True, timeout=120)
+    # Then the launcher, the standby scheduler and its folder are gone: the server is back to no process
+    eventually(lambda: not launchers(server) and not descendants(server), 60, "the launcher and standby to end")
+    assert standby_folders(server) == []
+    assert "no cluster left; the warm launcher and standby schedulers are let go" in server.log_text()
+
+    # When the sidebar opens again (its template listing)
+    client.templates()
+    # Then the launcher and a standby scheduler are started again, ready for the next create
+    eventually(lambda: launchers(server), 30, "the warm launcher, again")
+    eventually(lambda: standby_folders(server), 60, "a standby scheduler, again")
+    # And with no cluster made, they are let go again after the delay
+    eventually(lambda: not launchers(server) and not descendants(server), 60, "the launcher and standby to end")
+
+
+LOAD_AND_LIST = """
+import sys, tempfile
+import jupyter_server.serverapp
+from clustermgr_lab.extension import ClusterManagerApp
+from clustermgr_lab.manager.cluster_manager import ClusterManager
+folder = tempfile.mkdtemp()
+manager = ClusterManager(workdir=folder + "/work", store_path=folder + "/clusters.sqlite3")
+assert manager.list_templates() and manager.list() == []
+print(sorted(m for m in ("distributed", "numpy", "dask_gateway", "asyncssh", "cryptography") if m in sys.modules))
+"""
+
+
+def test_the_extension_loads_without_distributed_or_unused_backends():
+    # Given a fresh interpreter with jupyter_server imported, as a server has it before loading extensions
+    # When the extension is imported and its manager made with the default (local) template, and templates listed
+    result = subprocess.run([sys.executable, "-c", LOAD_AND_LIST], capture_output=True, text=True, env=subprocess_env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    # Then neither distributed (with NumPy), nor the gateway's or SSH's libraries, nor cryptography were imported
+    assert result.stdout.split("\n")[-2] == "[]", result.stdout
+
+
+def test_the_lazy_registry_names_each_backend_as_its_class_does():
+    # Given the backend registry, whose modules are imported on first use
+    from clustermgr_lab.backends import ALL_BACKENDS, BACKENDS
+
+    # Then each name gives the class of that name, and BACKENDS is ALL_BACKENDS but the external one
+    assert {name: cls.name for name, cls in ALL_BACKENDS.items()} == {name: name for name in ALL_BACKENDS}
+    assert set(ALL_BACKENDS) - set(BACKENDS) == {"external"}
+    assert "nope" not in BACKENDS
+    with pytest.raises(KeyError):
+        BACKENDS["nope"]
+
+
+async def test_no_timer_asks_resources_when_no_template_can_be_asked(jp_serverapp):
+    # Given a server whose templates are local only (the test server's), once its event loop has turned
+    app = next(iter(jp_serverapp.extension_manager.extension_apps["clustermgr_lab"]))
+    await asyncio.sleep(0.1)
+    # Then the found-clusters loop (every 2 s for a gateway's templates) was not started, and nothing was warmed
+    assert app.found._task is None
+    assert not app.manager.warm.in_use and app.manager.launcher.pid is None
+
+
+def test_a_launcher_left_running_for_kept_clusters_is_reused_then_let_go(servers):
+    # Given a server that made a cluster and stopped, keeping it (its launcher runs on for it)
+    first = servers(on_shutdown="keep")
+    cluster = first.client().create(name="kept", spec={"groups": [SMALL]})
+    first.client().wait(cluster["id"], running_with(1), timeout=120)
+    launcher = eventually(lambda: launchers(first), 30, "the warm launcher")[0]
+    first.stop(signal.SIGTERM)
+    assert launcher.is_running()
+    # When a new server re-adopts it: it starts no launcher of its own
+    second = servers(on_shutdown="stop")
+    client = second.client()
+    client.wait(cluster["id"], running_with(1), timeout=120)
+    assert launchers(second) == [launcher] and descendants(second) == []
+    # And its scale forks the new worker from the launcher left running (re-used, not a new one)
+    client.scale(cluster["id"], workers=2)
+    client.wait(cluster["id"], running_with(2), timeout=120)
+    assert launchers(second) == [launcher]
+    # When the cluster is deleted and the release delay has passed
+    client.delete(cluster["id"], wait=True, timeout=120)
+    # Then that launcher is let go too, and exits: nothing of ours runs
+    eventually(lambda: not launchers(second), 60, "the re-used launcher to exit")
