@@ -460,7 +460,7 @@ export interface components {
             }[];
         };
         /**
-         * @description Why pending workers wait, as `{reason: count}`: the batch system's reason for a queued job (SLURM's squeue reason such as `Resources`, `Priority` or `QOSMaxJobsPerUserLimit`; Grid Engine's state such as `qw`), `submitted` before the first status poll, and `starting` once the process or job runs but its worker has not connected yet.
+         * @description Why pending workers wait, as `{reason: count}`: the batch system's reason for a queued job (SLURM's squeue reason such as `Resources`, `Priority` or `QOSMaxJobsPerUserLimit`; Grid Engine's state such as `qw`), `submitted` before the first status poll, and `starting: <the decision that asked for it>` (e.g. `starting: worker spec edited: default memory 8 GiB → 1 GiB, 2 workers replaced`; plain `starting` when none is known) once the process or job runs but its worker has not connected yet.
          * @example {
          *       "Resources": 2
          *     }

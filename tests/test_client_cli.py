@@ -233,7 +233,7 @@ async def test_a_notebook_gets_a_dask_client_by_name_in_one_call(server, jp_fetc
     assert f"scheduler {cluster['scheduler_address']} sum 6" in output
 
 
-def inserted_cell(cluster_id: str) -> str:
+def inserted_cell(cluster_name: str) -> str:
     """The sidebar's inserted cell (src/clientcode.ts; src/__tests__/clientcode.spec.ts checks the same text)."""
     return "\n".join(
         [
@@ -243,8 +243,9 @@ def inserted_cell(cluster_id: str) -> str:
             "    client.close()  # the client of a cell inserted before",
             'if isinstance(globals().get("cluster"), clustermgr_lab.JupyterServerCluster):',
             "    cluster.close()  # lets go of the cluster of a cell inserted before; it keeps running",
-            f"cluster = clustermgr_lab.get_cluster({json.dumps(cluster_id)})",
+            f"cluster = clustermgr_lab.get_cluster({json.dumps(cluster_name)})",
             "client = Client(cluster)",
+            "cluster",
         ]
     )
 
@@ -256,7 +257,7 @@ async def test_the_inserted_cell_makes_the_cluster_object_and_replaces_the_previ
     monkeypatch.setenv("PYTHONPATH", subprocess_env()["PYTHONPATH"])
     manager = jp_serverapp.web_app.settings["clustermgr_manager"]
     _, cluster = await call(jp_fetch, "POST", "clusters", body={"name": "dragged", "spec": SMALL}, expect=202)
-    cell = inserted_cell(cluster["id"])
+    cell = inserted_cell(cluster["name"])
     # When the notebook runs the inserted cell, then runs it again (as after a second drag)
     code = (
         f"{cell}\n"

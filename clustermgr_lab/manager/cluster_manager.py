@@ -59,14 +59,12 @@ from clustermgr_lab.manager.change_feed import ChangeFeed
 from clustermgr_lab.manager.dashboard_keys import DashboardKeys
 from clustermgr_lab.manager.foreign_clusters import ForeignClusters
 from clustermgr_lab.manager.machine import detect_gpus, machine_memory, total_memory
+from clustermgr_lab.manager.restored_clusters import RestoredClusters
 from clustermgr_lab.manager.settings import ClusterManagerSettings
 from clustermgr_lab.manager.store import ClusterStore, StoreHealth
 from clustermgr_lab.manager.store_writer import StoreWriter, kept_in_store
 from clustermgr_lab.manager.stored_clusters import (
-    restored_spec,
-    stop_leftovers,
     stored_backend_options,
-    stored_credentials,
     stored_records,
 )
 from clustermgr_lab.manager.template_probes import TemplateProbes
@@ -76,7 +74,7 @@ from clustermgr_lab.manager.warm_processes import WarmProcesses
 START_SETTLE_TIMEOUT = 120.0
 
 
-class ClusterManager(ForeignClusters, ClusterManagerSettings):
+class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
     """Creates, scales and stops the Dask clusters of this Jupyter server."""
 
     def __init__(self, base_url: str = "/", **kwargs):
@@ -172,62 +170,6 @@ class ClusterManager(ForeignClusters, ClusterManagerSettings):
     ) -> Callable[[BackendContext], Backend]:
         """Makes a backend of ``backend_class`` for a cluster, configured by this server's config (``c.SSHBackend...``)."""
         return partial(backend_class, cluster_id, parent=self, **kwargs)
-
-    def _restore(self, record: dict) -> ManagedCluster:
-        """A stored cluster, registered as it was stored; :meth:`readopt_all` then re-adopts it."""
-        backend_class = ALL_BACKENDS.get(record["backend"])
-        if backend_class is None:  # a backend this server no longer has: listed as failed
-            record = {**record, "status": FAILED, "error": f"unknown backend {record['backend']!r}"}
-            backend_class = BACKENDS["local"]
-        # An attached cluster's backend is its scheduler's address; it is re-attached if that scheduler (same id) answers.
-        attaches = backend_class.attaches
-        extra = {"address": record["scheduler_address"]} if attaches else {}
-        cluster_id = record["id"]
-        cluster = self._new_cluster(
-            cluster_id,
-            record["name"],
-            record["template"],
-            self._backend_factory(
-                backend_class, cluster_id, options=stored_backend_options(self._templates, record), **extra
-            ),
-            restored_spec(backend_class, record),
-            self._context(
-                cluster_id,
-                Path(record["workdir"]),
-                record.get("idle_timeout"),
-                stored_credentials(record),
-                record["name"],
-            ),
-        )
-        record_codec.restore(cluster, record)
-        self.writer.restored(cluster)
-        self._clusters[cluster.id] = cluster
-        return cluster
-
-    async def readopt_all(self) -> None:
-        """Re-adopt every stored cluster (at start-up, once the event loop runs); concurrently."""
-        self.writer.watch()  # a store read-only from the start: tried until it can be written
-        stored, self._stored = self._stored, []
-        unrestorable, self._unrestorable = self._unrestorable, []
-
-        async def readopt(cluster: ManagedCluster, record: dict) -> None:
-            try:
-                await cluster.readopt(record)
-            except Exception:
-                self.log.exception("cluster %s: re-adoption failed", cluster.id)
-                return
-            if record["status"] == STOPPING:  # was being deleted when the last server stopped
-                await self._forget_and_remove(cluster)
-            else:
-                self.log.info("cluster %s (%s): %s", cluster.id, cluster.name, cluster.status)
-
-        leftovers = [stop_leftovers(r, partial(self._leftover_backend, r), self.log) for r in unrestorable]
-        await asyncio.gather(*(readopt(c, r) for c, r in stored), *leftovers)
-
-    def _leftover_backend(self, record: dict) -> Backend:
-        """A backend for what may still run of a cluster that cannot be restored (to stop it)."""
-        make = self._backend_factory(BACKENDS[record["backend"]], record["id"])
-        return make(self._context(record["id"], Path(record["workdir"]), None, stored_credentials(record)))
 
     # -- reading -------------------------------------------------------------------------------
 
