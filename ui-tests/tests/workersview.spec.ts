@@ -1,7 +1,8 @@
 /**
  * A card's Workers list, from a real cluster (issue 41, point 4): each
  * worker's name, group, address, host, PID, memory and state, followed
- * through a Worker Spec edit that replaces them.
+ * through a Worker Spec edit that replaces them; History then says what
+ * the edit did.
  */
 import { expect, test } from './fixtures';
 
@@ -83,6 +84,19 @@ test('the Workers list names each worker with its group, address, host, PID, mem
         { hasText: /768 MiB/ }
       )
     ).toHaveCount(2, { timeout: CLUSTER_TIMEOUT });
+
+    // And History has the spec edit, by "spec"
+    await card
+      .getByRole('button', { name: `Event history of ${NAME}` })
+      .click();
+    const history = page.locator('.cm-EventHistory');
+    await expect(history).toBeVisible();
+    await expect(
+      history.locator('td[data-label="by"]', { hasText: 'spec' }).first()
+    ).toBeVisible();
+    await history.screenshot({
+      path: docsScreenshot(test.info(), 'history-spec-edit.png')
+    });
   } finally {
     await removeCluster(page, id);
   }
