@@ -44,6 +44,7 @@ from clustermgr_lab.client import cluster_security
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bursty  # noqa: E402  (the bursty workload)
+import bursty_data  # noqa: E402  (the bursty workload whose results stay on the workers)
 import footprint  # noqa: E402  (the idle server's cost, its boot, re-adoption at start)
 import harness as base  # noqa: E402  (the server, stream and raw-cluster helpers)
 import multihost  # noqa: E402  (the rows measured on the two-node test bed)
@@ -549,7 +550,7 @@ def cm_adaptive_cluster(server: Server, stream: Stream, groups: list[dict], adap
     return cid, message["cluster"]
 
 
-def bursty_side(name: str, tmp: Path, server: Server, stream: Stream, bursts: list[bursty.Burst]) -> dict[str, Any]:
+def bursty_side(name: str, tmp: Path, server: Server, stream: Stream, bursts: list, play=bursty.run) -> dict[str, Any]:
     from distributed import Client, LocalCluster
 
     load = os.getloadavg()[0]
@@ -565,7 +566,7 @@ def bursty_side(name: str, tmp: Path, server: Server, stream: Stream, bursts: li
             with Client(
                 cluster["scheduler_address"], security=cluster_security(cluster), set_as_default=False, timeout=30
             ) as client:
-                result = bursty.run(client, bursts, log)
+                result = play(client, bursts, log)
         finally:
             cm_delete(server, stream, cid)
     else:
@@ -577,7 +578,7 @@ def bursty_side(name: str, tmp: Path, server: Server, stream: Stream, bursts: li
                 with Client(cluster, set_as_default=False) as client:
                     if name == "fixed":
                         client.wait_for_workers(BURSTY_MAX, timeout=60)
-                    result = bursty.run(client, bursts, log, adaptive=name != "fixed")
+                    result = play(client, bursts, log, adaptive=name != "fixed")
             finally:
                 cluster.close()
     result["load"] = (load + os.getloadavg()[0]) / 2
@@ -1036,6 +1037,8 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
                 rows += create_profile(cm_server, stream, tmp / "clustermgr", args.repeat)
             if "bursty" in parts:
                 rows += bursty_rows(args, tmp, cm_server, stream)
+            if "bursty-data" in parts:
+                rows += bursty_data.measure(args, tmp, cm_server, stream, row, bursty_side)
             if "many-clusters" in parts:
                 rows += many_clusters_rows(cm_server, stream, tmp, many, subscribers, samples, args.repeat)
             if "many-workers" in parts:
@@ -1193,6 +1196,7 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
             )
         )
         rows += bursty_rows(args, tmp, cm_server, stream)
+        rows += bursty_data.measure(args, tmp, cm_server, stream, row, bursty_side)
         rows += many_workers_rows(cm_server, stream, 10 if args.smoke else MANY_WORKERS)
     finally:
         stream.close()
@@ -1268,7 +1272,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        help="only these parts, comma-separated: footprint, lifecycle, create-profile, many-clusters, bursty, many-workers, tls, log-tail, multihost "
+        help="only these parts, comma-separated: footprint, lifecycle, create-profile, many-clusters, bursty, bursty-data, many-workers, tls, log-tail, multihost "
         "(writes only their rows)",
     )
     parser.add_argument(
