@@ -182,3 +182,42 @@ async def test_adaptive_mode_can_be_turned_off_for_one_group(jp_fetch):
         assert cluster["adapt"] is None
     finally:
         await delete_and_wait(jp_fetch, cluster_id)
+
+
+def kept(i, event_name):
+    """Held running until the event is set; logs that it ran (a second run shows as a repeat), returns 10 kB."""
+    from distributed import Event, get_worker
+
+    Event(event_name).wait(600)
+    get_worker().log_event("kept-ran", i)
+    return bytes([i]) * 10_000
+
+
+async def test_idle_workers_retire_down_to_the_one_the_held_data_needs_and_nothing_is_lost(jp_fetch):
+    # Given an adaptive cluster (0 to 3) that grew to 3 workers for tasks whose results a client keeps
+    from distributed import Event
+
+    cluster_id = await create(
+        jp_fetch, spec={"groups": [{**SMALL, "count": 0}]}, adapt={"minimum": 0, "maximum": 3, **FAST}
+    )
+    cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["status"] == "running")
+    try:
+        async with cluster_client(cluster, asynchronous=True) as client:
+            release = Event(f"kept-{cluster_id}", client=client)
+            futures = client.map(kept, range(9), event_name=release.name, pure=False)
+            await wait_for(jp_fetch, cluster_id, lambda c: c["workers"]["running"] == 3, what="3 workers")
+            await release.set()
+            await client.gather(futures)
+            # When the cluster idles with the results held (90 kB: one worker of 256 MiB holds them twice over)
+            # Then it retires the idle workers down to the one the held data needs
+            await wait_for(jp_fetch, cluster_id, running_with(1), timeout=60, what="down to 1 worker")
+            # And no result was lost or computed again: each task ran once, each future still has its value
+            ran = sorted(i for _, i in await client.get_events("kept-ran"))
+            assert ran == list(range(9))
+            assert [f.status for f in futures] == ["finished"] * 9
+            assert await client.gather(futures) == [bytes([i]) * 10_000 for i in range(9)]
+            del futures
+        # And once the client lets go, the cluster shrinks to 0
+        await wait_for(jp_fetch, cluster_id, running_with(0), what="0 workers")
+    finally:
+        await delete_and_wait(jp_fetch, cluster_id)

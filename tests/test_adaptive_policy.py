@@ -68,6 +68,20 @@ def test_workers_that_run_tasks_are_never_retired_even_when_the_load_wants_fewer
     assert decisions(policy, 4, [running] * 5) == [None] * 5
 
 
+def test_idle_workers_retire_down_to_those_the_held_data_needs_not_all_kept():
+    # Given 4 idle workers, and results a client holds that the scheduler would keep on 1 of them
+    policy = AdaptivePolicy(parse_adapt({"minimum": 0, "maximum": 4}, one_group(4)))
+    held_on_one, held_on_four = Load(workers_holding_data=1), Load(workers_holding_data=4)
+    # When the group idles, Then the 3 others retire (their data moves to the one kept), and no further
+    assert decisions(policy, 4, [held_on_one, held_on_one]) == [
+        (4, 1, "3 workers idle, 1 worker kept for held data, for 1 interval (1 s)"),
+        None,
+    ]
+    # And when the data needs every worker, none retires, and the note says why
+    proposals, notes = policy.propose(one_group(4), held_on_four, {"default": WORKERS})
+    assert proposals == [] and notes == [("default", "cannot shrink: workers hold data a client still references")]
+
+
 def test_wait_count_still_spaces_out_shrinking():
     # Given wait_count 3
     policy = AdaptivePolicy(parse_adapt({"minimum": 1, "maximum": 4, "wait_count": 3}, one_group(4)))

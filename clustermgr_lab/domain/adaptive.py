@@ -240,9 +240,10 @@ class AdaptivePolicy:
     Growth is immediate, to the workers the queued work wants within the target duration.
     Shrinking retires only workers with nothing to do: never while tasks wait for a thread of the
     group (retiring one then saves no core-seconds, it only makes the work finish later), never
-    below the workers still running tasks, and never below the workers holding data a client still
-    references. It waits until the lower target has held for ``wait_count`` consecutive intervals
-    (1 by default: an idle worker is the cost adaptive mode exists to avoid).
+    below the workers still running tasks, and never below the workers the scheduler keeps to hold
+    data a client still references (it retires the others: their data moves to those). It waits
+    until the lower target has held for ``wait_count`` consecutive intervals (1 by default: an
+    idle worker is the cost adaptive mode exists to avoid).
     """
 
     def __init__(self, settings: AdaptSettings):
@@ -287,15 +288,22 @@ class AdaptivePolicy:
                     self._low_streak[group.name] = 0  # every worker has work, or work waits for one
                     continue
                 want = max(want, running)
+                kept = 0
                 if group.is_general and total_desired < load.workers_holding_data:
-                    self._low_streak[group.name] = 0
-                    notes.append((group.name, held_data_note(load)))
-                    continue
+                    # the workers the scheduler keeps for the held data stay; the others retire (their data moves)
+                    kept = load.workers_holding_data - (total_desired - desired[group.name])
+                    if kept >= plan:
+                        self._low_streak[group.name] = 0
+                        notes.append((group.name, held_data_note(load)))
+                        continue
+                    want = max(want, kept)
                 streak = self._low_streak.get(group.name, 0) + 1
                 self._low_streak[group.name] = streak
                 if streak >= self.settings.wait_count:
                     self._low_streak[group.name] = 0
-                    if desired[group.name] == 0 and running == 0:
+                    if want == kept > max(desired[group.name], running, low):
+                        why = f"{counted(plan - want, 'worker')} idle, {counted(kept, 'worker')} kept for held data,"
+                    elif desired[group.name] == 0 and running == 0:
                         why = "idle"
                     elif want == running:
                         why = f"{counted(plan - want, 'worker')} idle, nothing queued,"
