@@ -27,7 +27,7 @@ from typing import Any
 
 import bursty
 
-NBYTES = 128 * 1024  # each task's result: 394 tasks hold 49 MiB, which one 512 MiB worker holds twice over
+NBYTES = 128 * 1024  # each task's result: the script's 395 tasks hold 49 MiB, twice over in one 512 MiB worker
 SEED = 22  # bursty.py's script, so the two rows play the same bursts
 FAN_IN = 4
 
