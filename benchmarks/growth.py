@@ -16,8 +16,9 @@ a curve). Each curve is printed as a table, drawn on log-log axes with its least
   does not fit, fails or times out is a row saying so, never a crash. Targets: clustermgr ≤ 0.5×
   LocalCluster at every N, slope of the time ≤ 1.0, slope of the idle server's CPU ≤ 1.05 (per worker
   flat), the largest N all running.
-- **Clusters** (C = 1, 10, 50, 100): C clusters of 0 workers (idle), then each scaled to 2 workers kept
-  busy by tasks of 0.5 s sleeps from a ``Client`` per cluster (where 2C more workers fit): ``GET`` list
+- **Clusters** (C = 1, 10, 50, 100): C clusters of 0 workers (idle); then, beside all of the largest C's
+  clusters, the first C each scaled to 2 workers kept busy by tasks of 0.5 s sleeps from a ``Client`` per
+  cluster (where 2C more workers fit): ``GET`` list
   p99, push p99 with ``subscribers`` streams (bench's helpers), the server's RSS, the server's CPU and
   that of the launcher's children (schedulers; busy: schedulers and workers) over ``IDLE`` seconds.
   Targets: slope of the idle list p99 ≤ 0.5, slope of the idle server's CPU ≤ 1.05.
@@ -47,6 +48,7 @@ SMOKE_WORKERS, SMOKE_CLUSTERS = [2, 4], [1, 2]
 MIN_FREE = 4 * GiB  # memory a point must leave available (the machine is shared): predicted before, watched during
 SETTLE_TIMEOUT = 300.0  # seconds a scale-up may take before its point is a miss
 LOCAL_TIMEOUT = 240.0  # the same for LocalCluster (its N nannies and workers start from scratch: slow on 2 cores)
+MARGIN = 1.5  # memory per worker predicted for the next point: the largest measured so far, times this
 GUESS_PER_WORKER = {"clustermgr": 64 * MiB, "LocalCluster": 200 * MiB}  # before a point has measured one
 BUSY_TASK = 0.5  # seconds each busy task sleeps
 
@@ -256,6 +258,7 @@ def workers_curve(
     """Each N: clustermgr and (``local``) LocalCluster in turn, which goes first alternating."""
     points = []
     per = dict(GUESS_PER_WORKER)
+    measured: set[str] = set()
     for i, n in enumerate(ns):
         point: dict[str, Any] = {"n": n, "load": os.getloadavg()[0], "LocalCluster": {"why": "not run in --smoke"}}
         for side in ("clustermgr", "LocalCluster") if i % 2 == 0 else ("LocalCluster", "clustermgr"):
@@ -266,7 +269,9 @@ def workers_curve(
                 if side == "clustermgr"
                 else local_point(tmp, bench, n, per[side])
             )
-            per[side] = max(per[side], found.get("per_worker", 0))
+            if found.get("per_worker"):  # measured: the next point's prediction, with a margin for growth after it
+                per[side] = max(found["per_worker"] * MARGIN, per[side] if side in measured else 0)
+                measured.add(side)
             point[side] = found
             log(f"growth, workers: {side} at {n}: {_brief(found)}, load average {os.getloadavg()[0]:.1f}")
             time.sleep(2)  # the processes of the side before are gone
@@ -574,6 +579,9 @@ def chart(wpoints: list[dict], cpoints: list[dict], path: Path, title: str) -> N
         panels.append((title_, "C clusters", series))
     fig, axes = plt.subplots(2, 4, figsize=(18, 8.5))
     for ax, (label, xlabel, series) in zip(axes.flat, panels):
+        if not any(y for _, _, ys in series for y in ys):
+            ax.set_visible(False)  # a curve that was not measured
+            continue
         for name, xs, ys in series:
             pts = [(x, y) for x, y in zip(xs, ys) if y is not None and y > 0]
             if not pts:
