@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bursty  # noqa: E402  (the bursty workload)
 import bursty_data  # noqa: E402  (the bursty workload whose results stay on the workers)
 import footprint  # noqa: E402  (the idle server's cost, its boot, re-adoption at start)
+import growth  # noqa: E402  (the growth curves: workers of one cluster, clusters)
 import harness as base  # noqa: E402  (the server, stream and raw-cluster helpers)
 import multihost  # noqa: E402  (the rows measured on the two-node test bed)
 from harness import BenchError, Server, Stream, log, now, percentile  # noqa: E402
@@ -1023,6 +1024,8 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
         rows += footprint.measure(
             tmp, row, seconds=3 if args.smoke else 30, repeat=1 if args.smoke else 3, clusters=1 if args.smoke else 3
         )
+    if not args.only or "growth" in args.only.split(","):  # a server of its own, before the main one starts
+        growth.measure(args, tmp, rows, sys.modules[__name__])
     cm_server, stream = start_clustermgr(tmp, many, args.standby)
     lab = None
     try:
@@ -1272,7 +1275,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        help="only these parts, comma-separated: footprint, lifecycle, create-profile, many-clusters, bursty, bursty-data, many-workers, tls, log-tail, multihost "
+        help="only these parts, comma-separated: footprint, growth, lifecycle, create-profile, many-clusters, bursty, bursty-data, many-workers, tls, log-tail, multihost "
         "(writes only their rows)",
     )
     parser.add_argument(
@@ -1281,6 +1284,7 @@ def main() -> int:
     parser.add_argument(
         "--standby", type=int, help="StandbySchedulers.count of the clustermgr server (default: the product's, 1)"
     )
+    growth.add_arguments(parser)
     parser.add_argument("--out", type=Path, help="rows JSON (default benchmarks/results/<date>.json)")
     parser.add_argument("--chart", type=Path, help="PNG chart (default next to --out; needs matplotlib)")
     parser.add_argument("--no-chart", action="store_true", help="write no chart")

@@ -240,6 +240,7 @@ class Stream:
         self.messages: list[tuple[float, dict]] = []
         self.cond = threading.Condition()
         self.seq_gaps = 0
+        self.bytes = 0  # bytes of the messages read after the snapshot (the growth curves' push cost)
         self.closed = False
         first = json.loads(self.ws.recv())
         if first.get("type") != "snapshot":
@@ -260,6 +261,7 @@ class Stream:
                 break
             message = json.loads(raw)
             with self.cond:
+                self.bytes += len(raw) if isinstance(raw, bytes) else len(raw.encode())
                 if message.get("seq") != self.last_seq + 1:
                     self.seq_gaps += 1
                 self.last_seq = message.get("seq", self.last_seq)

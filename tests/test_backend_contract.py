@@ -167,3 +167,27 @@ def test_a_duck_typed_reach_is_found():
         "line 2: getattr(c.backend, 'scheduler_link', None)",
         "line 3: isinstance(c.backend, ExternalBackend)",
     ]
+
+
+async def test_a_local_cluster_stops_its_workers_before_its_scheduler(tmp_path):
+    # Given a local backend with a scheduler and two workers (recorded stops instead of processes)
+    backend = LocalBackend("c1", BackendContext(tmp_path / "c1"))
+    order: list[tuple[str, str]] = []
+
+    class Processes:
+        def names(self) -> list[str]:
+            return ["scheduler", "default-1", "default-2"]
+
+        async def stop(self, name: str, timeout: float) -> None:
+            order.append(("stop", name))
+
+        async def stop_all(self, timeout: float) -> None:
+            order.append(("stop_all", "scheduler"))
+
+    backend.processes = Processes()
+    # When it closes
+    await backend.close()
+    # Then every worker is stopped before the scheduler: a worker without a nanny that gets SIGTERM while its
+    # scheduler's connection breaks can hang until SIGKILL
+    assert sorted(order[:2]) == [("stop", "default-1"), ("stop", "default-2")]
+    assert order[2:] == [("stop_all", "scheduler")]

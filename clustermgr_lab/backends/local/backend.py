@@ -239,6 +239,10 @@ class LocalBackend(Backend):
         await asyncio.gather(*(self._stop(name) for name in names))
 
     async def close(self) -> None:
+        # The workers first, while their scheduler still answers: a worker without a nanny that gets SIGTERM just as
+        # its scheduler's connection breaks can hang in its close until SIGKILL (stop_timeout, 10 s; benchmarks/growth.py).
+        workers = [name for name in self.processes.names() if name != SCHEDULER]
+        await asyncio.gather(*(self.processes.stop(name, self.stop_timeout) for name in workers))
         await self.processes.stop_all(self.stop_timeout)
         self._gpu_slots.clear()
         self.address = None
