@@ -1,7 +1,9 @@
 """The store writer: what of the clusters goes to the store, when, and what happens while it cannot be written.
 
-Snapshots of clusters (and their new events) are handed to the store's writer thread; a failed save
-keeps its events for the next one. While the store cannot be written, a write is tried every few
+Snapshots of clusters (and their new events) are handed to the store's writer thread, at most one per
+cluster at a time: changes made while a cluster's write is under way go out as one write of its newest
+state once that write is done, so a burst of changes (hundreds of workers joining) costs a few writes,
+not one per change. A failed save keeps its events for the next one. While the store cannot be written, a write is tried every few
 seconds, so that recovery shows by itself; then every cluster is saved again and the deletions that
 could not be written are written.
 """
@@ -58,6 +60,9 @@ class StoreWriter:
         self.log = log
         self._events_written: dict[str, int] = {}
         self._unforgotten: dict[str, Path | None] = {}  # deleted clusters the store could not forget yet
+        self._in_flight: set[str] = set()  # clusters with a write queued or under way
+        self._dirty: dict[str, ManagedCluster] = {}  # changed since: written once their write in flight is done
+        self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watch: asyncio.TimerHandle | None = None
         store.on_health = self._health_changed
@@ -73,14 +78,32 @@ class StoreWriter:
         self._events_written[cluster.id] = cluster.events.appended if written is None else written
 
     def save(self, cluster: ManagedCluster) -> None:
-        """Hand a snapshot of the cluster (and its new events) to the store's writer thread, if the store keeps it."""
+        """Hand a snapshot of the cluster (and its new events) to the store's writer thread, if the store keeps it.
+
+        While a write of the same cluster is queued or under way, the cluster is only marked: its newest
+        state is written once that write is done.
+        """
         if not kept_in_store(cluster):
             return
+        if cluster.id in self._in_flight and not self._closing:
+            self._dirty[cluster.id] = cluster
+            return
+        self._write(cluster)
+
+    def _write(self, cluster: ManagedCluster) -> None:
         written = self._events_written.get(cluster.id, 0)
         events = [e.to_dict() for e in cluster.events.since(written)]
         self._events_written[cluster.id] = cluster.events.appended
+        self._in_flight.add(cluster.id)
         future = self.store.save_later(to_record(cluster), events)
-        self._follow(future, lambda: self._events_unwritten(cluster.id, written))
+        self._follow(future, lambda: self._events_unwritten(cluster.id, written), lambda: self._written(cluster.id))
+
+    def _written(self, cluster_id: str) -> None:
+        """In the event loop, once a cluster's write is done (or failed): write what changed meanwhile."""
+        self._in_flight.discard(cluster_id)
+        cluster = self._dirty.pop(cluster_id, None)
+        if cluster is not None and not self._closing and self._clusters.get(cluster_id) is cluster:
+            self._write(cluster)
 
     def delete(self, cluster_id: str, workdir: Path | None) -> Future:
         """Have the store forget a cluster; if it cannot now, it does once it can be written again.
@@ -89,6 +112,7 @@ class StoreWriter:
         """
         self._events_written.pop(cluster_id, None)
         self._unforgotten.pop(cluster_id, None)
+        self._dirty.pop(cluster_id, None)
         future = self.store.delete_later(cluster_id, workdir)
         self._follow(future, lambda: self._unforgotten.setdefault(cluster_id, workdir))
         return future
@@ -111,9 +135,13 @@ class StoreWriter:
         await asyncio.wrap_future(self.store.check_later())
 
     async def close(self) -> None:
-        """Stop watching, then release the store once the queued writes are done."""
+        """Stop watching, write what is still marked changed, then release the store once the queued writes are done."""
         if self._watch is not None:
             self._watch.cancel()
+        self._closing = True
+        for cluster in list(self._dirty.values()):  # queued after the writes in flight: one writer thread, in order
+            self._write(cluster)
+        self._dirty.clear()
         await asyncio.get_running_loop().run_in_executor(None, self.store.close)
 
     def _events_unwritten(self, cluster_id: str, written: int) -> None:
@@ -121,13 +149,23 @@ class StoreWriter:
         if cluster_id in self._events_written:
             self._events_written[cluster_id] = min(self._events_written[cluster_id], written)
 
-    def _follow(self, future: Future, on_failure: Callable[[], None] | None = None) -> None:
-        """Follow a queued store write; a failure is logged by the store and shown by the manager's status."""
+    def _follow(
+        self,
+        future: Future,
+        on_failure: Callable[[], None] | None = None,
+        on_done: Callable[[], None] | None = None,
+    ) -> None:
+        """Follow a queued store write; a failure is logged by the store and shown by the manager's status.
+
+        ``on_failure`` and then ``on_done`` are called in the event loop.
+        """
         self._loop = self._loop or asyncio.get_event_loop()
 
         def written(future: Future) -> None:
             if future.exception() is not None and on_failure is not None:
                 self._call_in_loop(on_failure)
+            if on_done is not None:
+                self._call_in_loop(on_done)
 
         future.add_done_callback(written)
 
