@@ -8,6 +8,7 @@ gone and ``WarmLauncher.release_after`` has passed, they are gone again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import time
 
 import psutil
 import pytest
+
+from clustermgr_lab.backends.local.forkserver import SOCKET_FOLDER_RECORD
 
 from .helpers import eventually, running_with, subprocess_env
 from .server_process import JupyterServer, kill_leftovers
@@ -42,11 +45,19 @@ def _alive(process: psutil.Process) -> bool:
 
 
 def launchers(server: JupyterServer) -> list[psutil.Process]:
-    """Warm launcher processes of this server's work folder, wherever they are in the process table."""
+    """Warm launcher processes of this server's work folder, wherever they are in the process table.
+
+    A launcher's command line names its socket: in the work folder, or, when that path is too long for
+    a socket (``make test``'s run folders), in the stand-in folder the work folder records.
+    """
+    folders = [str(server.workdir)]
+    with contextlib.suppress(OSError):
+        if recorded := (server.workdir / SOCKET_FOLDER_RECORD).read_text().strip():
+            folders.append(recorded + "/")
     found = []
     for process in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(process.info["cmdline"] or [])
-        if FORKSERVER in cmdline and str(server.workdir) in cmdline and _alive(process):
+        if FORKSERVER in cmdline and any(f in cmdline for f in folders) and _alive(process):
             found.append(process)
     return found
 
