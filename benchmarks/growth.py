@@ -26,6 +26,7 @@ a curve). Each curve is printed as a table, drawn on log-log axes with its least
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import math
 import os
@@ -204,6 +205,7 @@ def local_point(tmp: Path, bench: ModuleType, n: int, per_worker: float) -> dict
         out.update(why=f"not started, memory guard: {why}")
         return out
     available0, cpu0, t0 = psutil.virtual_memory().available, cpu_seconds(os.getpid()), now()
+    children_before = {p.pid for p in psutil.Process().children()}  # the server, started before
     cluster = None
     try:
         with (
@@ -234,7 +236,41 @@ def local_point(tmp: Path, bench: ModuleType, n: int, per_worker: float) -> dict
                     cluster.close(timeout=120)
                 except Exception as exc:  # noqa: BLE001
                     log(f"LocalCluster({n}).close: {exc}")
+        stop_left_over(children_before, f"LocalCluster({n})")
     return out
+
+
+def _multiprocessing_helper(process: psutil.Process) -> bool:
+    """multiprocessing's resource tracker or forkserver: started once, kept for the whole run."""
+    try:
+        cmdline = " ".join(process.cmdline())
+    except psutil.Error:
+        return True
+    return "resource_tracker" in cmdline or "multiprocessing.forkserver" in cmdline
+
+
+def stop_left_over(children_before: set[int], what: str) -> None:
+    """Stop what ``what`` left running (its nannies are this process's children; their workers, theirs).
+
+    A ``LocalCluster.close`` that times out under load (its scheduler does not answer) leaves hundreds
+    of workers trying to reconnect, which would slow every measurement after it.
+    """
+    left = [p for p in psutil.Process().children() if p.pid not in children_before and not _multiprocessing_helper(p)]
+    family = []
+    for process in left:
+        with contextlib.suppress(psutil.Error):
+            family += [process, *process.children(recursive=True)]
+    if not family:
+        return
+    log(f"{what} left {len(family)} processes after its close; stopping them")
+    for process in family:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _, alive = psutil.wait_procs(family, timeout=15)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=15)
 
 
 def _wait_local(cluster: Any, n: int, t0: float) -> tuple[float | None, str]:
@@ -264,6 +300,7 @@ def workers_curve(
         for side in ("clustermgr", "LocalCluster") if i % 2 == 0 else ("LocalCluster", "clustermgr"):
             if side == "LocalCluster" and not local:
                 continue
+            settle_cpu()  # what the side before left (400 exiting processes) does not slow this one
             found = (
                 cm_point(server, stream, bench, n, per[side], idle)
                 if side == "clustermgr"
@@ -278,6 +315,18 @@ def workers_curve(
         point["load_after"] = os.getloadavg()[0]
         points.append(point)
     return points
+
+
+def settle_cpu(busy_below: float = 25.0, timeout: float = 180.0) -> None:
+    """Wait until the machine's CPUs are mostly idle (two 1 s samples below ``busy_below`` %), at most ``timeout`` s.
+
+    The 1-minute load average falls too slowly to wait on after a side that ran hundreds of processes.
+    """
+    deadline, quiet = now() + timeout, 0
+    while quiet < 2 and now() < deadline:
+        quiet = quiet + 1 if psutil.cpu_percent(interval=1.0) < busy_below else 0
+    if quiet < 2:
+        log(f"growth: CPUs still busy after {timeout:g} s; measuring anyway")
 
 
 def _brief(found: dict) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import requests
 
+from clustermgr_lab.backends.local.standby import MARKER as STANDBY_MARKER
 from clustermgr_lab.client import ClusterManagerClient
 
 from .helpers import eventually, subprocess_env
@@ -127,15 +128,28 @@ def same_process(record: dict) -> bool:
         return False
 
 
+DASK_TITLES = ("dask scheduler ", "dask worker ", "dask nanny ")
+
+
 def dask_processes(*marks: str) -> list[psutil.Process]:
-    """Running ``dask scheduler`` / ``dask worker`` processes whose command line names one of ``marks``
-    (a work folder, a scheduler address): the process-table check for orphans."""
+    """Running ``dask scheduler`` / ``dask worker`` processes whose command line or working folder names one of
+    ``marks`` (a work folder, a scheduler address): the process-table check for orphans.
+
+    A process forked by the warm launcher shows a title (``dask worker <cluster>/<worker> [<address>]``,
+    see ``common/proctitle.py``) in place of its command line, and works in its cluster's folder. A standby
+    scheduler (its folder holds the standby marker) belongs to the server, not to a cluster: not counted.
+    """
     found = []
-    for process in psutil.process_iter(["cmdline", "status"]):
+    for process in psutil.process_iter(["cmdline", "status", "cwd"]):
         cmdline = " ".join(process.info["cmdline"] or [])
-        if process.info["status"] == psutil.STATUS_ZOMBIE or "distributed.cli.dask_" not in cmdline:
+        if process.info["status"] == psutil.STATUS_ZOMBIE:
             continue
-        if any(mark in cmdline for mark in marks):
+        if "distributed.cli.dask_" not in cmdline and not cmdline.startswith(DASK_TITLES):
+            continue
+        cwd = process.info["cwd"] or ""
+        if cwd and os.path.exists(os.path.join(cwd, STANDBY_MARKER)):
+            continue  # a standby scheduler: the server's own, kept ready for its next cluster until let go
+        if any(mark in cmdline or (mark.startswith("/") and cwd.startswith(mark)) for mark in marks):
             found.append(process)
     return found
 

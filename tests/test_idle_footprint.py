@@ -28,13 +28,24 @@ SMALL = {"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}
 FORKSERVER = "clustermgr_lab.backends.local.forkserver"
 
 
+#: Helpers JupyterLab itself runs for a moment at start (``npm prefix`` in its build check): not the extension's.
+JUPYTERLAB_HELPERS = ("npm", "node", "yarn", "jlpm")
+
+
 def descendants(server: JupyterServer) -> list[psutil.Process]:
     """The server's live descendants (the launcher is its child; schedulers and workers are the launcher's)."""
     try:
         children = psutil.Process(server.process.pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    return [p for p in children if _alive(p)]
+    return [p for p in children if _alive(p) and not _jupyterlab_helper(p)]
+
+
+def _jupyterlab_helper(process: psutil.Process) -> bool:
+    try:
+        return process.name().split(" ")[0] in JUPYTERLAB_HELPERS
+    except psutil.Error:
+        return True
 
 
 def _alive(process: psutil.Process) -> bool:
