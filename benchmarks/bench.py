@@ -400,13 +400,7 @@ def idle_cpu(*groups: list[int], seconds: float = 2.0) -> list[float]:
     """CPU (in cores) that each group of processes uses over ``seconds`` of doing nothing asked of it."""
 
     def cpu(pids: list[int]) -> float:
-        total = 0.0
-        for pid in pids:
-            try:
-                total += sum(psutil.Process(pid).cpu_times()[:2])
-            except psutil.Error:
-                continue
-        return total
+        return growth.cpu_seconds(*pids)
 
     before = [cpu(g) for g in groups]
     time.sleep(seconds)

@@ -79,6 +79,7 @@ def slope(xs: list[float], ys: list[float]) -> float | None:
 
 
 def cpu_seconds(*pids: int) -> float:
+    """User and system CPU-seconds of the processes (those gone are left out)."""
     total = 0.0
     for pid in pids:
         try:

@@ -58,14 +58,21 @@ async def _until(condition, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.01)
 
 
+async def a_write_held(tmp_path: Path) -> tuple[HeldStore, ManagedCluster, dict, StoreWriter]:
+    """Given: a cluster saved once, its write held on the store's writer thread (store, cluster, clusters, writer)."""
+    store = HeldStore(tmp_path / "clusters.sqlite3")
+    cluster = a_cluster(tmp_path / "work" / "c0ffee")
+    clusters = {cluster.id: cluster}
+    writer = StoreWriter(store, clusters, lambda health: None, logging.getLogger("test"))
+    writer.save(cluster)
+    assert await asyncio.to_thread(store.first_write_started.wait, 10)
+    return store, cluster, clusters, writer
+
+
 def test_changes_made_during_a_write_go_out_as_one_write_of_the_newest_state(tmp_path):
     async def scenario() -> HeldStore:
         # Given a cluster whose first write is held on the store's writer thread
-        store = HeldStore(tmp_path / "clusters.sqlite3")
-        cluster = a_cluster(tmp_path / "work" / "c0ffee")
-        writer = StoreWriter(store, {cluster.id: cluster}, lambda health: None, logging.getLogger("test"))
-        writer.save(cluster)
-        assert await asyncio.to_thread(store.first_write_started.wait, 10)
+        store, cluster, _, writer = await a_write_held(tmp_path)
         # When it changes 100 times while that write is under way
         for n in range(100):
             cluster.error = f"change {n}"
@@ -89,12 +96,7 @@ def test_changes_made_during_a_write_go_out_as_one_write_of_the_newest_state(tmp
 def test_what_changed_during_a_write_is_written_when_the_writer_closes(tmp_path):
     async def scenario() -> None:
         # Given a cluster whose first write is held, and a change made during it
-        store = HeldStore(tmp_path / "clusters.sqlite3")
-        cluster = a_cluster(tmp_path / "work" / "c0ffee")
-        clusters = {cluster.id: cluster}
-        writer = StoreWriter(store, clusters, lambda health: None, logging.getLogger("test"))
-        writer.save(cluster)
-        assert await asyncio.to_thread(store.first_write_started.wait, 10)
+        store, cluster, clusters, writer = await a_write_held(tmp_path)
         cluster.error = "the last change"
         writer.save(cluster)
         # When the server stops (its clusters already taken off the list) before that write is done
@@ -110,12 +112,7 @@ def test_what_changed_during_a_write_is_written_when_the_writer_closes(tmp_path)
 def test_a_cluster_deleted_during_its_write_is_not_written_again(tmp_path):
     async def scenario() -> HeldStore:
         # Given a cluster whose first write is held, and a change made during it
-        store = HeldStore(tmp_path / "clusters.sqlite3")
-        cluster = a_cluster(tmp_path / "work" / "c0ffee")
-        clusters = {cluster.id: cluster}
-        writer = StoreWriter(store, clusters, lambda health: None, logging.getLogger("test"))
-        writer.save(cluster)
-        assert await asyncio.to_thread(store.first_write_started.wait, 10)
+        store, cluster, clusters, writer = await a_write_held(tmp_path)
         cluster.error = "changed"
         writer.save(cluster)
         # When it is deleted before that write is done
