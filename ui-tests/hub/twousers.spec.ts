@@ -168,9 +168,9 @@ test('two users under JupyterHub: alice’s cluster is hers alone', async ({
     .getByRole('button', { name: `Insert client code for ${NAME}` })
     .click();
   const cells = page.locator('.jp-NotebookPanel .jp-Notebook .jp-Cell');
-  await expect(cells).toHaveCount(2);
-  await runCell(page, 1, null);
-  const before = await compute(page, 2);
+  await expect(cells).toHaveCount(1); // the new notebook's empty cell holds it
+  await runCell(page, 0, null);
+  const before = await compute(page, 1);
   expect(before.total).toBe(328350);
   expect(before.workers).toHaveLength(2);
 
@@ -263,7 +263,7 @@ test('two users under JupyterHub: alice’s cluster is hers alone', async ({
   await expect(card.locator('.cm-ClusterCard-workers')).toHaveText(
     '2 running, 0 pending'
   );
-  const after = await compute(page, 3);
+  const after = await compute(page, 2);
   expect(after).toEqual(before);
 
   // Cleanup through the UI (the hub's stop would stop it too: on_shutdown = stop)
