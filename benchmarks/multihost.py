@@ -28,6 +28,7 @@ SLURM_CONF = str(STATE / "slurm.conf")
 CONTROLLER_LOG = STATE / "slurmctld.log"
 SUBMITTED = re.compile(r"^\[(\S+)\] _slurm_rpc_submit_batch_job: JobId=(\d+)")
 STARTED = re.compile(r"^\[(\S+)\] (?:sched: Allocate|sched/backfill: _start_job: Started) JobId=(\d+)")
+NO_BOKEH = "SLURMCluster --no-dashboard"  # the reference side: its workers started without Bokeh, as clustermgr's
 PHASE = random.Random(2026)  # the pauses before each side
 WORKER = {"name": "default", "count": 4, "threads": 1, "memory": "400 MiB"}
 SPEC = {"groups": [{**WORKER, "count": 0}]}
@@ -142,8 +143,12 @@ def clustermgr_flow(server: Server, stream: Stream, template: str) -> tuple[floa
     return t1 - t0, t3 - t2, waited
 
 
-def slurmcluster_flow(folder: Path) -> tuple[float, float, float]:
-    """The same with ``dask_jobqueue.SLURMCluster``: its scheduler in this process, on the bridge the nodes reach."""
+def slurmcluster_flow(folder: Path, worker_extra_args: list[str] | None = None) -> tuple[float, float, float]:
+    """The same with ``dask_jobqueue.SLURMCluster``: its scheduler in this process, on the bridge the nodes reach.
+
+    As configured by default, unless ``worker_extra_args`` (the reference side: ``--no-dashboard``, the worker
+    started as clustermgr starts it, without the Bokeh pages).
+    """
     from dask_jobqueue import SLURMCluster
     from distributed import Client
 
@@ -157,6 +162,7 @@ def slurmcluster_flow(folder: Path) -> tuple[float, float, float]:
             queue="compute", cores=1, processes=1, memory="400 MiB", walltime="00:30:00", interface="eth0",
             scheduler_options={"interface": "cm-br0", "dashboard_address": "127.0.0.1:0"},
             log_directory=str(folder), job_extra_directives=["--no-requeue"],
+            worker_extra_args=worker_extra_args or [],
         )  # fmt: skip
         client = Client(cluster)
         cluster.scale(4)
@@ -189,12 +195,15 @@ def measure(tmp: Path, repeat: int, row, median) -> list[dict]:
     server.tmp.mkdir(parents=True, exist_ok=True)
     server.start()
     stream = Stream(server)
-    results: dict[str, list[tuple[float, float, float]]] = {"local": [], "job": [], "SLURMCluster": []}
+    results: dict[str, list[tuple[float, float, float]]] = {
+        "local": [], "job": [], "SLURMCluster": [], NO_BOKEH: []
+    }  # fmt: skip
     try:
         for rep in range(repeat):
             results["local"].append(clustermgr_flow(server, stream, "bed-local"))
             results["job"].append(clustermgr_flow(server, stream, "bed-job"))
             results["SLURMCluster"].append(slurmcluster_flow(tmp / "slurmcluster"))
+            results[NO_BOKEH].append(slurmcluster_flow(tmp / "slurmcluster", ["--no-dashboard"]))
             log(
                 f"multi-host rep {rep + 1}/{repeat}: "
                 + ", ".join(f"{k} {v[-1][0]:.2f} s (queue {v[-1][2]:.2f} s)" for k, v in results.items())
@@ -226,7 +235,7 @@ def measure(tmp: Path, repeat: int, row, median) -> list[dict]:
                 f"{label}, SLURM's queue wait left out: ratio clustermgr / dask_jobqueue.SLURMCluster",
                 outside_queue(placement) / outside_queue("SLURMCluster"),
                 "x",
-                1.0 if placement == "local" else None,
+                0.5 if placement == "local" else None,
                 note=f"medians {outside_queue(placement):.2f} s / {outside_queue('SLURMCluster'):.2f} s",
             ),
         ]
@@ -236,6 +245,15 @@ def measure(tmp: Path, repeat: int, row, median) -> list[dict]:
             create("SLURMCluster"),
             "s",
             note=waits("SLURMCluster"),
+        )
+    )
+    rows.append(
+        row(
+            "multi-host: create -> 4 workers on 2 nodes, scheduler local, SLURM's queue wait left out: ratio "
+            "clustermgr / SLURMCluster with worker_extra_args=['--no-dashboard'] (workers without Bokeh, as clustermgr's)",
+            outside_queue("local") / outside_queue(NO_BOKEH),
+            "x",
+            note=f"medians {outside_queue('local'):.2f} s / {outside_queue(NO_BOKEH):.2f} s",
         )
     )
     for side in results:

@@ -90,8 +90,9 @@ def test_job_script_asks_slurm_for_the_group_and_names_the_worker(tmp_path):
         f"exec {sys.executable} -m distributed.cli.dask_worker tcp://127.0.0.1:8786 --name gpu-7 "
     )
     assert command.endswith(
-        f"--memory-limit {300 * MiB} --dashboard-address 127.0.0.1:0 --resources 'fast=1 GPU=1' --interface lo"
-    )  # (its own HTTP routes on the node's loopback)
+        f"--memory-limit {300 * MiB} --no-dashboard --dashboard-address 127.0.0.1:0 --resources 'fast=1 GPU=1' "
+        "--interface lo"
+    )  # (its own HTTP routes on the node's loopback, without the Bokeh pages nobody is shown)
 
 
 def test_the_nanny_forks_its_worker_unless_the_template_says_otherwise(tmp_path):

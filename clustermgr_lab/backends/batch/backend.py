@@ -283,8 +283,9 @@ class BatchBackend(Backend):
         """Arguments of the ``Job`` class for worker ``name`` of ``group``."""
         # dask-jobqueue rounds --memory-limit to 3 digits; a later flag wins, so give the exact bytes.
         extra = self.site_lines("worker-extra-args", "extra") + ["--memory-limit", str(group.memory)]
-        # The worker's own HTTP routes (/health, /metrics) on its node's loopback only, never every interface.
-        extra += ["--dashboard-address", "127.0.0.1:0"]
+        # The worker's own HTTP routes (/health, /metrics) on its node's loopback only, never every interface, and
+        # without its Bokeh pages, as local and SSH workers: importing Bokeh is 0.6 CPU-s of every worker's start.
+        extra += ["--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
         if group.worker_resources:
             resources = " ".join(f"{k}={v}" for k, v in group.worker_resources.items())
             extra += ["--resources", shlex.quote(resources)]  # the command line is joined into a shell script
