@@ -1016,7 +1016,12 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
     samples = 60 if args.smoke else 1000
     if not args.only or "footprint" in args.only.split(","):  # first: its servers start on a machine at rest
         rows += footprint.measure(
-            tmp, row, seconds=3 if args.smoke else 30, repeat=1 if args.smoke else 3, clusters=1 if args.smoke else 3
+            tmp,
+            row,
+            seconds=3 if args.smoke else 30,
+            repeat=1 if args.smoke else 3,
+            clusters=1 if args.smoke else 3,
+            fast_import_path=args.rfc3987_path,
         )
     if not args.only or "growth" in args.only.split(","):  # a server of its own, before the main one starts
         growth.measure(args, tmp, rows, sys.modules[__name__])
@@ -1277,6 +1282,11 @@ def main() -> int:
     )
     parser.add_argument(
         "--standby", type=int, help="StandbySchedulers.count of the clustermgr server (default: the product's, 1)"
+    )
+    parser.add_argument(
+        "--rfc3987-path",
+        type=Path,
+        help="a folder holding the rfc3987 package: adds the restart row without jupyter_server's upstream import cost",
     )
     growth.add_arguments(parser)
     parser.add_argument("--out", type=Path, help="rows JSON (default benchmarks/results/<date>.json)")

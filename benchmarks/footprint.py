@@ -22,7 +22,11 @@ and this file runs it alone::
   the extension ``GET clustermgr/api/clusters``), on and off in turn, ``repeat`` times each.
 - **Re-adoption**: a server (``on_shutdown = "keep"``) makes ``clusters`` clusters of 1 worker
   and stops cleanly; a new server on the same store and work folder is started: started → its API
-  answers and every cluster is ``running`` (target ≤ 2 s on a quiet machine).
+  answers and every cluster is ``running`` (target ≤ 2 s on a quiet machine), median of ``repeat``;
+  beside it, what jupyter_server's own boot spends importing ``rfc3987_syntax`` (an upstream cost of
+  every server in the environment, jupyter_server#1559), the extension's share (the restart less the
+  boot with the extension off), and, with ``--rfc3987-path`` (``make bench`` gives one), the same
+  restart with the regex-based ``rfc3987`` importable so that jsonschema does not load ``rfc3987_syntax``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,7 +57,9 @@ SMALL = {"groups": [{"name": "default", "count": 1, "threads": 1, "memory": base
 Row = Callable[..., dict[str, Any]]
 
 
-def server(tmp: Path, name: str, on: bool, proxy: bool = True, **manager: Any) -> Server:
+def server(
+    tmp: Path, name: str, on: bool, proxy: bool = True, env: dict[str, str] | None = None, **manager: Any
+) -> Server:
     """A Jupyter server with the extension on or off (its API is waited for, not the extension's templates).
 
     ``proxy``: jupyter-server-proxy on (as installing clustermgr-lab leaves it: on by its own config) or off.
@@ -69,7 +76,7 @@ def server(tmp: Path, name: str, on: bool, proxy: bool = True, **manager: Any) -
         config["WarmLauncher"] = {"idle_timeout": 1.0}  # gone soon after the server: the leftover check waits 10 s
     folder = tmp / name
     folder.mkdir(parents=True, exist_ok=True)
-    result = Server(folder, config=config, ready_path="clustermgr/api/clusters" if on else "api/status")
+    result = Server(folder, config=config, env=env, ready_path="clustermgr/api/clusters" if on else "api/status")
     result.poll_step = 0.02
     return result
 
@@ -125,9 +132,11 @@ def idle(servers: list[Server], seconds: float) -> list[dict[str, float]]:
     ]
 
 
-def boot(tmp: Path, name: str, on: bool, proxy: bool = True, **manager: Any) -> tuple[Server, float]:
+def boot(
+    tmp: Path, name: str, on: bool, proxy: bool = True, env: dict[str, str] | None = None, **manager: Any
+) -> tuple[Server, float]:
     """Start a server; returns it and the seconds from its start to its API (the extension's too) answering."""
-    started = server(tmp, name, on, proxy, **manager)
+    started = server(tmp, name, on, proxy, env, **manager)
     t0 = now()
     started.start()
     return started, now() - t0
@@ -241,6 +250,7 @@ def boot_rows(tmp: Path, repeat: int, row: Row) -> list[dict]:
                 stop(started)
             times[on].append(seconds)
     on, off = statistics.median(times[True]), statistics.median(times[False])
+    BOOT_OFF.append(off)
     return [
         row(
             "server boot -> API answers: extension on / off",
@@ -261,13 +271,35 @@ def boot_rows(tmp: Path, repeat: int, row: Row) -> list[dict]:
     ]
 
 
-def readopt_rows(tmp: Path, clusters: int, row: Row) -> list[dict]:
-    """A server restarted with ``clusters`` clusters to re-adopt: started → API answers and every cluster running."""
-    place = tmp / "readopt"
+#: The median boot with the extension off of :func:`boot_rows`, for the re-adoption rows' share of the extension.
+BOOT_OFF: list[float] = []
+#: jupyter_server's own boot imports jsonschema's format checkers, which import ``rfc3987_syntax``: it compiles
+#: ~35 Lark parsers at import (jupyter-server/jupyter_server#1559) unless the regex-based ``rfc3987`` is importable.
+UPSTREAM_MODULE = "rfc3987_syntax"
+
+
+def upstream_import_seconds(env: dict[str, str] | None = None) -> float:
+    """Seconds that importing ``jupyter_server.serverapp`` spends in :data:`UPSTREAM_MODULE` (``-X importtime``)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import jupyter_server.serverapp"],
+        capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=120,
+    )  # fmt: skip
+    cumulative = [
+        int(line.split("|")[1]) for line in done.stderr.splitlines()
+        if line.startswith("import time:") and line.split("|")[-1].strip() == UPSTREAM_MODULE
+    ]  # fmt: skip
+    return cumulative[0] / 1e6 if cumulative else 0.0
+
+
+def restart(place: Path, clusters: int, env: dict[str, str] | None = None) -> tuple[float, float]:
+    """A server made ``clusters`` clusters and stopped keeping them; a new one started on the same store.
+
+    Returns (started -> API answers and every cluster running, started -> API answers), in seconds.
+    """
     first = second = None
     ids: list[str] = []
     try:
-        first, _ = boot(place, "first", True, on_shutdown="keep")
+        first, _ = boot(place, "first", True, env=env, on_shutdown="keep")
         stream = Stream(first)
         try:
             ids = [c["id"] for c in base.create_clusters(first, stream, clusters, 1)]
@@ -275,7 +307,7 @@ def readopt_rows(tmp: Path, clusters: int, row: Row) -> list[dict]:
             stream.close()
         stop(first)
         t0 = now()
-        second, answered = boot(place, "second", True, on_shutdown="stop")
+        second, answered = boot(place, "second", True, env=env, on_shutdown="stop")
         deadline = t0 + base.TIMEOUT
         while True:
             _, listed = second.call("GET", "clustermgr/api/clusters", expect=200)
@@ -293,21 +325,67 @@ def readopt_rows(tmp: Path, clusters: int, row: Row) -> list[dict]:
             stream.close()
     finally:
         stop(first, second)
-    return [
+    return total, answered
+
+
+def readopt_rows(
+    tmp: Path, clusters: int, row: Row, repeat: int = 3, fast_import_path: Path | None = None
+) -> list[dict]:
+    """A server restarted with ``clusters`` clusters to re-adopt: started → API answers and every cluster running.
+
+    ``repeat`` restarts, medians. With ``fast_import_path`` (a folder holding the ``rfc3987`` package), the same
+    again with that folder on the servers' ``PYTHONPATH``: jupyter_server's boot without its upstream import cost.
+    """
+    plural = "s" * (clusters != 1)
+    name = f"server restarted with {clusters} cluster{plural} to re-adopt -> API answers and every cluster running"
+    runs = [restart(tmp / f"readopt-{i}", clusters) for i in range(repeat)]
+    total = statistics.median(t for t, _ in runs)
+    answered = statistics.median(a for _, a in runs)
+    upstream = upstream_import_seconds()
+    load = f"load average {os.getloadavg()[0]:.2f}"
+    rows = [
         row(
-            f"server restarted with {clusters} cluster{'s' * (clusters != 1)} to re-adopt -> API answers and every "
-            "cluster running",
-            total,
-            "s",
-            2.0,
-            f"of which the server's boot to its API answering {answered:.2f} s; load average "
-            f"{os.getloadavg()[0]:.2f} (the target is for a quiet machine)",
-        )
-    ]
+            name, total, "s", 2.0,
+            f"median of {repeat}; of which the server's boot to its API answering {answered:.2f} s; {load} "
+            "(the target is for a quiet machine)",
+        ),
+        row(
+            f"{name}: jupyter_server's own import of {UPSTREAM_MODULE} (upstream, jupyter_server#1559)",
+            upstream, "s", None,
+            "in every Jupyter server of this environment, extension on or off: jsonschema's IRI format checker",
+        ),
+    ]  # fmt: skip
+    if BOOT_OFF:
+        rows.append(
+            row(
+                f"{name}: the extension's share (restart - boot with the extension off)",
+                total - BOOT_OFF[-1], "s", None,
+                f"{total:.2f} s - {BOOT_OFF[-1]:.2f} s (median boot, extension off)",
+            )
+        )  # fmt: skip
+    if fast_import_path is not None:
+        env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(fast_import_path), os.environ.get("PYTHONPATH")]))}
+        fast = [restart(tmp / f"readopt-fast-{i}", clusters, env) for i in range(repeat)]
+        rows.append(
+            row(
+                f"{name}, {UPSTREAM_MODULE}'s import cost removed (the regex-based rfc3987 importable instead)",
+                statistics.median(t for t, _ in fast), "s", None,
+                f"median of {repeat}; of which boot {statistics.median(a for _, a in fast):.2f} s; "
+                f"{UPSTREAM_MODULE} import then {upstream_import_seconds(env):.3f} s; {load}",
+            )
+        )  # fmt: skip
+    return rows
 
 
 def measure(
-    tmp: Path, row: Row, *, seconds: float = 30, repeat: int = 3, clusters: int = 3, proxy: bool = True
+    tmp: Path,
+    row: Row,
+    *,
+    seconds: float = 30,
+    repeat: int = 3,
+    clusters: int = 3,
+    proxy: bool = True,
+    fast_import_path: Path | None = None,
 ) -> list[dict]:
     """Every footprint row, in order: idle, first create, boot, re-adoption."""
     rows, on = idle_rows(tmp / "footprint", seconds, row, proxy)
@@ -316,7 +394,7 @@ def measure(
     finally:
         stop(on)
     rows += boot_rows(tmp / "footprint", repeat, row)
-    rows += readopt_rows(tmp / "footprint", clusters, row)
+    rows += readopt_rows(tmp / "footprint", clusters, row, repeat, fast_import_path)
     return rows
 
 
@@ -337,6 +415,11 @@ def main() -> int:
     parser.add_argument(
         "--without-server-proxy", action="store_true", help="idle rows with jupyter-server-proxy off on both servers"
     )
+    parser.add_argument(
+        "--rfc3987-path",
+        type=Path,
+        help="a folder holding the rfc3987 package: adds the restart without the upstream cost",
+    )
     parser.add_argument("--out", type=Path, help="rows JSON")
     args = parser.parse_args()
     os.environ[base.MARK] = base.RUN_ID
@@ -350,6 +433,7 @@ def main() -> int:
             repeat=args.repeat,
             clusters=args.clusters,
             proxy=not args.without_server_proxy,
+            fast_import_path=args.rfc3987_path,
         )
     finally:
         leftovers = base.reap_leftovers()

@@ -3,7 +3,10 @@
 Snapshots of clusters (and their new events) are handed to the store's writer thread, at most one per
 cluster at a time: changes made while a cluster's write is under way go out as one write of its newest
 state once that write is done, so a burst of changes (hundreds of workers joining) costs a few writes,
-not one per change. A failed save keeps its events for the next one. While the store cannot be written, a write is tried every few
+not one per change. A write's cost grows with the cluster (every worker's row), so the next write of a
+cluster still changing waits :data:`WRITE_PACE` times as long as its last write took (at most
+:data:`MAX_WRITE_PAUSE`): a cluster of 500 workers joining keeps the writer thread busy a quarter of
+the time at most, not all of it (the CPU the joining workers need). A failed save keeps its events for the next one. While the store cannot be written, a write is tried every few
 seconds, so that recovery shows by itself; then every cluster is saved again and the deletions that
 could not be written are written.
 """
@@ -22,6 +25,10 @@ from clustermgr_lab.domain.errors import StoreUnavailable
 from clustermgr_lab.manager.store import ClusterStore, StoreHealth
 
 STORE_RETRY_SECONDS = 2.0
+#: The pause before a cluster's next write, as a multiple of how long its last write took...
+WRITE_PACE = 3.0
+#: ...and at most this many seconds (what a crash can lose of a changing cluster's newest state).
+MAX_WRITE_PAUSE = 1.0
 
 
 def kept_in_store(cluster: ManagedCluster) -> bool:
@@ -62,6 +69,8 @@ class StoreWriter:
         self._unforgotten: dict[str, Path | None] = {}  # deleted clusters the store could not forget yet
         self._in_flight: set[str] = set()  # clusters with a write queued or under way
         self._dirty: dict[str, ManagedCluster] = {}  # changed since: written once their write in flight is done
+        self._started: dict[str, float] = {}  # when each cluster's write in flight was handed to the thread
+        self._paced: dict[str, asyncio.TimerHandle] = {}  # clusters whose next write waits (see WRITE_PACE)
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watch: asyncio.TimerHandle | None = None
@@ -95,11 +104,22 @@ class StoreWriter:
         events = [e.to_dict() for e in cluster.events.since(written)]
         self._events_written[cluster.id] = cluster.events.appended
         self._in_flight.add(cluster.id)
+        self._loop = self._loop or asyncio.get_event_loop()
+        self._started[cluster.id] = self._loop.time()
         future = self.store.save_later(to_record(cluster), events)
         self._follow(future, lambda: self._events_unwritten(cluster.id, written), lambda: self._written(cluster.id))
 
     def _written(self, cluster_id: str) -> None:
-        """In the event loop, once a cluster's write is done (or failed): write what changed meanwhile."""
+        """In the event loop, once a cluster's write is done (or failed): write what changed meanwhile, paced."""
+        took = self._loop.time() - self._started.pop(cluster_id, self._loop.time())
+        pause = min(MAX_WRITE_PAUSE, WRITE_PACE * took)
+        if cluster_id in self._dirty and not self._closing and pause >= 0.005:
+            self._paced[cluster_id] = self._loop.call_later(pause, self._write_dirty, cluster_id)
+            return  # still "in flight": changes meanwhile only mark it
+        self._write_dirty(cluster_id)
+
+    def _write_dirty(self, cluster_id: str) -> None:
+        self._paced.pop(cluster_id, None)
         self._in_flight.discard(cluster_id)
         cluster = self._dirty.pop(cluster_id, None)
         if cluster is not None and not self._closing and self._clusters.get(cluster_id) is cluster:
@@ -113,6 +133,9 @@ class StoreWriter:
         self._events_written.pop(cluster_id, None)
         self._unforgotten.pop(cluster_id, None)
         self._dirty.pop(cluster_id, None)
+        if (paced := self._paced.pop(cluster_id, None)) is not None:
+            paced.cancel()
+            self._in_flight.discard(cluster_id)
         future = self.store.delete_later(cluster_id, workdir)
         self._follow(future, lambda: self._unforgotten.setdefault(cluster_id, workdir))
         return future
@@ -139,6 +162,9 @@ class StoreWriter:
         if self._watch is not None:
             self._watch.cancel()
         self._closing = True
+        for paced in self._paced.values():
+            paced.cancel()
+        self._paced.clear()
         for cluster in list(self._dirty.values()):  # queued after the writes in flight: one writer thread, in order
             self._write(cluster)
         self._dirty.clear()

@@ -16,6 +16,7 @@ from clustermgr_lab.backends.base import SCHEDULER_PROCESS as SCHEDULER
 from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint
 from clustermgr_lab.backends.local.processes import PROCESS_DEFAULTS, LocalProcesses, TrackedProcess, exit_reason
 from clustermgr_lab.backends.local.scheduler import PRELOAD, LocalScheduler, scheduler_command
+from clustermgr_lab.backends.local.scratch import cluster_scratch, remove_cluster_scratch
 from clustermgr_lab.backends.local.standby import Standby
 from clustermgr_lab.common.security import ClusterCredentials
 from clustermgr_lab.domain import options as opt
@@ -34,6 +35,7 @@ def worker_command(
     death_timeout: float = 60,
     credentials: ClusterCredentials | None = None,
     nanny: bool = True,
+    local_directory: Path | None = None,
 ) -> list[str]:
     """The ``dask worker`` command line for one worker of ``group``; any backend may reuse it.
 
@@ -41,7 +43,7 @@ def worker_command(
     waits for the file, so it can start before the scheduler has). With ``credentials`` it speaks
     TLS (and needs :meth:`~clustermgr_lab.common.security.ClusterCredentials.environment` too). Without
     ``nanny`` the worker is the process itself (``--no-nanny``): half the processes, but nothing
-    restarts it or stops it at its memory limit.
+    restarts it or stops it at its memory limit. ``local_directory``: where it spills (see :mod:`.scratch`).
     """
     target = ["--scheduler-file", str(scheduler)] if isinstance(scheduler, Path) else [scheduler]
     command = [
@@ -57,6 +59,8 @@ def worker_command(
     ]  # fmt: skip
     if not nanny:
         command.append("--no-nanny")
+    if local_directory is not None:
+        command += ["--local-directory", str(local_directory)]
     if group.worker_resources:
         command += ["--resources", " ".join(f"{k}={v}" for k, v in group.worker_resources.items())]
     if credentials is not None:
@@ -227,8 +231,12 @@ class LocalBackend(Backend):
         shared_env.update(
             worker_preload_environment(shared_env.get(WORKER_PRELOAD_ENV) or os.environ.get(WORKER_PRELOAD_ENV))
         )
+        scratch = await asyncio.to_thread(cluster_scratch, self.cluster_id)
         for name in names:
-            command = worker_command(scheduler, group, name, self.worker_death_timeout, self.security, self.nanny)
+            command = worker_command(
+                scheduler, group, name, self.worker_death_timeout, self.security, self.nanny,
+                local_directory=scratch / name if scratch else None,
+            )  # fmt: skip
             await self.processes.spawn(name, command, {**shared_env, **self._gpu_env(group, name)})
 
     async def _stop(self, name: str) -> None:
@@ -244,6 +252,7 @@ class LocalBackend(Backend):
         workers = [name for name in self.processes.names() if name != SCHEDULER]
         await asyncio.gather(*(self.processes.stop(name, self.stop_timeout) for name in workers))
         await self.processes.stop_all(self.stop_timeout)
+        await asyncio.to_thread(remove_cluster_scratch, self.cluster_id)
         self._gpu_slots.clear()
         self.address = None
 
