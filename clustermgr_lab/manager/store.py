@@ -35,6 +35,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -501,8 +502,14 @@ class ClusterStore:
     # -- the writer thread ---------------------------------------------------------------------
 
     def save_later(self, record: dict[str, Any], new_events: list[dict[str, Any]]) -> Future:
-        """Queue :meth:`save` on the writer thread; the future fails with :class:`StoreUnavailable`."""
-        return self._writer.submit(self._guarded, self.save, record, new_events)
+        """Queue :meth:`save` on the writer thread; the future gives the CPU-seconds the save took on that thread,
+        or fails with :class:`StoreUnavailable`."""
+        return self._writer.submit(self._cpu_seconds_of, self.save, record, new_events)
+
+    def _cpu_seconds_of(self, operation: Callable, *args: Any) -> float:
+        started = time.thread_time()
+        self._guarded(operation, *args)
+        return time.thread_time() - started
 
     def delete_later(self, cluster_id: str, workdir: str | Path | None = None) -> Future:
         """Queue :meth:`delete` on the writer thread."""

@@ -4,9 +4,10 @@ Snapshots of clusters (and their new events) are handed to the store's writer th
 cluster at a time: changes made while a cluster's write is under way go out as one write of its newest
 state once that write is done, so a burst of changes (hundreds of workers joining) costs a few writes,
 not one per change. A write's cost grows with the cluster (every worker's row), so the next write of a
-cluster still changing waits :data:`WRITE_PACE` times as long as its last write took (at most
-:data:`MAX_WRITE_PAUSE`): a cluster of 500 workers joining keeps the writer thread busy a quarter of
-the time at most, not all of it (the CPU the joining workers need). A failed save keeps its events for the next one. While the store cannot be written, a write is tried every few
+cluster still changing waits :data:`WRITE_PACE` times the CPU-seconds its last write took (its record
+made in the event loop and its save on the writer thread; at most :data:`MAX_WRITE_PAUSE`): a cluster
+of 500 workers joining keeps the writer busy a quarter of a core at most, not all of one (the CPU the
+joining workers need), while a small cluster's next write waits a few milliseconds. A failed save keeps its events for the next one. While the store cannot be written, a write is tried every few
 seconds, so that recovery shows by itself; then every cluster is saved again and the deletions that
 could not be written are written.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
@@ -25,7 +27,7 @@ from clustermgr_lab.domain.errors import StoreUnavailable
 from clustermgr_lab.manager.store import ClusterStore, StoreHealth
 
 STORE_RETRY_SECONDS = 2.0
-#: The pause before a cluster's next write, as a multiple of how long its last write took...
+#: The pause before a cluster's next write, as a multiple of the CPU-seconds its last write took...
 WRITE_PACE = 3.0
 #: ...and at most this many seconds (what a crash can lose of a changing cluster's newest state).
 MAX_WRITE_PAUSE = 1.0
@@ -69,7 +71,7 @@ class StoreWriter:
         self._unforgotten: dict[str, Path | None] = {}  # deleted clusters the store could not forget yet
         self._in_flight: set[str] = set()  # clusters with a write queued or under way
         self._dirty: dict[str, ManagedCluster] = {}  # changed since: written once their write in flight is done
-        self._started: dict[str, float] = {}  # when each cluster's write in flight was handed to the thread
+        self._record_cost: dict[str, float] = {}  # CPU-seconds of making each cluster's record in flight
         self._paced: dict[str, asyncio.TimerHandle] = {}  # clusters whose next write waits (see WRITE_PACE)
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -104,15 +106,20 @@ class StoreWriter:
         events = [e.to_dict() for e in cluster.events.since(written)]
         self._events_written[cluster.id] = cluster.events.appended
         self._in_flight.add(cluster.id)
-        self._loop = self._loop or asyncio.get_event_loop()
-        self._started[cluster.id] = self._loop.time()
-        future = self.store.save_later(to_record(cluster), events)
-        self._follow(future, lambda: self._events_unwritten(cluster.id, written), lambda: self._written(cluster.id))
+        started = time.thread_time()
+        record = to_record(cluster)
+        self._record_cost[cluster.id] = time.thread_time() - started
+        future = self.store.save_later(record, events)
+        self._follow(
+            future, lambda: self._events_unwritten(cluster.id, written), lambda: self._written(cluster.id, future)
+        )
 
-    def _written(self, cluster_id: str) -> None:
+    def _written(self, cluster_id: str, future: Future | None = None) -> None:
         """In the event loop, once a cluster's write is done (or failed): write what changed meanwhile, paced."""
-        took = self._loop.time() - self._started.pop(cluster_id, self._loop.time())
-        pause = min(MAX_WRITE_PAUSE, WRITE_PACE * took)
+        cost = self._record_cost.pop(cluster_id, 0.0)
+        if future is not None and future.exception() is None and isinstance(future.result(), float):
+            cost += future.result()
+        pause = min(MAX_WRITE_PAUSE, WRITE_PACE * cost)
         if cluster_id in self._dirty and not self._closing and pause >= 0.005:
             self._paced[cluster_id] = self._loop.call_later(pause, self._write_dirty, cluster_id)
             return  # still "in flight": changes meanwhile only mark it

@@ -232,12 +232,17 @@ class LocalBackend(Backend):
             worker_preload_environment(shared_env.get(WORKER_PRELOAD_ENV) or os.environ.get(WORKER_PRELOAD_ENV))
         )
         scratch = await asyncio.to_thread(cluster_scratch, self.cluster_id)
+        starts = []
         for name in names:
             command = worker_command(
                 scheduler, group, name, self.worker_death_timeout, self.security, self.nanny,
                 local_directory=scratch / name if scratch else None,
             )  # fmt: skip
-            await self.processes.spawn(name, command, {**shared_env, **self._gpu_env(group, name)})
+            starts.append(self.processes.spawn(name, command, {**shared_env, **self._gpu_env(group, name)}))
+        # All asked of the launcher at once (it answers in turn): no round trip to wait for between two forks.
+        errors = [r for r in await asyncio.gather(*starts, return_exceptions=True) if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
 
     async def _stop(self, name: str) -> None:
         await self.processes.stop(name, self.stop_timeout)
