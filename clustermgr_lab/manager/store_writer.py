@@ -7,7 +7,8 @@ not one per change. A write's cost grows with the cluster (every worker's row), 
 cluster still changing waits :data:`WRITE_PACE` times the CPU-seconds its last write took (its record
 made in the event loop and its save on the writer thread; at most :data:`MAX_WRITE_PAUSE`): a cluster
 of 500 workers joining keeps the writer busy a quarter of a core at most, not all of one (the CPU the
-joining workers need), while a small cluster's next write waits a few milliseconds. A failed save keeps its events for the next one. While the store cannot be written, a write is tried every few
+joining workers need), while a small cluster's next write waits a few milliseconds. A failed save
+keeps its events for the next one. While the store cannot be written, a write is tried every few
 seconds, so that recovery shows by itself; then every cluster is saved again and the deletions that
 could not be written are written.
 """
@@ -71,7 +72,6 @@ class StoreWriter:
         self._unforgotten: dict[str, Path | None] = {}  # deleted clusters the store could not forget yet
         self._in_flight: set[str] = set()  # clusters with a write queued or under way
         self._dirty: dict[str, ManagedCluster] = {}  # changed since: written once their write in flight is done
-        self._record_cost: dict[str, float] = {}  # CPU-seconds of making each cluster's record in flight
         self._paced: dict[str, asyncio.TimerHandle] = {}  # clusters whose next write waits (see WRITE_PACE)
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -108,17 +108,17 @@ class StoreWriter:
         self._in_flight.add(cluster.id)
         started = time.thread_time()
         record = to_record(cluster)
-        self._record_cost[cluster.id] = time.thread_time() - started
+        record_cost = time.thread_time() - started
         future = self.store.save_later(record, events)
         self._follow(
-            future, lambda: self._events_unwritten(cluster.id, written), lambda: self._written(cluster.id, future)
+            future,
+            lambda: self._events_unwritten(cluster.id, written),
+            lambda: self._written(cluster.id, record_cost + (0.0 if future.exception() else future.result())),
         )
 
-    def _written(self, cluster_id: str, future: Future | None = None) -> None:
-        """In the event loop, once a cluster's write is done (or failed): write what changed meanwhile, paced."""
-        cost = self._record_cost.pop(cluster_id, 0.0)
-        if future is not None and future.exception() is None and isinstance(future.result(), float):
-            cost += future.result()
+    def _written(self, cluster_id: str, cost: float) -> None:
+        """In the event loop, once a cluster's write (of ``cost`` CPU-seconds) is done or failed: write what changed
+        meanwhile, paced."""
         pause = min(MAX_WRITE_PAUSE, WRITE_PACE * cost)
         if cluster_id in self._dirty and not self._closing and pause >= 0.005:
             self._paced[cluster_id] = self._loop.call_later(pause, self._write_dirty, cluster_id)
