@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from clustermgr_lab.backends.base import Backend, SchedulerEndpoint
+from clustermgr_lab.cluster import reconciler as reconciler_module
 from clustermgr_lab.cluster.events import EventLog
 from clustermgr_lab.cluster.reconciler import Reconciler
 from clustermgr_lab.domain.errors import BackendError
@@ -111,6 +112,7 @@ async def test_shrinking_asks_the_scheduler_retires_then_stops(tmp_path):
     # When a person lowers the plan to one
     reconciler.set_plan("default", 1, "manual scale", source="manual")
     await reconciler.reconcile()
+    await reconciler.settled()
     # Then the scheduler chose two, they were retired, and only then stopped
     assert backend.calls == [
         ("to_close", ["tcp://w/default-1", "tcp://w/default-2", "tcp://w/default-3"], 2),
@@ -130,10 +132,54 @@ async def test_adaptive_shrink_keeps_a_worker_whose_data_cannot_move(tmp_path):
     # When adaptive mode lowers the plan to zero
     reconciler.set_plan("default", 0, "idle", source="adaptive")
     await reconciler.reconcile()
+    await reconciler.settled()
     # Then the worker holding data is kept and the plan raised back to it
     assert sorted(reconciler.workers) == ["default-1"]
     assert reconciler.spec.group("default").count == 1
     assert ("down", ["default-2"]) in backend.calls
+
+
+async def test_the_next_decision_does_not_wait_for_retired_workers_to_exit(tmp_path, monkeypatch):
+    # Given three connected workers whose processes take long to exit once the scheduler retired them
+    monkeypatch.setattr(reconciler_module, "RETIRED_EXIT_SECONDS", 0.5)
+    reconciler, backend, link, _ = make(tmp_path, count=3)
+    await reconciler.reconcile()
+    connect_all(reconciler)
+    link.exited = lambda name, code: None  # told to close, still running
+    backend.calls.clear()
+    # When adaptive mode shrinks to two, and then at once to one
+    reconciler.set_plan("default", 2, "idle", source="adaptive")
+    await asyncio.wait_for(reconciler.reconcile(), 0.25)
+    reconciler.set_plan("default", 1, "idle", source="adaptive")
+    await asyncio.wait_for(reconciler.reconcile(), 0.25)
+    # Then both workers were retired before either had exited, and are stopping, not live
+    assert [c for c in backend.calls if c[0] == "retire"] == [
+        ("retire", ["tcp://w/default-1"]),
+        ("retire", ["tcp://w/default-2"]),
+    ]
+    assert not [c for c in backend.calls if c[0] == "down"]
+    assert reconciler.worker_counts()["stopping"] == 2
+    # And the backend stops them once their time to exit is up
+    await reconciler.settled()
+    assert sorted(c for c in backend.calls if c[0] == "down") == [("down", ["default-1"]), ("down", ["default-2"])]
+    assert sorted(reconciler.workers) == ["default-3"]
+
+
+async def test_stopping_the_loop_leaves_no_stop_behind(tmp_path, monkeypatch):
+    # Given a retired worker that has not exited yet
+    monkeypatch.setattr(reconciler_module, "RETIRED_EXIT_SECONDS", 60)
+    reconciler, backend, link, _ = make(tmp_path, count=2)
+    await reconciler.reconcile()
+    connect_all(reconciler)
+    link.exited = lambda name, code: None
+    reconciler.set_plan("default", 1, "idle", source="adaptive")
+    await reconciler.reconcile()
+    assert reconciler.worker_counts()["stopping"] == 1
+    # When the reconciler stops (the cluster's teardown closes the backend next)
+    await asyncio.wait_for(reconciler.stop(), 5)
+    # Then no task of it is left waiting
+    assert not reconciler._stopping
+    await reconciler.settled()
 
 
 async def test_workers_the_backend_refuses_drop_out_of_the_plan_with_the_reason(tmp_path):

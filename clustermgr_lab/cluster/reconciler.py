@@ -128,6 +128,7 @@ class Reconciler:
         self._wake = asyncio.Event()
         self._loop: asyncio.Task | None = None
         self._closing: dict[str, asyncio.Event] = {}  # retired workers told to close: set once they exited
+        self._stopping: set[asyncio.Future] = set()  # stops waiting for retired workers to exit first
         self.departures = DepartureWatch(backend, events, lambda: self._spec, on_change)
         self.scale_timer = ScaleTimer(backend.name)
 
@@ -389,6 +390,7 @@ class Reconciler:
 
     async def stop(self) -> None:
         await self.departures.stop()
+        await cancel_and_wait(*self._stopping)  # retired workers told to close end on their own
         if self._loop is not None:
             await cancel_and_wait(self._loop)
             self._loop = None
@@ -467,13 +469,18 @@ class Reconciler:
         await self._retire_and_stop(chosen, group=group, force=force)
 
     async def _retire_and_stop(self, records: list[WorkerRecord], *, group: str | None, force: bool) -> None:
-        """Retire connected workers (their data moves first), then have the backend stop them all."""
+        """Retire connected workers (their data moves first), then have the backend stop them all.
+
+        Workers the scheduler retired and told to close are left to exit on their own, for at most
+        :data:`RETIRED_EXIT_SECONDS`, in a task of their own: the next decision does not wait for them.
+        """
         for record in records:
             record.stopping = True
         self._on_change()
         addresses = {r.name: r.address for r in records if r.address}  # the scheduler's removals clear them
         connected = list(addresses.values())
         retired: set[str] = set()
+        exits: dict[str, asyncio.Event] = {}
         link = self._link()
         if connected and link is not None:
             # Workers whose exit this server sees are told to close by the scheduler (then stop() finds them
@@ -484,14 +491,13 @@ class Reconciler:
             try:
                 retiring = link.retire_workers(connected, close=True) if close else link.retire_workers(connected)
                 retired = set(await retiring)
-                closing = [self._closing[r.name].wait() for r in records if close and addresses.get(r.name) in retired]
-                if closing:
-                    await asyncio.wait_for(asyncio.gather(*closing), RETIRED_EXIT_SECONDS)
-            except asyncio.TimeoutError:
-                log.info("cluster %s: retired workers still running after %g s", self.cluster_id, RETIRED_EXIT_SECONDS)
             finally:
                 for record in records:
-                    self._closing.pop(record.name, None)
+                    event = self._closing.get(record.name)
+                    if event is not None and addresses.get(record.name) in retired and not event.is_set():
+                        exits[record.name] = event
+                    else:
+                        self._closing.pop(record.name, None)
         kept = [r for r in records if r.name in addresses and addresses[r.name] not in retired]
         if kept and not force:
             # Adaptive mode never drops data: keep those workers and raise the plan back.
@@ -505,7 +511,35 @@ class Reconciler:
                 self.events.note(group, why, source="adaptive")
         elif kept:
             self.events.note(group, f"data on {len(kept)} worker(s) could not be moved before closing", source="manual")
+        if exits:
+            stopping = asyncio.ensure_future(self._stop_after_exit(records, exits))
+            self._stopping.add(stopping)
+            stopping.add_done_callback(self._stopping.discard)
+        else:
+            await self._stop(records)
+
+    async def _stop_after_exit(self, records: list[WorkerRecord], exits: dict[str, asyncio.Event]) -> None:
+        """Give retired workers told to close time to exit, then stop what is left of ``records``."""
+        try:
+            await asyncio.wait_for(asyncio.gather(*(event.wait() for event in exits.values())), RETIRED_EXIT_SECONDS)
+        except asyncio.TimeoutError:
+            log.info("cluster %s: retired workers still running after %g s", self.cluster_id, RETIRED_EXIT_SECONDS)
+        finally:
+            for name in exits:
+                self._closing.pop(name, None)
+        try:
+            await self._stop(records)
+        except Exception:
+            log.exception("cluster %s: stopping retired workers failed", self.cluster_id)
+        self._on_change()
+
+    async def _stop(self, records: list[WorkerRecord]) -> None:
         await self.backend.scale_down([r.name for r in records])
         for record in records:
             if self.workers.pop(record.name, None) is not None:
                 self.gone.append(record)
+
+    async def settled(self) -> None:
+        """Wait until the retired workers still exiting are stopped."""
+        while self._stopping:
+            await asyncio.gather(*self._stopping, return_exceptions=True)
