@@ -46,8 +46,14 @@ async def listed(jp_fetch, address: str) -> dict | None:
 
 
 async def test_a_notebooks_local_cluster_is_discovered_and_says_how_it_ended(jp_fetch, jp_serverapp):
-    # Given a kernel started by this server
+    # Given a server no kernel was started in yet: its discovery folder is there, and nothing checks it
+    discovery = next(iter(jp_serverapp.extension_manager.extension_apps["clustermgr_lab"])).discovery
+    await until(lambda: discovery.folder.is_dir(), 30, "the discovery folder made")
+    await asyncio.sleep(0.1)
+    assert not discovery.watching
+    # When a kernel is started by this server
     kernel_id = await jp_serverapp.kernel_manager.start_kernel(kernel_name="python3")
+    assert discovery.watching  # from its start on
     client = jp_serverapp.kernel_manager.get_kernel(kernel_id).client()
     client.start_channels()
     try:

@@ -21,9 +21,16 @@ from .helpers import call, subprocess_env, until
 from .test_discovery import listed, run_in_kernel, scheduler_address
 
 
-def discovery_folder(jp_serverapp) -> Path:
-    manager = jp_serverapp.web_app.settings["clustermgr_manager"]
-    return Path(manager.workdir) / "discovery" / f"server-{os.getpid()}"
+async def discovery_folder(jp_serverapp) -> Path:
+    """The folder this server's kernels announce in, watched as it is once a kernel has started."""
+    app = next(iter(jp_serverapp.extension_manager.extension_apps["clustermgr_lab"]))
+
+    async def a_kernel_was_given_the_folder() -> bool:
+        return bool(app.discovery.kernel_variables(os.environ))  # what each kernel's start does
+
+    await until(a_kernel_was_given_the_folder, 30, "discovery ready")
+    assert app.discovery.watching
+    return app.discovery.folder
 
 
 @pytest.fixture
@@ -57,7 +64,7 @@ async def test_bad_announcement_files_are_skipped_and_a_good_one_is_still_listed
 ):
     caplog.set_level(logging.WARNING)
     pid, address = child_scheduler
-    folder = discovery_folder(jp_serverapp)
+    folder = await discovery_folder(jp_serverapp)
     await until(lambda: _exists(folder), 30, "the discovery folder created")
     # Given every kind of bad file at once
     announce(folder, "a-pid-text.json", {"address": address, "pid": "abc"})
@@ -87,7 +94,7 @@ async def test_bad_announcement_files_are_skipped_and_a_good_one_is_still_listed
 
 async def test_a_flood_of_files_stays_bounded_and_the_list_stays_fast(jp_fetch, jp_serverapp, child_scheduler):
     pid, _ = child_scheduler
-    folder = discovery_folder(jp_serverapp)
+    folder = await discovery_folder(jp_serverapp)
     await until(lambda: _exists(folder), 30, "the discovery folder created")
     # Given 2,000 announcements naming 2,000 different loopback addresses (port 9: nothing listens, refused at once)
     for n in range(2000):

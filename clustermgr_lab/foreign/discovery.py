@@ -5,7 +5,8 @@ only kernels: :mod:`clustermgr_lab.web.kernel_environment`)
 that make every scheduler started in a kernel load :mod:`clustermgr_lab.preloads.discovery`, which drops
 one small JSON file per scheduler into the discovery folder and removes it when the scheduler closes.
 Here, one cheap ``stat`` of that folder per interval (in a thread, off the event loop) notices the
-change; only then is the folder read. Each announced scheduler is attached (backend ``external``,
+change; only then is the folder read. Nothing writes there before this server has started a kernel,
+so the folder is watched from the first kernel on: a server nobody opened a notebook in checks nothing. Each announced scheduler is attached (backend ``external``,
 template ``discovered``).
 
 How it ended is known, not guessed: the preload removes the file when its scheduler closes, before
@@ -107,8 +108,8 @@ class ClusterDiscovery(LoggingConfigurable):
         0.25,
         config=True,
         help="Seconds between two checks of the discovery folder (one stat call each; the folder is "
-        "only read when it changed). Announced clusters appear within about this time plus the "
-        "time to reach their scheduler.",
+        "only read when it changed), from the first kernel this server starts on. Announced clusters "
+        "appear within about this time plus the time to reach their scheduler.",
     )
 
     def __init__(self, manager: ClusterManager, **kwargs):
@@ -122,7 +123,9 @@ class ClusterDiscovery(LoggingConfigurable):
         ] = {}  # cluster id -> (its file, the notebook or kernel that started it)
         self._dead: set[str] = set()  # announcement files this server removed: their kernel died, nothing closed
         self._mtime: int | None = None
-        self._task: asyncio.Task | None = None
+        self._ready = False  # the folder is made and safe: kernels may be told about it
+        self._task: asyncio.Task | None = None  # the watch, from the first kernel on
+        self._tidy: asyncio.Task | None = None  # removing folders of servers that are gone, once
         self._reported: set[str] = set()  # announcement files already logged as unacceptable
         self._reported_excess = False
 
@@ -141,12 +144,16 @@ class ClusterDiscovery(LoggingConfigurable):
 
     def kernel_variables(self, env: Mapping[str, str]) -> dict[str, str]:
         """What one kernel about to start with ``env`` gets (:mod:`clustermgr_lab.web.kernel_environment`):
-        nothing while discovery is off."""
-        return self.kernel_environment(env) if self._task is not None else {}
+        nothing while discovery is off. The first kernel starts the watch of the folder."""
+        if not self._ready:
+            return {}
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._watch())
+        return self.kernel_environment(env)
 
     def start(self) -> None:
-        """Watch the folder; kernels started from now on get :meth:`kernel_variables`."""
-        if not self.enabled or self._task is not None:
+        """Make the folder; kernels started from now on get :meth:`kernel_variables` (and the first starts the watch)."""
+        if not self.enabled or self._ready:
             return
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
@@ -154,19 +161,27 @@ class ClusterDiscovery(LoggingConfigurable):
         except PermissionError as exc:
             self.log.error("clustermgr: cluster discovery is off: %s", exc)
             return
-        self._task = asyncio.ensure_future(self._watch())
+        self._ready = True
+        self._tidy = asyncio.ensure_future(self._remove_stale_folders())
+
+    @property
+    def watching(self) -> bool:
+        """Whether the folder is being watched (from the first kernel this server started on)."""
+        return self._task is not None
 
     async def stop(self) -> None:
-        if self._task is not None:
-            await cancel_and_wait(self._task)
-            self._task = None
+        await cancel_and_wait(self._task, self._tidy)
+        self._task = self._tidy = None
+        self._ready = False
         await asyncio.to_thread(shutil.rmtree, self.folder, True)
 
-    async def _watch(self) -> None:
+    async def _remove_stale_folders(self) -> None:
         try:
             await asyncio.to_thread(remove_stale_folders, self.folder.parent, self.log)
         except OSError as exc:
             self.log.warning("clustermgr: could not remove stale discovery folders: %s", exc)
+
+    async def _watch(self) -> None:
         while True:
             try:
                 announcements = await asyncio.to_thread(self._read_if_changed)
