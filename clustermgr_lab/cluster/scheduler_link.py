@@ -98,14 +98,13 @@ class SchedulerLink(LoggingConfigurable):
     ):
         super().__init__(**kwargs)
         self.address = address
-        self._connection_args = connection_args(security)
+        self._security = security
+        self._connection_args: dict[str, Any] = {}  # made by start(): reading the certificates is file I/O
         self._on_added = on_added
         self._on_removed = on_removed
         self._on_lost = on_lost
         self._on_responsive = on_responsive
-        from distributed.core import rpc  # imported with the first cluster, not with the server
-
-        self._rpc = rpc(address, connection_args=self._connection_args)
+        self._rpc: Any = None  # distributed's rpc to the scheduler, from start() on
         self._comm = None
         self._reader: asyncio.Task | None = None
         self._heartbeat: asyncio.Task | None = None
@@ -116,7 +115,11 @@ class SchedulerLink(LoggingConfigurable):
 
     async def start(self, timeout: float = 30) -> None:
         from distributed.comm import connect
+        from distributed.core import rpc  # imported with the first cluster, not with the server
 
+        if self._security is not None:  # the TLS context loads the cluster's certificate files: off the event loop
+            self._connection_args = await asyncio.to_thread(connection_args, self._security)
+        self._rpc = rpc(self.address, connection_args=self._connection_args)
         self._comm = await connect(self.address, timeout=timeout, **self._connection_args)
         await self._comm.write({"op": self.subscribe_op})
         identity = await self._call(self._comm.read(), timeout, "the worker subscription")
@@ -221,6 +224,8 @@ class SchedulerLink(LoggingConfigurable):
         if self._comm is not None:
             self._comm.abort()  # not close(): a stopped scheduler would never acknowledge it
         await cancel_and_wait(self._heartbeat, self._reader)
+        if self._rpc is None:  # never started
+            return
         try:
             await asyncio.wait_for(self._rpc.close_rpc(), self.call_timeout)
         except asyncio.TimeoutError:
