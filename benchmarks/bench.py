@@ -221,9 +221,16 @@ def cm_delete(server: Server, stream: Stream, cid: str) -> float:
     return t1 - t0
 
 
+#: Target of a create that is not a server's first (quiet and loaded), against LocalCluster's.
+LATER_CREATES = 0.3
+#: Seconds from a create's POST over which ``GET api/status`` is polled (each side the same number of samples,
+#: whichever finishes first; a create that takes longer is polled until it is done).
+STATUS_WINDOW = 1.0
+
+
 def cm_lifecycle(server: Server, stream: Stream) -> dict[str, float]:
     out: dict[str, float] = {}
-    with base.StatusPoller(server) as poller:
+    with base.StatusPoller(server, window=STATUS_WINDOW) as poller:
         cid, out["create"] = cm_create(server, stream, 2)
     out["status_p99_during_create"] = percentile(poller.latencies, 99)
     out["scale_2_4"] = cm_scale(server, stream, cid, 4)
@@ -319,7 +326,7 @@ def lab_delete(server: Server, cid: str) -> float:
 
 def lab_lifecycle(server: Server) -> dict[str, float]:
     out: dict[str, float] = {}
-    with base.StatusPoller(server) as poller:
+    with base.StatusPoller(server, window=STATUS_WINDOW) as poller:
         cid, out["create"] = lab_create(server, 2)
     out["status_p99_during_create"] = percentile(poller.latencies, 99)
     t0 = now()
@@ -783,7 +790,7 @@ def loaded_rows(
     load = f"load average {loaded.load_before:.1f} -> {load_after:.1f}" + (
         "" if loaded.reached else f" (did not reach {LOADED_AVERAGE:g})"
     )
-    create = ratio_rows("create -> 2 workers running, machine loaded", ours, theirs, "LocalCluster", 0.5)
+    create = ratio_rows("create -> 2 workers running, machine loaded", ours, theirs, "LocalCluster", LATER_CREATES)
     create[-1]["note"] = f"{LOADED_HOGS} busy processes; {many} idle clusters beside; {load}"
     return create + [
         row(
@@ -941,7 +948,7 @@ def lifecycle_rows(
         col("clustermgr", "create"),
         col("LocalCluster", "create"),
         "LocalCluster",
-        0.5,
+        LATER_CREATES,
     )
     rows += ratio_rows(
         "scale 2 -> 4 workers",
@@ -1034,7 +1041,10 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
             if "lifecycle" in parts:
                 with base.quiet_stderr(tmp / "raw.log"):
                     base.make_local_cluster(2).close()  # warm-up of the other side
-                rows += lifecycle_rows(args, tmp, cm_server, stream, None)
+                if args.labext_python:  # the side-by-side rows
+                    lab = start_labextension(tmp, args.labext_python)
+                    lab_delete(lab, lab_create(lab, 2)[0])
+                rows += lifecycle_rows(args, tmp, cm_server, stream, lab)
             if "create-profile" in parts:
                 rows += create_profile(cm_server, stream, tmp / "clustermgr", args.repeat)
             if "bursty" in parts:
