@@ -15,7 +15,9 @@
 #     slurmd, slurmstepd; munged; sge_qmaster, sge_execd, sge_shepherd), unless KEEP_SERVICES=1 kept them;
 #   - SLURM jobs whose script lies below RUN_DIR (pytest's --basetemp is RUN_DIR/pytest);
 #   - network namespaces, and the test bed's links (cm-*: bridge and veths), that did not exist at the snapshot;
-#   - system users and folders under /home that did not exist at the snapshot (the hub test's alice and bob);
+#   - users and folders under /home that did not exist at the snapshot (the hub test's alice and bob): users with a
+#     uid from 1000 up or the hub's mark; system users (uid below 1000) that a package the run installed created
+#     (Grid Engine's sgeadmin, exim's Debian-exim) belong to that installed software, not to the run;
 #   - the test bed's daemons (their pid files in $TESTBED_STATE) when this run started the bed (RUN_DIR/started).
 # Things that are still stopping get LEFTOVER_GRACE seconds (default 15) to go before they count.
 set -uo pipefail
@@ -34,6 +36,13 @@ netns() { ip netns list 2>/dev/null | awk '{ print $1 }' | sort; }
 testbed_links() { ip -o link show 2>/dev/null | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | { grep '^cm-' || true; } | sort; }
 TESTBED_STATE="${TESTBED_STATE:-/tmp/clustermgr-testbed}"
 users() { getent passwd | cut -d: -f1 | sort; }
+TEST_USER_MARK="clustermgr-lab test user"  # ci/hub/start-hub.sh's --comment
+made_by_run() {  # made_by_run NAME: a login user (uid >= 1000) or one the hub marked, not a package's system user
+  local entry uid gecos
+  entry=$(getent passwd "$1") || return 1
+  uid=$(echo "$entry" | cut -d: -f3) gecos=$(echo "$entry" | cut -d: -f5)
+  [ "$uid" -ge 1000 ] || [ "$gecos" = "$TEST_USER_MARK" ]
+}
 homes() { find /home -mindepth 1 -maxdepth 1 2>/dev/null | sort; }
 
 parent() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $2 }'; }
@@ -114,7 +123,9 @@ leftovers() {  # prints one line per leftover
     comm -13 "$RUN_DIR/links.before" <(testbed_links) | sed 's/^/  network link /'
   fi
   if [ -f "$RUN_DIR/users.before" ]; then
-    comm -13 "$RUN_DIR/users.before" <(users) | sed 's/^/  system user /'
+    comm -13 "$RUN_DIR/users.before" <(users) | while read -r name; do
+      if made_by_run "$name"; then echo "  system user $name"; fi
+    done
   fi
   if [ -f "$RUN_DIR/homes.before" ]; then
     comm -13 "$RUN_DIR/homes.before" <(homes) | sed 's/^/  home folder /'

@@ -113,6 +113,25 @@ def test_check_leftovers_fails_on_a_user_the_run_created(tmp_path, test_user):
 
 
 @needs_root
+def test_check_leftovers_leaves_a_packages_system_user_alone(tmp_path):
+    """Given a snapshot, when a package installed during the run adds its system user (as Grid Engine's sgeadmin
+    or exim's Debian-exim are added), the check does not count that user: it belongs to the installed software."""
+    run_dir = tmp_path / "run"
+    name = f"cmp{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if k != "CLUSTERMGR_TEST_RUN"} | {"LEFTOVER_GRACE": "0"}
+    script = str(REPO / "ci" / "check-leftovers.sh")
+    subprocess.run(["bash", script, "snapshot", str(run_dir)], env=env, check=True, timeout=60)
+    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    try:
+        checked = subprocess.run(
+            ["bash", script, "check", str(run_dir)], env=env, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
+    assert name not in checked.stdout + checked.stderr
+
+
+@needs_root
 def test_stop_hub_waits_for_a_users_exiting_processes_then_removes_the_user(tmp_path, test_user):
     """Given a created user whose last process is still exiting, when the hub is stopped, the user and home go."""
     state = tmp_path / "run" / "hub"
