@@ -6,8 +6,8 @@ that make every scheduler started in a kernel load :mod:`clustermgr_lab.preloads
 one small JSON file per scheduler into the discovery folder and removes it when the scheduler closes.
 Here, one cheap ``stat`` of that folder per interval (in a thread, off the event loop) notices the
 change; only then is the folder read. Nothing writes there before this server has started a kernel,
-so the folder is watched from the first kernel on: a server nobody opened a notebook in checks nothing. Each announced scheduler is attached (backend ``external``,
-template ``discovered``).
+so the folder is watched from the first kernel on: a server nobody opened a notebook in checks
+nothing. Each announced scheduler is attached (backend ``external``, template ``discovered``).
 
 How it ended is known, not guessed: the preload removes the file when its scheduler closes, before
 the scheduler drops its connections (distributed tears preloads down first); a kernel that dies
