@@ -16,8 +16,9 @@
 #   - SLURM jobs whose script lies below RUN_DIR (pytest's --basetemp is RUN_DIR/pytest);
 #   - network namespaces, and the test bed's links (cm-*: bridge and veths), that did not exist at the snapshot;
 #   - users and folders under /home that did not exist at the snapshot (the hub test's alice and bob): users with a
-#     uid from 1000 up or the hub's mark; system users (uid below 1000) that a package the run installed created
-#     (Grid Engine's sgeadmin, exim's Debian-exim) belong to that installed software, not to the run;
+#     login user's uid (UID_MIN to UID_MAX of /etc/login.defs: 1000 to 60000) or the hub's mark; system users that
+#     a package the run installed created (Grid Engine's sgeadmin and exim's Debian-exim below 1000, SLURM's slurm
+#     at 64030, in Debian's range of fixed package uids) belong to that installed software, not to the run;
 #   - the test bed's daemons (their pid files in $TESTBED_STATE) when this run started the bed (RUN_DIR/started).
 # Things that are still stopping get LEFTOVER_GRACE seconds (default 15) to go before they count.
 set -uo pipefail
@@ -37,11 +38,17 @@ testbed_links() { ip -o link show 2>/dev/null | awk -F': ' '{ sub(/@.*/, "", $2)
 TESTBED_STATE="${TESTBED_STATE:-/tmp/clustermgr-testbed}"
 users() { getent passwd | cut -d: -f1 | sort; }
 TEST_USER_MARK="clustermgr-lab test user"  # ci/hub/start-hub.sh's --comment
-made_by_run() {  # made_by_run NAME: a login user (uid >= 1000) or one the hub marked, not a package's system user
+login_defs() {  # login_defs KEY DEFAULT: a value of /etc/login.defs
+  local value
+  value=$(awk -v key="$1" '$1 == key { print $2 }' /etc/login.defs 2>/dev/null | tail -n 1)
+  echo "${value:-$2}"
+}
+UID_MIN=$(login_defs UID_MIN 1000) UID_MAX=$(login_defs UID_MAX 60000)
+made_by_run() {  # made_by_run NAME: a login user (a uid in UID_MIN..UID_MAX) or one the hub marked, not a package's
   local entry uid gecos
   entry=$(getent passwd "$1") || return 1
   uid=$(echo "$entry" | cut -d: -f3) gecos=$(echo "$entry" | cut -d: -f5)
-  [ "$uid" -ge 1000 ] || [ "$gecos" = "$TEST_USER_MARK" ]
+  { [ "$uid" -ge "$UID_MIN" ] && [ "$uid" -le "$UID_MAX" ]; } || [ "$gecos" = "$TEST_USER_MARK" ]
 }
 homes() { find /home -mindepth 1 -maxdepth 1 2>/dev/null | sort; }
 

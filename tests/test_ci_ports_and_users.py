@@ -9,6 +9,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -112,16 +113,26 @@ def test_check_leftovers_fails_on_a_user_the_run_created(tmp_path, test_user):
     assert f"system user {test_user}" not in clean.stdout + clean.stderr
 
 
+def _free_uid(low: int, high: int) -> int:
+    taken = {entry.pw_uid for entry in pwd.getpwall()}
+    return next(uid for uid in range(low, high) if uid not in taken)
+
+
 @needs_root
-def test_check_leftovers_leaves_a_packages_system_user_alone(tmp_path):
+@pytest.mark.parametrize("uid", ["system", "fixed"])
+def test_check_leftovers_leaves_a_packages_system_user_alone(tmp_path, uid):
     """Given a snapshot, when a package installed during the run adds its system user (as Grid Engine's sgeadmin
-    or exim's Debian-exim are added), the check does not count that user: it belongs to the installed software."""
+    or exim's Debian-exim are added below uid 1000, or SLURM's slurm at Debian's fixed uid 64030), the check does
+    not count that user: it belongs to the installed software."""
     run_dir = tmp_path / "run"
     name = f"cmp{uuid.uuid4().hex[:8]}"
     env = {k: v for k, v in os.environ.items() if k != "CLUSTERMGR_TEST_RUN"} | {"LEFTOVER_GRACE": "0"}
     script = str(REPO / "ci" / "check-leftovers.sh")
     subprocess.run(["bash", script, "snapshot", str(run_dir)], env=env, check=True, timeout=60)
-    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    chosen = [] if uid == "system" else ["--uid", str(_free_uid(64000, 65000))]  # Debian's fixed package uids
+    subprocess.run(
+        ["useradd", "--system", *chosen, "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True
+    )
     try:
         checked = subprocess.run(
             ["bash", script, "check", str(run_dir)], env=env, capture_output=True, text=True, timeout=120
