@@ -32,8 +32,8 @@ from .helpers import alive, subprocess_env
 NOBODY = 65534
 
 
-def start_launcher(socket_path: Path, log: Path, max_fds: int | None = None) -> subprocess.Popen:
-    """A launcher that preloads nothing (fast to start), on ``socket_path``."""
+def start_launcher(socket_path: Path, log: Path, max_fds: int | None = None, preload: str = "") -> subprocess.Popen:
+    """A launcher on ``socket_path`` that preloads ``preload`` (by default nothing: fast to start)."""
 
     def limit() -> None:
         if max_fds is not None:
@@ -41,7 +41,7 @@ def start_launcher(socket_path: Path, log: Path, max_fds: int | None = None) -> 
 
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "clustermgr_lab.backends.local.forkserver", str(socket_path), "--idle-timeout", "30", "--preload", ""],
+            [sys.executable, "-m", "clustermgr_lab.backends.local.forkserver", str(socket_path), "--idle-timeout", "30", "--preload", preload],
             env=subprocess_env(PYTHONUNBUFFERED="1"), stdin=subprocess.DEVNULL, stdout=out, stderr=out, preexec_fn=limit,
         )  # fmt: skip
     deadline = time.monotonic() + 120
@@ -359,3 +359,36 @@ async def test_the_launchers_forks_are_counted_as_scheduler_and_worker_not_other
         await launcher.close()
         for pid in alive(pids):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_children_asked_for_together_start_once_all_of_them_are_forked(tmp_path):
+    # Given a launcher with dask's worker command preloaded (a forked `dask worker --version` prints at once)
+    socket_path = tmp_path / "l.sock"
+    process = start_launcher(socket_path, tmp_path / "launcher.log", preload="distributed.cli.dask_worker")
+    try:
+        # When a client asks for 30 of them in one write, as a scale-up does
+        logs = [tmp_path / f"w{i}.log" for i in range(30)]
+        argv = [sys.executable, "-m", "distributed.cli.dask_worker", "--version"]
+        requests = b"".join(
+            json.dumps(
+                {"op": "spawn", "id": i, "argv": argv, "env": {}, "log": str(log), "cwd": str(tmp_path)}
+            ).encode()
+            + b"\n"
+            for i, log in enumerate(logs)
+        )
+        with connect(socket_path) as client:
+            client.sendall(requests)
+            answers = replies(client, 30)
+        # Then every one was forked, and none ran its command before the last one was forked
+        assert all("pid" in a for a in answers), answers
+        last_fork = max(a["create_time"] for a in answers)
+        deadline = time.monotonic() + 60
+        while not all(log.exists() and log.stat().st_size for log in logs):
+            assert time.monotonic() < deadline, "a forked `dask worker --version` printed nothing"
+            time.sleep(0.05)
+        first_output = min(log.stat().st_mtime for log in logs)
+        # (a process's start time is counted in clock ticks: 10 ms)
+        assert first_output >= last_fork - 0.01, f"a child ran {last_fork - first_output:.3f} s before the last fork"
+    finally:
+        process.kill()
+        process.wait()

@@ -13,6 +13,11 @@ anyone. It reaps its children and reports each exit to every connected server. I
 had no server connected and no child running for ``idle_timeout`` seconds, so it neither dies with a
 server (clusters may outlive one) nor stays around forever; the next server of the same work folder
 re-uses it while it runs. The server's side is :mod:`.launcher`.
+
+Children forked for requests that arrive together (a scale-up asks for every worker at once) wait,
+once in their session, until the launcher has read and forked all of them (:class:`Batch`): each
+fork then takes the launcher a few milliseconds instead of tens while the children forked before it
+compete for the same cores, and the held children start together.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ MAX_LINE_BYTES = 1 << 20  # one request (a spawn's environment included); a long
 MAX_PENDING_BYTES = 4 << 20  # replies a client has not read yet; past it the client is dropped
 MAX_CLIENTS = 64
 ACCEPT_PAUSE = 0.5  # seconds without accepting after accept() failed (e.g. out of file descriptors)
+MAX_HOLD = 5.0  # seconds the first child of a batch waits at most for the batch to be forked
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +130,21 @@ class Client:
         self.outgoing = bytearray()
 
 
+class Batch:
+    """Children forked in a row, waiting to go on until the launcher closes :attr:`go` (EOF on :attr:`wait`).
+
+    The launcher's exit closes it too, so no child waits for a launcher that is gone.
+    """
+
+    def __init__(self) -> None:
+        self.wait, self.go = os.pipe()
+        self.started = time.monotonic()
+
+    def release(self) -> None:
+        os.close(self.go)
+        os.close(self.wait)
+
+
 class Launcher:
     """The launcher process's loop: accept servers, fork on request, reap and report exits.
 
@@ -141,6 +162,7 @@ class Launcher:
         self.selector = selectors.DefaultSelector()
         self.clients: dict[socket.socket, Client] = {}
         self.children: dict[int, str] = {}
+        self.batch: Batch | None = None  # the children forked since the last release (see _release)
         #: Children that end with the connection that asked for them (standby schedulers): PID -> that connection.
         self.tied: dict[int, socket.socket] = {}
         self.stopping = False
@@ -176,6 +198,7 @@ class Launcher:
             if self.accept_paused_until is not None and time.monotonic() >= self.accept_paused_until:
                 self.accept_paused_until = None
                 self.selector.register(self.listener, selectors.EVENT_READ, "accept")
+            self._release()
             self._reap()
             if self.clients or self.children:
                 idle_since = None
@@ -309,6 +332,24 @@ class Launcher:
             for connection in list(self.clients):
                 self._send(connection, event)
 
+    def _release(self) -> None:
+        """Let the batch's children go on once no client has more to send (or the batch waited MAX_HOLD s)."""
+        if self.batch is None:
+            return
+        if time.monotonic() - self.batch.started < MAX_HOLD and self._more_to_read():
+            return
+        self.batch.release()
+        self.batch = None
+
+    def _more_to_read(self) -> bool:
+        """Whether a client has sent part of a request, or more that is not read yet (likely the same batch)."""
+        if any(client.incoming for client in self.clients.values()):
+            return True
+        return any(
+            key.fileobj in self.clients and events & selectors.EVENT_READ
+            for key, events in self.selector.select(timeout=0)
+        )
+
     def _fork(self, request: dict) -> int:
         argv = request.get("argv")
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv) or not forkable(argv):
@@ -328,10 +369,16 @@ class Launcher:
         sys.stderr.flush()
         # The reply waits until the child is in its own session: a killpg(pid) right after it must work.
         in_session, tell_parent = os.pipe()
+        if self.batch is None:
+            self.batch = Batch()
         pid = os.fork()
         if pid == 0:
             os.close(in_session)
-            run_child(argv, env, request["log"], request.get("cwd") or "/", inherited, tell_parent, yaml_config)
+            os.close(self.batch.go)
+            run_child(
+                argv, env, request["log"], request.get("cwd") or "/", inherited, tell_parent, yaml_config,
+                self.batch.wait,
+            )  # fmt: skip
         os.close(tell_parent)
         try:
             os.read(in_session, 1)  # b"" if the child died first: its exit is reported as usual
@@ -364,8 +411,11 @@ def run_child(
     inherited: list[int],
     tell_parent: int,
     yaml_config: dict | None = None,
+    batch: int | None = None,
 ) -> None:
     """In the forked child: a session of its own, output to ``log_path``, then the dask CLI. Never returns.
+
+    ``batch``: a pipe's read end to wait on (until EOF) once in the session, before anything else runs.
 
     ``yaml_config`` is dask's YAML configuration as the launcher parsed it (see :class:`YamlConfig`);
     None: the child reads the files itself.
@@ -375,7 +425,10 @@ def run_child(
         os.setsid()
         os.write(tell_parent, b"1")
         os.close(tell_parent)
-        default_signals()
+        default_signals()  # before waiting: a killpg while it waits stops it
+        if batch is not None:
+            os.read(batch, 1)  # b"" once the launcher has forked the whole batch (or exited)
+            os.close(batch)
         # The nanny forks its worker from a thread while its event loop holds SIGTERM and SIGINT:
         # without this, the worker would inherit handlers that only wake the nanny's loop.
         os.register_at_fork(after_in_child=default_signals)
