@@ -111,6 +111,16 @@ def stored_workers(store: Path, cluster_id: str) -> dict[str, dict]:
     return records
 
 
+def stored_usage(store: Path, cluster_id: str) -> dict:
+    """The cluster's stored usage record (``as_of``, ``rates``, ``groups``, ``days``), read straight from the store."""
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        row = db.execute("SELECT usage FROM clusters WHERE id = ?", (cluster_id,)).fetchone()
+    finally:
+        db.close()
+    return json.loads(row[0]) if row and row[0] else {}
+
+
 def stored_cluster_ids(store: Path) -> list[str]:
     db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     try:

@@ -26,6 +26,7 @@ from .server_process import (
     orphans,
     same_process,
     stored_cluster_ids,
+    stored_usage,
     stored_workers,
 )
 
@@ -77,6 +78,13 @@ def test_a_local_adaptive_cluster_survives_sigkill_with_the_same_processes_and_g
     client = server.client()
     cluster = client.create(name="durable", spec={"groups": [SMALL]}, adapt={"minimum": 2, "maximum": 4})
     before = client.wait(cluster["id"], running_with(2), timeout=120)
+    # And the store holds its 2 running workers' usage rate (a cluster's newest state is written within
+    # MAX_WRITE_PAUSE of a change: a crash sooner may lose it, and the time they ran unwatched with it)
+    eventually(
+        lambda: sum(rate[0] for rate in stored_usage(place.store, cluster["id"]).get("rates", {}).values()) == 2,
+        30,
+        "the store to hold the 2 running workers' usage rate",
+    )
     processes = place.remember(cluster["id"])
     assert set(processes) == {"scheduler", "default-1", "default-2"}
 
