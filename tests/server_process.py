@@ -97,14 +97,16 @@ class JupyterServer:
         return self.process.wait(timeout)
 
 
+def read_only(store: Path) -> contextlib.closing[sqlite3.Connection]:
+    """A read-only connection to the store, closed at the end of its ``with`` block."""
+    return contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True))
+
+
 def stored_workers(store: Path, cluster_id: str) -> dict[str, dict]:
     """Worker name -> its stored process record (pid, create_time or job_id), read straight from the store."""
-    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    try:
+    with read_only(store) as db:
         rows = db.execute("SELECT name, process FROM workers WHERE cluster_id = ?", (cluster_id,)).fetchall()
         state = db.execute("SELECT backend_state FROM clusters WHERE id = ?", (cluster_id,)).fetchone()
-    finally:
-        db.close()
     records = {name: json.loads(process) for name, process in rows}
     if state:
         records["scheduler"] = json.loads(state[0]).get("scheduler")
@@ -113,20 +115,14 @@ def stored_workers(store: Path, cluster_id: str) -> dict[str, dict]:
 
 def stored_usage(store: Path, cluster_id: str) -> dict:
     """The cluster's stored usage record (``as_of``, ``rates``, ``groups``, ``days``), read straight from the store."""
-    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    try:
+    with read_only(store) as db:
         row = db.execute("SELECT usage FROM clusters WHERE id = ?", (cluster_id,)).fetchone()
-    finally:
-        db.close()
     return json.loads(row[0]) if row and row[0] else {}
 
 
 def stored_cluster_ids(store: Path) -> list[str]:
-    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    try:
+    with read_only(store) as db:
         return [row[0] for row in db.execute("SELECT id FROM clusters")]
-    finally:
-        db.close()
 
 
 def same_process(record: dict) -> bool:
