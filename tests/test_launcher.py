@@ -199,7 +199,7 @@ async def test_exits_are_still_noticed_after_the_launcher_is_gone(tmp_path):
 FORK_READS_NO_VERSIONS = """
 import os, subprocess, importlib.metadata
 import distributed.versions
-from clustermgr_lab.backends.local.forkserver import warm_version_report
+from clustermgr_lab.backends.local.fork_warmup import warm_version_report
 
 assert warm_version_report()
 pid = os.fork()
