@@ -18,6 +18,10 @@ and this file runs it alone::
   2 s later (``THINK``) a cluster of the default template with 2 workers, POST → 2 running;
   against ``LocalCluster(n_workers=2)`` in this process (≤ 0.5×). The same POST at once after the
   sidebar opened (it waits for the launcher's start) is reported as a figure.
+- **After the last cluster**: the same two servers, once the first create's cluster is deleted and
+  the server has let the warm launcher and standby go (``WarmLauncher.release_after``, the product's
+  120 s unless ``release_after`` is given, plus 5 s), measured as at first: the issue asks that a
+  server whose clusters are all gone return to the idle footprint within a few minutes.
 - **Boot**: ``python -m jupyter_server`` started → its API answers (``GET api/status``, and with
   the extension ``GET clustermgr/api/clusters``), on and off in turn, ``repeat`` times each.
 - **Re-adoption**: a server (``on_shutdown = "keep"``) makes ``clusters`` clusters of 1 worker
@@ -49,16 +53,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as base  # noqa: E402
 from harness import BenchError, Server, Stream, log, now  # noqa: E402
 
+from clustermgr_lab.backends.local.launcher import WarmLauncher  # noqa: E402
+
 MiB = 2**20
 #: Seconds between the sidebar's opening and the first create (a person reading it before a click).
 THINK = 2.0
+#: The product's ``WarmLauncher.release_after``: how long a server keeps the warm launcher after its last cluster.
+RELEASE_AFTER = float(WarmLauncher.release_after.default_value)
 SMALL = {"groups": [{"name": "default", "count": 1, "threads": 1, "memory": base.MEMORY}]}
 
 Row = Callable[..., dict[str, Any]]
 
 
 def server(
-    tmp: Path, name: str, on: bool, proxy: bool = True, env: dict[str, str] | None = None, **manager: Any
+    tmp: Path,
+    name: str,
+    on: bool,
+    proxy: bool = True,
+    env: dict[str, str] | None = None,
+    release_after: float | None = None,
+    **manager: Any,
 ) -> Server:
     """A Jupyter server with the extension on or off (its API is waited for, not the extension's templates).
 
@@ -74,6 +88,8 @@ def server(
             **manager,
         }
         config["WarmLauncher"] = {"idle_timeout": 1.0}  # gone soon after the server: the leftover check waits 10 s
+        if release_after is not None:
+            config["WarmLauncher"]["release_after"] = release_after
     folder = tmp / name
     folder.mkdir(parents=True, exist_ok=True)
     result = Server(folder, config=config, env=env, ready_path="clustermgr/api/clusters" if on else "api/status")
@@ -148,11 +164,16 @@ def stop(*servers: Server | None) -> None:
             s.stop()
 
 
-def idle_rows(tmp: Path, seconds: float, row: Row, proxy: bool = True) -> tuple[list[dict], Server | None]:
-    """The idle rows; returns them and the server with the extension on, still running (for the first create)."""
+def idle_rows(
+    tmp: Path, seconds: float, row: Row, proxy: bool = True, release_after: float | None = None
+) -> tuple[list[dict], Server, Server]:
+    """The idle rows; returns them and both servers, still running (for the first create and the rows after it)."""
     on = off = None
     try:
-        on, off = server(tmp, "idle-on", True, proxy), server(tmp, "idle-off", False, proxy)
+        on, off = (
+            server(tmp, "idle-on", True, proxy, release_after=release_after),
+            server(tmp, "idle-off", False, proxy),
+        )
         for s in (on, off):
             s.start()
         log(f"footprint: both servers answer; measuring for {seconds:g} s (load average {os.getloadavg()[0]:.2f})")
@@ -160,7 +181,6 @@ def idle_rows(tmp: Path, seconds: float, row: Row, proxy: bool = True) -> tuple[
     except BaseException:
         stop(on, off)
         raise
-    stop(off)
     load = f"load average {os.getloadavg()[0]:.2f}"
     note = (
         f"over {seconds:g} s after start, jupyter-server-proxy {'on' if proxy else 'off'} on both; extension on / off: "
@@ -188,7 +208,38 @@ def idle_rows(tmp: Path, seconds: float, row: Row, proxy: bool = True) -> tuple[
             note + f"{measured_on['cpu'] * 100:.3f} / {measured_off['cpu'] * 100:.3f} % of a core; {load}",
         ),
     ]
-    return rows, on
+    return rows, on, off
+
+
+def after_last_cluster_rows(
+    on: Server, off: Server, seconds: float, row: Row, release_after: float | None, deleted: float
+) -> list[dict]:
+    """On − off again once the server has let go of what its last cluster started (``deleted``: when it was gone)."""
+    wait = (RELEASE_AFTER if release_after is None else release_after) + 5.0
+    time.sleep(max(0.0, deleted + wait - now()))
+    log(f"footprint: {now() - deleted:.0f} s after the last cluster; measuring for {seconds:g} s")
+    measured_on, measured_off = idle([on, off], seconds)
+    note = (
+        f"over {seconds:g} s from {wait:g} s after the last cluster was deleted (WarmLauncher.release_after + 5 s); "
+        f"extension on / off: "
+    )
+    return [
+        row(
+            "server whose clusters are all gone, extension on - off: USS of the server and its descendants",
+            (measured_on["uss"] - measured_off["uss"]) / MiB,
+            "MiB",
+            10,
+            note + f"{measured_on['uss'] / MiB:.1f} / {measured_off['uss'] / MiB:.1f} MiB; "
+            f"load average {os.getloadavg()[0]:.2f}",
+        ),
+        row(
+            "server whose clusters are all gone, extension on - off: processes",
+            measured_on["processes"] - measured_off["processes"],
+            "processes",
+            0,
+            note + f"{measured_on['processes']} / {measured_off['processes']} descendants",
+        ),
+    ]
 
 
 def first_create(on: Server, think: float) -> float:
@@ -386,13 +437,18 @@ def measure(
     clusters: int = 3,
     proxy: bool = True,
     fast_import_path: Path | None = None,
+    release_after: float | None = None,
 ) -> list[dict]:
-    """Every footprint row, in order: idle, first create, boot, re-adoption."""
-    rows, on = idle_rows(tmp / "footprint", seconds, row, proxy)
+    """Every footprint row, in order: idle, first create, after the last cluster, boot, re-adoption.
+
+    ``release_after``: the server's ``WarmLauncher.release_after`` (None: the product's default).
+    """
+    rows, on, off = idle_rows(tmp / "footprint", seconds, row, proxy, release_after)
     try:
         rows += first_create_rows(on, row)
+        rows += after_last_cluster_rows(on, off, seconds, row, release_after, deleted=now())
     finally:
-        stop(on)
+        stop(on, off)
     rows += boot_rows(tmp / "footprint", repeat, row)
     rows += readopt_rows(tmp / "footprint", clusters, row, repeat, fast_import_path)
     return rows
@@ -420,6 +476,12 @@ def main() -> int:
         type=Path,
         help="a folder holding the rfc3987 package: adds the restart without the upstream cost",
     )
+    parser.add_argument(
+        "--release-after",
+        type=float,
+        help=f"the server's WarmLauncher.release_after before the rows after the last cluster "
+        f"(default the product's, {RELEASE_AFTER:g} s)",
+    )
     parser.add_argument("--out", type=Path, help="rows JSON")
     args = parser.parse_args()
     os.environ[base.MARK] = base.RUN_ID
@@ -434,6 +496,7 @@ def main() -> int:
             clusters=args.clusters,
             proxy=not args.without_server_proxy,
             fast_import_path=args.rfc3987_path,
+            release_after=args.release_after,
         )
     finally:
         leftovers = base.reap_leftovers()

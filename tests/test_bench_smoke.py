@@ -46,6 +46,8 @@ def test_bench_smoke_writes_rows_with_their_verdicts_and_leaves_no_process(tmp_p
         "idle server, extension on - off: USS of the server and its descendants",
         "idle server, extension on - off: processes",
         "idle server, extension on - off: CPU",
+        "server whose clusters are all gone, extension on - off: USS of the server and its descendants",
+        "server whose clusters are all gone, extension on - off: processes",
         "first create after start -> 2 workers running: ratio clustermgr / LocalCluster",
         "server boot -> API answers: extension on / off",
         "server restarted with 1 cluster to re-adopt -> API answers and every cluster running",
