@@ -181,65 +181,55 @@ def idle_rows(
     except BaseException:
         stop(on, off)
         raise
+    note = f"over {seconds:g} s after start, jupyter-server-proxy {'on' if proxy else 'off'} on both"
+    return difference_rows("idle server", measured_on, measured_off, row, note, cpu=True), on, off
+
+
+def after_last_cluster_rows(
+    on: Server, off: Server, seconds: float, row: Row, release_after: float, deleted: float
+) -> list[dict]:
+    """On − off again once the server has let go of what its last cluster started (``deleted``: when it was gone)."""
+    wait = release_after + 5.0
+    time.sleep(max(0.0, deleted + wait - now()))
+    log(f"footprint: {now() - deleted:.0f} s after the last cluster; measuring for {seconds:g} s")
+    measured_on, measured_off = idle([on, off], seconds)
+    note = f"over {seconds:g} s from {wait:g} s after the last cluster was deleted (WarmLauncher.release_after + 5 s)"
+    return difference_rows("server whose clusters are all gone", measured_on, measured_off, row, note, cpu=False)
+
+
+def difference_rows(
+    what: str, measured_on: dict[str, float], measured_off: dict[str, float], row: Row, note: str, cpu: bool
+) -> list[dict]:
+    """The rows extension on − off of two :func:`idle` measurements: USS, processes and (``cpu``) CPU, with targets."""
     load = f"load average {os.getloadavg()[0]:.2f}"
-    note = (
-        f"over {seconds:g} s after start, jupyter-server-proxy {'on' if proxy else 'off'} on both; extension on / off: "
-    )
+    note += "; extension on / off: "
     rows = [
         row(
-            "idle server, extension on - off: USS of the server and its descendants",
+            f"{what}, extension on - off: USS of the server and its descendants",
             (measured_on["uss"] - measured_off["uss"]) / MiB,
             "MiB",
             10,
             note + f"{measured_on['uss'] / MiB:.1f} / {measured_off['uss'] / MiB:.1f} MiB; {load}",
         ),
         row(
-            "idle server, extension on - off: processes",
-            measured_on["processes"] - measured_off["processes"],
-            "processes",
-            0,
-            note + f"{measured_on['processes']} / {measured_off['processes']} descendants",
-        ),
-        row(
-            "idle server, extension on - off: CPU",
-            (measured_on["cpu"] - measured_off["cpu"]) * 100,
-            "% of a core",
-            0.1,
-            note + f"{measured_on['cpu'] * 100:.3f} / {measured_off['cpu'] * 100:.3f} % of a core; {load}",
-        ),
-    ]
-    return rows, on, off
-
-
-def after_last_cluster_rows(
-    on: Server, off: Server, seconds: float, row: Row, release_after: float | None, deleted: float
-) -> list[dict]:
-    """On − off again once the server has let go of what its last cluster started (``deleted``: when it was gone)."""
-    wait = (RELEASE_AFTER if release_after is None else release_after) + 5.0
-    time.sleep(max(0.0, deleted + wait - now()))
-    log(f"footprint: {now() - deleted:.0f} s after the last cluster; measuring for {seconds:g} s")
-    measured_on, measured_off = idle([on, off], seconds)
-    note = (
-        f"over {seconds:g} s from {wait:g} s after the last cluster was deleted (WarmLauncher.release_after + 5 s); "
-        f"extension on / off: "
-    )
-    return [
-        row(
-            "server whose clusters are all gone, extension on - off: USS of the server and its descendants",
-            (measured_on["uss"] - measured_off["uss"]) / MiB,
-            "MiB",
-            10,
-            note + f"{measured_on['uss'] / MiB:.1f} / {measured_off['uss'] / MiB:.1f} MiB; "
-            f"load average {os.getloadavg()[0]:.2f}",
-        ),
-        row(
-            "server whose clusters are all gone, extension on - off: processes",
+            f"{what}, extension on - off: processes",
             measured_on["processes"] - measured_off["processes"],
             "processes",
             0,
             note + f"{measured_on['processes']} / {measured_off['processes']} descendants",
         ),
     ]
+    if cpu:
+        rows.append(
+            row(
+                f"{what}, extension on - off: CPU",
+                (measured_on["cpu"] - measured_off["cpu"]) * 100,
+                "% of a core",
+                0.1,
+                note + f"{measured_on['cpu'] * 100:.3f} / {measured_off['cpu'] * 100:.3f} % of a core; {load}",
+            )
+        )
+    return rows
 
 
 def first_create(on: Server, think: float) -> float:
@@ -443,9 +433,10 @@ def measure(
 
     ``release_after``: the server's ``WarmLauncher.release_after`` (None: the product's default).
     """
+    release_after = RELEASE_AFTER if release_after is None else release_after
     rows, on, off = idle_rows(tmp / "footprint", seconds, row, proxy, release_after)
     try:
-        rows += first_create_rows(on, row)
+        rows += first_create_rows(on, row)  # its cluster is deleted before the LocalCluster beside it
         rows += after_last_cluster_rows(on, off, seconds, row, release_after, deleted=now())
     finally:
         stop(on, off)
