@@ -19,6 +19,7 @@ fails if any of them is left at the end (:func:`harness.reap_leftovers`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import http.client
 import json
@@ -157,7 +158,12 @@ def start_labextension(tmp: Path, python: str) -> Server:
 
 
 def rss(server: Server) -> int:
-    return psutil.Process(server.process.pid).memory_info().rss
+    """RSS of the server's side (the server and its scheduler links' process, see ``Server.server_side``)."""
+    total = 0
+    for pid in server.server_side():
+        with contextlib.suppress(psutil.Error):
+            total += psutil.Process(pid).memory_info().rss
+    return total
 
 
 class Poller:
@@ -819,8 +825,9 @@ def loaded_rows(
 # -- one cluster of many workers ----------------------------------------------------------------------
 
 
-def process_cpu(pid: int) -> float:
-    return sum(psutil.Process(pid).cpu_times()[:2])
+def server_side_cpu(server: Server) -> float:
+    """CPU-seconds of the server's side (the server and its scheduler links' process)."""
+    return growth.cpu_seconds(*server.server_side())
 
 
 MANY_WORKERS_STEP = 50  # workers added per step of the many-workers row
@@ -843,11 +850,10 @@ def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict
     rows: list[dict] = []
     load = os.getloadavg()[0]
     cid = base.create_clusters(server, stream, 1, 0, template=SMALL_WORKERS_TEMPLATE["name"])[0]["id"]
-    pid = server.process.pid
     reached, running, stopped_because = 0, 0, ""
     available0 = psutil.virtual_memory().available
     try:
-        m0, cpu0, t0 = stream.mark(), process_cpu(pid), now()
+        m0, cpu0, t0 = stream.mark(), server_side_cpu(server), now()
         t_reached = t0
         while reached < workers:
             target = min(workers, reached + MANY_WORKERS_STEP)
@@ -879,7 +885,10 @@ def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict
                 break
             reached = running = target
             log(f"many workers: {reached} running after {t_reached - t0:.1f} s, load average {os.getloadavg()[0]:.1f}")
-        cpu1, elapsed = process_cpu(pid), max(now() - t0, 1e-3)  # the whole scale-up, a step that failed included
+        cpu1, elapsed = (
+            server_side_cpu(server),
+            max(now() - t0, 1e-3),
+        )  # the whole scale-up, a step that failed included
         messages = stream.mark() - m0
         note = f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}"
         rows.append(row(f"{workers} workers (1 thread each): workers running", reached, "workers", note=note))
@@ -898,13 +907,13 @@ def many_workers_rows(server: Server, stream: Stream, workers: int) -> list[dict
             )
         )
         if running:
-            m, cpu0, t0 = stream.mark(), process_cpu(pid), now()
+            m, cpu0, t0 = stream.mark(), server_side_cpu(server), now()
             time.sleep(10)
             steady = stream.mark() - m
             rows.append(
                 row(
                     f"{workers} workers: server CPU with {running} running",
-                    (process_cpu(pid) - cpu0) / (now() - t0) * 100,
+                    (server_side_cpu(server) - cpu0) / (now() - t0) * 100,
                     "% of a core",
                     note=f"load average {os.getloadavg()[0]:.1f}",
                 )
@@ -1193,7 +1202,7 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
         rows.append(
             row(f"server RSS per cluster ({many} clusters)", (settle_rss(cm_server) - rss0) / many / MiB, "MiB", 1.0)
         )
-        server_cpu, schedulers_cpu = idle_cpu([cm_server.process.pid], [p.pid for p in launcher.children()])
+        server_cpu, schedulers_cpu = idle_cpu(cm_server.server_side(), [p.pid for p in launcher.children()])
         rows.append(row(f"server CPU while idle with {many} clusters", server_cpu * 100, "% of a core"))
         rows.append(row(f"CPU of their {many} idle scheduler processes", schedulers_cpu * 100, "% of a core"))
         if not args.smoke:

@@ -54,12 +54,14 @@ import harness as base  # noqa: E402
 from harness import BenchError, Server, Stream, log, now  # noqa: E402
 
 from clustermgr_lab.backends.local.launcher import WarmLauncher  # noqa: E402
+from clustermgr_lab.cluster.hosted_link import LinkHost  # noqa: E402
 
 MiB = 2**20
 #: Seconds between the sidebar's opening and the first create (a person reading it before a click).
 THINK = 2.0
-#: The product's ``WarmLauncher.release_after``: how long a server keeps the warm launcher after its last cluster.
-RELEASE_AFTER = float(WarmLauncher.release_after.default_value)
+#: The product's ``WarmLauncher.release_after`` and ``LinkHost.release_after``: how long a server keeps the warm
+#: launcher and the scheduler links' process after its last cluster.
+RELEASE_AFTER = float(max(WarmLauncher.release_after.default_value, LinkHost.release_after.default_value))
 SMALL = {"groups": [{"name": "default", "count": 1, "threads": 1, "memory": base.MEMORY}]}
 
 Row = Callable[..., dict[str, Any]]
@@ -88,8 +90,9 @@ def server(
             **manager,
         }
         config["WarmLauncher"] = {"idle_timeout": 1.0}  # gone soon after the server: the leftover check waits 10 s
-        if release_after is not None:
+        if release_after is not None:  # the warm launcher's and the scheduler links' process alike
             config["WarmLauncher"]["release_after"] = release_after
+            config["LinkHost"] = {"release_after": release_after}
     folder = tmp / name
     folder.mkdir(parents=True, exist_ok=True)
     result = Server(folder, config=config, env=env, ready_path="clustermgr/api/clusters" if on else "api/status")

@@ -107,14 +107,14 @@ def idle_window(server: Server, bench: ModuleType, seconds: float) -> dict[str, 
     """CPU (in cores) of the server and of the launcher's descendants (schedulers, workers) over ``seconds``."""
     launcher = bench.launcher_process(server)
     kids = [p.pid for p in launcher.children(recursive=True)] if launcher else []
-    pid = server.process.pid
-    before, t0 = on_cpu([pid, *kids]), now()
+    own = server.server_side()  # the server and its scheduler links' process
+    before, t0 = on_cpu([*own, *kids]), now()
     time.sleep(seconds)
-    after, elapsed = on_cpu([pid, *kids]), now() - t0
+    after, elapsed = on_cpu([*own, *kids]), now() - t0
     spent = {p: after[p] - before[p] for p in after if p in before}
     return {
-        "cpu": spent.get(pid, 0.0) / elapsed,
-        "children_cpu": sum(v for p, v in spent.items() if p != pid) / elapsed,
+        "cpu": sum(spent.get(p, 0.0) for p in own) / elapsed,
+        "children_cpu": sum(v for p, v in spent.items() if p not in own) / elapsed,
         "children": len(kids),
     }
 
@@ -180,11 +180,13 @@ def cm_point(server: Server, stream: Stream, bench: ModuleType, n: int, per_work
     cid = base.create_clusters(server, stream, 1, 0, template=bench.SMALL_WORKERS_TEMPLATE["name"])[0]["id"]
     try:
         time.sleep(0.5)
-        available0, pid = psutil.virtual_memory().available, server.process.pid
-        m, bytes0, cpu0, t0 = stream.mark(), stream.bytes, cpu_seconds(pid), now()
+        available0 = psutil.virtual_memory().available
+        m, bytes0, cpu0, t0 = stream.mark(), stream.bytes, cpu_seconds(*server.server_side()), now()
         server.call("PATCH", f"clustermgr/api/clusters/{cid}", {"scale": {"workers": n}}, expect=200)
         t1, why = wait_guarded(stream, cid, n, m)
-        out.update(cpu=cpu_seconds(pid) - cpu0, bytes=stream.bytes - bytes0, messages=stream.mark() - m)
+        out.update(
+            cpu=cpu_seconds(*server.server_side()) - cpu0, bytes=stream.bytes - bytes0, messages=stream.mark() - m
+        )
         if t1 is None:
             out.update(reached=running_now(stream, m, cid), why=why)
             return out

@@ -42,6 +42,10 @@ FAILURES: list[dict[str, Any]] = []  # clusters that failed to start, retried by
 now = time.perf_counter
 
 
+#: How the server's scheduler links' process shows in its command line: its title, or the module's name.
+LINK_HOST = ("clustermgr-lab scheduler links", "clustermgr_lab.cluster.link_host")
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
@@ -211,6 +215,17 @@ class Server:
         if expect is not None and response.status_code != expect:
             raise BenchError(f"{method} {path}: {response.status_code} {data}")
         return response.status_code, data
+
+    def server_side(self) -> list[int]:
+        """The server's process and, while it runs, its scheduler links' process (``LinkHost``): the server's own
+        work for its clusters, done in two processes. Every "server CPU" or "server RSS" counts both."""
+        pids = [self.process.pid]
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.process.pid).children():
+                with contextlib.suppress(psutil.Error):
+                    if any(name in " ".join(child.cmdline()) for name in LINK_HOST):
+                        pids.append(child.pid)
+        return pids
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

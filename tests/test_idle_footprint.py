@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from clustermgr_lab.backends.local.forkserver import SOCKET_FOLDER_RECORD
+from clustermgr_lab.cluster.link_host import PROCESS_TITLE
 
 from .helpers import eventually, running_with, subprocess_env
 from .server_process import JupyterServer, kill_leftovers
@@ -73,11 +74,34 @@ def launchers(server: JupyterServer) -> list[psutil.Process]:
     return found
 
 
+def link_hosts(server: JupyterServer) -> list[psutil.Process]:
+    """The server's scheduler links' process (its child), while it runs."""
+    return [p for p in descendants(server) if any(name in " ".join(_cmdline(p)) for name in LINK_HOST)]
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
+def mapped_libraries(pid: int) -> str:
+    """The files a process has mapped (its shared libraries among them), from ``/proc/PID/maps``."""
+    with open(f"/proc/{pid}/maps") as maps:
+        return maps.read()
+
+
 def standby_folders(server: JupyterServer) -> list:
     return list(server.workdir.glob("*/standby"))
 
 
-SHORT_DELAYS = {"WarmLauncher": {"release_after": 1.0, "idle_timeout": 0.5}, "StandbySchedulers": {"count": 1}}
+SHORT_DELAYS = {
+    "WarmLauncher": {"release_after": 1.0, "idle_timeout": 0.5},
+    "StandbySchedulers": {"count": 1},
+    "LinkHost": {"release_after": 1.0},
+}
+LINK_HOST = (PROCESS_TITLE, "clustermgr_lab.cluster.link_host")  # its title, or without setproctitle its module
 
 
 @pytest.fixture
@@ -120,11 +144,13 @@ def test_no_launcher_or_standby_until_first_use_and_none_after_the_last_cluster(
     launcher = eventually(lambda: launchers(server), 30, "the warm launcher")[0]
     assert launcher.ppid() == server.process.pid
     eventually(lambda: standby_folders(server), 60, "a standby scheduler's folder")
-    assert len(descendants(server)) >= 4  # launcher, the cluster's scheduler and worker, the standby scheduler
+    # launcher, scheduler links' process, the cluster's scheduler and worker, the standby scheduler
+    assert len(descendants(server)) >= 5 and len(link_hosts(server)) == 1
 
     # When every cluster is deleted, and the release delay (1 s here) has passed
     client.delete(cluster["id"], wait=True, timeout=120)
-    # Then the launcher, the standby scheduler and its folder are gone: the server is back to no process
+    # Then the launcher, the standby scheduler and its folder, and the scheduler links' process are gone: the server
+    # is back to no process
     eventually(lambda: not launchers(server) and not descendants(server), 60, "the launcher and standby to end")
     assert standby_folders(server) == []
     assert "no cluster left; the warm launcher and standby schedulers are let go" in server.log_text()
@@ -192,7 +218,7 @@ def test_a_launcher_left_running_for_kept_clusters_is_reused_then_let_go(servers
     second = servers(on_shutdown="stop")
     client = second.client()
     client.wait(cluster["id"], running_with(1), timeout=120)
-    assert launchers(second) == [launcher] and descendants(second) == []
+    assert launchers(second) == [launcher] and descendants(second) == link_hosts(second)
     # And its scale forks the new worker from the launcher left running (re-used, not a new one)
     client.scale(cluster["id"], workers=2)
     client.wait(cluster["id"], running_with(2), timeout=120)
@@ -201,3 +227,34 @@ def test_a_launcher_left_running_for_kept_clusters_is_reused_then_let_go(servers
     client.delete(cluster["id"], wait=True, timeout=120)
     # Then that launcher is let go too, and exits: nothing of ours runs
     eventually(lambda: not launchers(second), 60, "the re-used launcher to exit")
+
+
+def test_the_server_speaks_to_schedulers_through_a_process_it_lets_go(server):
+    # Given a server that made a cluster (TLS, the default) and scaled it
+    client = server.client()
+    client.templates()  # the sidebar's first look: the memory limit comes from the links' process
+    cluster = client.create(name="linked", spec={"groups": [SMALL]})
+    client.wait(cluster["id"], running_with(1), timeout=120)
+    client.scale(cluster["id"], workers=2)
+    client.wait(cluster["id"], running_with(2), timeout=120)
+    # Then its scheduler links run in one child process, and the server itself never loaded NumPy (distributed's
+    # import brings it) nor cryptography (the cluster's TLS credentials were made in that process)
+    host = eventually(lambda: link_hosts(server), 30, "the scheduler links' process")
+    assert len(host) == 1 and host[0].ppid() == server.process.pid
+    libraries = mapped_libraries(server.process.pid)
+    assert "/numpy/" not in libraries and "/cryptography/" not in libraries
+    assert "/numpy/" in mapped_libraries(host[0].pid)
+
+    # When that process is killed (out of memory, a mistaken kill)
+    host[0].kill()
+    # Then the cluster stays running: a new process subscribes again, and the cluster scales through it
+    replacement = eventually(lambda: [p for p in link_hosts(server) if p.pid != host[0].pid], 60, "a new links process")
+    client.scale(cluster["id"], workers=1)
+    client.wait(cluster["id"], running_with(1), timeout=120)
+    assert client.get(cluster["id"])["status"] == "running"
+    assert "the scheduler links' process exited" in server.log_text()
+
+    # When the cluster is deleted and the release delay has passed
+    client.delete(cluster["id"], wait=True, timeout=120)
+    # Then the links' process exits with the rest: nothing of ours runs
+    eventually(lambda: not replacement[0].is_running() and not descendants(server), 60, "the links' process to exit")

@@ -24,6 +24,7 @@ from clustermgr_lab.backends.base import Backend, BackendContext, SchedulerEndpo
 from clustermgr_lab.cluster.adaptive_loop import AdaptiveController, Policy
 from clustermgr_lab.cluster.description import api_view
 from clustermgr_lab.cluster.events import WARNING, EventLog, utcnow
+from clustermgr_lab.cluster.hosted_link import HostedSchedulerLink, LinkHost
 from clustermgr_lab.cluster.readoption import Readoption
 from clustermgr_lab.cluster.reconciler import Reconciler, WorkerRecord, shape_of
 from clustermgr_lab.cluster.sampling import TimelineSampler
@@ -241,8 +242,29 @@ class ManagedCluster(Readoption):
         """The cluster as the API shows it (see :func:`~.description.api_view`)."""
         return api_view(self, base_url, dashboard_key)
 
+    def _link_host(self) -> LinkHost | None:
+        """The process this cluster's scheduler link runs in: the manager's, unless the backend brings its own link
+        (a foreign scheduler's, observed by polling) or no manager is the parent (the link runs in this process)."""
+        if self.backend.scheduler_link is not None:
+            return None
+        return getattr(self._config_parent, "link_host", None)
+
     def _new_link(self) -> SchedulerLink:
         """The link to this cluster's scheduler: its worker stream and heartbeat feed the reconciler."""
+        host = self._link_host()
+        if host is not None:
+            link = HostedSchedulerLink(
+                host,
+                self.endpoint.address,
+                self.reconciler.worker_added,
+                self.reconciler.worker_removed,
+                self._scheduler_lost,
+                on_responsive=self._scheduler_responsive,
+                parent=self._config_parent,
+                security=self.backend.security,
+            )
+            link.on_work = self.adaptive.wake
+            return link
         link = self.backend.scheduler_link or SchedulerLink  # a foreign scheduler's: observed by polling
         security = self.security()
         link = link(
@@ -310,8 +332,12 @@ class ManagedCluster(Readoption):
         self.events.lifecycle(f"starting ({self.backend.name} backend)")
         credentials = self.backend.security
         if credentials is not None and not credentials.exist():
-            try:  # made here, in an executor: key generation must not hold up the server's event loop
-                await asyncio.get_running_loop().run_in_executor(None, credentials.make)
+            host = self._link_host()
+            try:  # made in another process, or an executor: key generation must not hold up the server's event loop
+                if host is not None:
+                    await host.make_credentials(credentials)
+                else:
+                    await asyncio.get_running_loop().run_in_executor(None, credentials.make)
             except Exception as exc:
                 await self._fail(f"could not make its TLS credentials: {exc}")
                 return

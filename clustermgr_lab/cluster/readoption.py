@@ -15,8 +15,10 @@ from typing import Any
 
 from clustermgr_lab.backends.base import SCHEDULER_PROCESS, SchedulerEndpoint
 from clustermgr_lab.cluster.events import WARNING
+from clustermgr_lab.cluster.hosted_link import HostGone, hosted_scheduler_identity
 from clustermgr_lab.cluster.scheduler_link import scheduler_identity
 from clustermgr_lab.cluster.states import FAILED, PENDING, RUNNING, SCHEDULER_SILENT, STOPPED, STOPPING, reason_of
+from clustermgr_lab.domain.errors import SchedulerTimeout
 
 log = logging.getLogger(__name__)
 
@@ -156,11 +158,17 @@ class Readoption:
         """
         if self.endpoint is None or not self.endpoint.address:
             return False, "the server stopped before the scheduler had started"
+        host = self._link_host()
         try:
-            identity = await scheduler_identity(
-                self.endpoint.address, SCHEDULER_ANSWER_SECONDS, security=self.security()
-            )
-        except asyncio.TimeoutError:
+            if host is not None:
+                identity = await hosted_scheduler_identity(
+                    host, self.endpoint.address, SCHEDULER_ANSWER_SECONDS, security=self.backend.security
+                )
+            else:
+                identity = await scheduler_identity(
+                    self.endpoint.address, SCHEDULER_ANSWER_SECONDS, security=self.security()
+                )
+        except (asyncio.TimeoutError, SchedulerTimeout, HostGone):
             return True, f"no answer from {self.endpoint.address} within {SCHEDULER_ANSWER_SECONDS:g} s"
         except OSError as exc:
             return False, f"its scheduler at {self.endpoint.address} is gone ({exc or type(exc).__name__})"

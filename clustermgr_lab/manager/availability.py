@@ -1,7 +1,7 @@
 """Whether a backend can work on this server now: its queueing system's commands exist and its controller answers.
 
 The checks run commands (``shutil.which``, ``scontrol ping``): call :func:`unavailable_reason` in an executor
-(and the backend's ``submit_command()`` on the main thread).
+(the backends' ``submit_command()`` are read first: in the scheduler links' process where the server has one).
 """
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from clustermgr_lab.backends.base import Backend
 
+#: ``names -> {name: submit command or None}``: the backends' submit commands (:meth:`Backend.submit_command`).
+SubmitCommands = Callable[[list[str]], Awaitable[dict[str, "str | None"]]]
 PING_TIMEOUT = 5.0  # seconds `scontrol ping` may take before the controller counts as not answering
 AVAILABILITY_TTL = 10.0  # seconds a check of the backends' commands and controllers is reused
 SUBMIT_TIMEOUT = 30.0  # seconds a resource gets to take a new cluster while its request waits (Backend.create_ahead)
@@ -22,9 +24,12 @@ PROBE_TIMEOUT = 5.0  # seconds a template's resource (e.g. its gateway) gets to 
 class Availability:
     """Why each backend cannot work here, as last checked (None: it can); checked at most every ``AVAILABILITY_TTL`` s."""
 
-    def __init__(self) -> None:
+    def __init__(self, submit_commands: SubmitCommands | None = None) -> None:
         self._reasons: dict[str, str | None] = {}
         self._checked = 0.0
+        # each backend's submit command, asked elsewhere (the server's: the scheduler links' process, where reading
+        # it from a dask-jobqueue Job class imports distributed); None: here
+        self._submit_commands = submit_commands
 
     def reason(self, backend_name: str) -> str | None:
         return self._reasons.get(backend_name)
@@ -34,7 +39,15 @@ class Availability:
         loop = asyncio.get_running_loop()
         if self._checked and loop.time() - self._checked < AVAILABILITY_TTL:
             return
-        submits = {cls.name: cls.submit_command() for cls in backend_classes}
+        backend_classes = list(backend_classes)
+        submits = None
+        if self._submit_commands is not None:
+            try:
+                submits = await self._submit_commands(sorted({cls.name for cls in backend_classes}))
+            except Exception:  # that process cannot be reached: read them here after all
+                submits = None
+        if submits is None:
+            submits = {cls.name: cls.submit_command() for cls in backend_classes}
 
         def check() -> dict[str, str | None]:
             return {name: unavailable_reason(name, submit) for name, submit in submits.items()}

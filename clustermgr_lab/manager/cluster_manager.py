@@ -29,6 +29,7 @@ from clustermgr_lab.backends import (
     WarmLauncher,
 )
 from clustermgr_lab.cluster import record_codec
+from clustermgr_lab.cluster.hosted_link import LinkHost
 from clustermgr_lab.cluster.managed import (
     ATTACHED,
     DISCOVERED,
@@ -58,7 +59,7 @@ from clustermgr_lab.manager.availability import SUBMIT_TIMEOUT
 from clustermgr_lab.manager.change_feed import ChangeFeed
 from clustermgr_lab.manager.dashboard_keys import DashboardKeys
 from clustermgr_lab.manager.foreign_clusters import ForeignClusters
-from clustermgr_lab.manager.machine import detect_gpus, machine_memory, total_memory
+from clustermgr_lab.manager.machine import detect_gpus, total_memory
 from clustermgr_lab.manager.restored_clusters import RestoredClusters
 from clustermgr_lab.manager.settings import ClusterManagerSettings
 from clustermgr_lab.manager.store import ClusterStore, StoreHealth
@@ -97,8 +98,16 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
             worker_shape=lambda backend: BACKENDS[backend].worker_shape,
         )
         self._private([Path(self.workdir)], store_folder=Path(self.store_path).parent)
+        # scheduler links and TLS credentials, out of this process; kept while a cluster may need it
+        self.link_host = LinkHost(busy=self._any_live, parent=self, log=self.log)
         self.launcher = WarmLauncher(Path(self.workdir), parent=self, log=self.log)
-        self.standby = StandbySchedulers(Path(self.workdir), self.launcher, parent=self, log=self.log)
+        self.standby = StandbySchedulers(
+            Path(self.workdir),
+            self.launcher,
+            make_credentials=self.link_host.make_credentials,
+            parent=self,
+            log=self.log,
+        )
         self.warm = WarmProcesses(self.launcher, self.standby, self._any_live, self.log)
         self._gpus = self.gpus if self.gpus is not None else detect_gpus()
         self._max_memory = parse_size(self.max_memory, "ClusterManager.max_memory")
@@ -107,7 +116,7 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
         self.writer = StoreWriter(self.store, self._clusters, self._store_health_changed, self.log)
         # next to the store: keys stay valid across restarts, so restored dashboard tabs keep working
         self.dashboard_keys = DashboardKeys(Path(self.store_path).parent / "dashboard-secret", log=self.log)
-        self.probes = TemplateProbes(self._templates, self.log)
+        self.probes = TemplateProbes(self._templates, self.log, submit_commands=self.link_host.submit_commands)
         self._stored: list[tuple[ManagedCluster, dict]] = []
         self._unrestorable: list[dict] = []
         for record in stored_records(self.store, Path(self.workdir), self.log):
@@ -129,17 +138,20 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
             raise
 
     def warm_up(self) -> None:
-        """First use (a create, the sidebar's templates or stream): start the warm launcher and standby schedulers."""
+        """First use (a create, the sidebar's templates or stream): start the warm launcher and standby schedulers,
+        and the scheduler links' process."""
         self.warm.first_use()
+        self.link_host.warm_up()
 
     def _any_live(self) -> bool:
-        """True while a listed cluster is neither stopped nor failed (the warm launcher stays for it)."""
+        """True while a listed cluster is neither stopped nor failed (the warm launcher and links' process stay for it)."""
         return any(c.lifecycle not in (STOPPED, FAILED) for c in self._clusters.values())
 
     def _cluster_changed(self, cluster: ManagedCluster) -> None:
         self.feed.cluster_changed(cluster)
         if cluster.lifecycle in (STOPPED, FAILED):
             self.warm.release_when_unused()
+            self.link_host.release_when_unused()
 
     def _context(
         self,
@@ -241,12 +253,12 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
         """The health of what the manager depends on: whether its store can be written now."""
         return {"store": {"writable": self.store.health.writable, "error": self.store.health.error}}
 
-    def limits(self) -> dict[str, Any]:
+    async def limits(self) -> dict[str, Any]:
         """What editors check a plan against: the per-cluster worker limit and this machine's size."""
         return {
             "max_workers": self.max_workers,
             "max_clusters": self.max_clusters,
-            "machine": {"cores": CPU_COUNT, "memory": machine_memory()},
+            "machine": {"cores": CPU_COUNT, "memory": await self.link_host.memory_limit()},
         }
 
     def events(self, cluster_id: str) -> list[dict[str, Any]]:
@@ -467,6 +479,7 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
         deleted = self.writer.delete(cluster_id, cluster.backend.workdir if cluster else None)
         self.feed.removed(cluster_id)
         self.warm.release_when_unused()
+        self.link_host.release_when_unused()
         return deleted
 
     async def _forget_and_remove(self, cluster: ManagedCluster) -> None:
@@ -502,6 +515,7 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
         self._clusters.clear()
         metrics.unwatch(self)
         await self.warm.close()  # the launcher keeps running what was kept, and exits once it has nothing
+        await self.link_host.close()  # every link is closed by now
         await self.writer.close()  # after the queued writes
 
     def _spawn(self, coroutine) -> None:

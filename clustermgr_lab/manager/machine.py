@@ -1,4 +1,8 @@
-"""What this machine has for local workers: its memory, and the NVIDIA GPUs a driver reports."""
+"""What this machine has for local workers: its memory, and the NVIDIA GPUs a driver reports.
+
+The memory a local worker may use (distributed's ``MEMORY_LIMIT``: RAM, cgroup and rlimit) is asked from
+the scheduler links' process, which has distributed imported (:meth:`~clustermgr_lab.cluster.hosted_link.LinkHost.memory_limit`).
+"""
 
 from __future__ import annotations
 
@@ -14,16 +18,6 @@ NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
 def total_memory() -> int:
     """Bytes of RAM on this machine."""
     return psutil.virtual_memory().total
-
-
-def machine_memory() -> int:
-    """Bytes of memory a local worker may use here: distributed's ``MEMORY_LIMIT`` (RAM, cgroup and rlimit).
-
-    distributed is imported on the first call (the first sidebar open), not with the server.
-    """
-    from distributed.system import MEMORY_LIMIT
-
-    return MEMORY_LIMIT
 
 
 def detect_gpus() -> int:

@@ -62,6 +62,8 @@ class RestoredClusters:
         self.writer.watch()  # a store read-only from the start: tried until it can be written
         stored, self._stored = self._stored, []
         unrestorable, self._unrestorable = self._unrestorable, []
+        if stored:  # each re-adoption asks its scheduler through the links' process: started once, for all
+            self.link_host.warm_up()
 
         async def readopt(cluster: ManagedCluster, record: dict) -> None:
             try:

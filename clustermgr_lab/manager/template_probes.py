@@ -15,7 +15,7 @@ from typing import Any
 
 from clustermgr_lab.backends import BACKENDS, Backend, TemplateProbe
 from clustermgr_lab.domain.templates import Template
-from clustermgr_lab.manager.availability import AVAILABILITY_TTL, PROBE_TIMEOUT, Availability
+from clustermgr_lab.manager.availability import AVAILABILITY_TTL, PROBE_TIMEOUT, Availability, SubmitCommands
 
 
 class TemplateProbes:
@@ -28,10 +28,12 @@ class TemplateProbes:
     log : logging.Logger
     """
 
-    def __init__(self, templates: dict[str, Template], log: logging.Logger):
+    def __init__(
+        self, templates: dict[str, Template], log: logging.Logger, submit_commands: SubmitCommands | None = None
+    ):
         self.templates = templates
         self.log = log
-        self.availability = Availability()
+        self.availability = Availability(submit_commands)
         self._probes: dict[str, TemplateProbe] = {}  # what each template's resource said when last asked
         self._probed_at = float("-inf")
         self._probing: asyncio.Future | None = None

@@ -127,7 +127,7 @@ class TemplatesHandler(BaseHandler):
     @authorized
     async def get(self) -> None:
         await self.manager.check_backends()
-        self.reply({"templates": self.manager.list_templates(), "limits": self.manager.limits()})
+        self.reply({"templates": self.manager.list_templates(), "limits": await self.manager.limits()})
 
 
 class StatusHandler(BaseHandler):

@@ -25,6 +25,7 @@ import logging
 import shutil
 import signal
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,10 +91,18 @@ class StandbySchedulers(LoggingConfigurable):
     start_timeout = Float(60.0, config=True, help="Seconds a standby scheduler gets to write its address.")
     stop_timeout = Float(10.0, config=True, help="Seconds a standby scheduler gets after SIGTERM before SIGKILL.")
 
-    def __init__(self, workdir: Path, launcher: WarmLauncher, **kwargs):
+    def __init__(
+        self,
+        workdir: Path,
+        launcher: WarmLauncher,
+        make_credentials: Callable[[ClusterCredentials], Awaitable[None]] | None = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.workdir = Path(workdir)
         self.launcher = launcher
+        # how each standby's TLS credentials are made (the server's: in the scheduler links' process); else here
+        self._make_credentials = make_credentials or _make_in_executor
         self._ready: list[Standby] = []
         self._filling: asyncio.Task | None = None
         self._closed = False
@@ -150,7 +159,7 @@ class StandbySchedulers(LoggingConfigurable):
         credentials = ClusterCredentials.in_folder(workdir)
         processes = LocalProcesses(workdir, self.launcher, on_exit=lambda *_: self._exited(), tied=True)
         try:
-            await loop.run_in_executor(None, credentials.make)
+            await self._make_credentials(credentials)
             endpoint = await LocalScheduler(processes, credentials).start(
                 host="127.0.0.1",
                 interface=None,
@@ -230,3 +239,7 @@ class StandbySchedulers(LoggingConfigurable):
         loop = asyncio.get_running_loop()
         for standby in standbys:
             await loop.run_in_executor(None, shutil.rmtree, standby.workdir, True)
+
+
+async def _make_in_executor(credentials: ClusterCredentials) -> None:
+    await asyncio.get_running_loop().run_in_executor(None, credentials.make)
