@@ -2,17 +2,16 @@
 
 The server itself never imports distributed for its clusters' links: each :class:`HostedSchedulerLink`
 is a :class:`~.scheduler_link.SchedulerLink` running in :mod:`.link_host`'s process, which the server
-starts with the first link and lets go ``release_after`` seconds after the last one closed. A host that
-dies (killed, out of memory) is started again and every open link subscribes anew: the workers that left
-meanwhile are reported gone, the scheduler shown not answering until then, and a cluster never fails
-for it.
+starts on first use and lets go ``release_after`` seconds after the last link closed, once no cluster is
+left that may open one. A host that dies (killed, out of memory) is started again and every open link
+subscribes anew: the workers that left meanwhile are reported gone, the scheduler shown not answering
+until then, and a running cluster never fails for it (one whose link was starting at that moment does).
 
-Examples
---------
->>> host = LinkHost(busy=manager.any_live)  # doctest: +SKIP
->>> link = HostedSchedulerLink(host, "tls://10.0.0.5:8786", added, removed, lost, security=credentials)  # doctest: +SKIP
->>> await link.start()  # doctest: +SKIP
->>> await link.retire_workers(["tls://10.0.0.6:4001"])  # doctest: +SKIP
+A cluster's link, as :class:`~.managed.ManagedCluster` makes it (``manager.link_host`` is the server's)::
+
+    link = HostedSchedulerLink(manager.link_host, "tls://10.0.0.5:8786", added, removed, lost, security=credentials)
+    await link.start()
+    await link.retire_workers(["tls://10.0.0.6:4001"])
 """
 
 from __future__ import annotations
@@ -312,7 +311,7 @@ class HostedSchedulerLink(SchedulerLink):
         try:
             await self.host.request(self._subscription(timeout), timeout)
         except BaseException:
-            self.host.closed(self)
+            await self.close()  # what the host may have started of it (e.g. an answer that came too late)
             raise
 
     def event(self, name: str, args: list[Any]) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from typing import Any
@@ -51,6 +52,8 @@ CALLS = frozenset({"load", "workers_to_close", "worker_metrics", "set_idle_timeo
 PROCESS_TITLE = "clustermgr-lab scheduler links"
 #: Largest message either side accepts (a scheduler's identity with thousands of workers is a few MiB).
 MAX_MESSAGE = 64 * 2**20
+#: Bytes of answers and news the server may leave unread before this process gives up on it.
+MAX_BACKLOG = 4 * MAX_MESSAGE
 #: The settings of a link that the server's configuration decides (``c.SchedulerLink.*``).
 TRAITS = ("call_timeout", "retire_timeout", "heartbeat_interval", "heartbeat_timeout")
 
@@ -101,6 +104,11 @@ class Host:
 
     def send(self, message: dict[str, Any]) -> None:
         self._out.write(self._packer.pack(message))
+        if self._out.transport.get_write_buffer_size() > MAX_BACKLOG:
+            # the server has not read for a long while: end rather than grow; it starts a new process, whose
+            # links subscribe anew
+            log.error("the server has not read %d bytes of news: exiting", MAX_BACKLOG)
+            os._exit(1)
 
     def handle(self, message: dict[str, Any]) -> None:
         task = asyncio.ensure_future(self._answer(message))
