@@ -1,6 +1,6 @@
 """The server's side of the scheduler links: :class:`LinkHost`, the process they run in, and :class:`HostedSchedulerLink`.
 
-The server itself never imports distributed for its clusters' links: each :class:`HostedSchedulerLink`
+The server never imports distributed for its clusters' links: each :class:`HostedSchedulerLink`
 is a :class:`~.scheduler_link.SchedulerLink` running in :mod:`.link_host`'s process, which the server
 starts on first use and lets go ``release_after`` seconds after the last link closed, once no cluster is
 left that may open one. A host that dies (killed, out of memory) is started again and every open link
