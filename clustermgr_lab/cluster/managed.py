@@ -18,6 +18,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from clustermgr_lab.backends.base import Backend, BackendContext, SchedulerEndpoint
@@ -252,29 +253,19 @@ class ManagedCluster(Readoption):
     def _new_link(self) -> SchedulerLink:
         """The link to this cluster's scheduler: its worker stream and heartbeat feed the reconciler."""
         host = self._link_host()
-        if host is not None:
-            link = HostedSchedulerLink(
-                host,
-                self.endpoint.address,
-                self.reconciler.worker_added,
-                self.reconciler.worker_removed,
-                self._scheduler_lost,
-                on_responsive=self._scheduler_responsive,
-                parent=self._config_parent,
-                security=self.backend.security,
-            )
-            link.on_work = self.adaptive.wake
-            return link
-        link = self.backend.scheduler_link or SchedulerLink  # a foreign scheduler's: observed by polling
-        security = self.security()
-        link = link(
+        if host is not None:  # in the links' process, given the cluster's TLS files
+            make, extra = partial(HostedSchedulerLink, host), {"security": self.backend.security}
+        else:  # here; a foreign scheduler's own link observes by polling
+            make, security = self.backend.scheduler_link or SchedulerLink, self.security()
+            extra = {"security": security} if security is not None else {}
+        link = make(
             self.endpoint.address,
             self.reconciler.worker_added,
             self.reconciler.worker_removed,
             self._scheduler_lost,
             on_responsive=self._scheduler_responsive,
             parent=self._config_parent,
-            **({"security": security} if security is not None else {}),
+            **extra,
         )
         link.on_work = self.adaptive.wake
         return link
