@@ -24,6 +24,7 @@ class ClusterManagerApp(ExtensionApp):
     name = "clustermgr_lab"
     load_other_extensions = True
     classes = [ClusterManager, ClusterDiscovery, FoundClusters, KernelDashboardLink, WarmLauncher]
+    _frozen = False  # the objects alive at start-up were left out of full collections
 
     def initialize_settings(self) -> None:
         try:
@@ -32,6 +33,8 @@ class ClusterManagerApp(ExtensionApp):
             self.log.error("clustermgr_lab is not loaded: %s", exc)
             raise
         self.settings["clustermgr_manager"] = self.manager
+        # The event loop's first callback: re-adoption's process is spawned before any other start-up work.
+        self.serverapp.io_loop.add_callback(self._at_first_turn)
         self.discovery = ClusterDiscovery(self.manager, parent=self.serverapp, log=self.log)
         self.serverapp.io_loop.add_callback(self.discovery.start)
         self.found = FoundClusters(self.manager, parent=self.serverapp, log=self.log)
@@ -46,8 +49,19 @@ class ClusterManagerApp(ExtensionApp):
         self.kernel_environment.start()
         # At the event loop's first turn, before any request: every extension has added its routes by then.
         self.serverapp.io_loop.add_callback(self._confine_generic_proxy)
-        if self.manager.freeze_startup_objects:  # at the event loop's first turn: every extension has loaded by then
-            self.serverapp.io_loop.add_callback(freeze_startup_objects, self.log)
+
+    async def _at_first_turn(self) -> None:
+        """Spawn the scheduler links' process when stored clusters wait for re-adoption (its import of distributed
+        then overlaps the rest of the start-up); with none, the garbage collector's start-up pass at once."""
+        if not await self.manager.start_links_for_readoption():
+            self._freeze_startup_objects()
+
+    def _freeze_startup_objects(self) -> None:
+        """:func:`freeze_startup_objects` (0.1-0.2 s holding the event loop) once, unless turned off; every extension
+        has loaded by then."""
+        if self.manager.freeze_startup_objects and not self._frozen:
+            self._frozen = True
+            freeze_startup_objects(self.log)
 
     def _confine_generic_proxy(self) -> None:
         """jupyter-server-proxy's generic ``/proxy/`` routes (when it is on) refuse this server's clusters."""
@@ -64,6 +78,7 @@ class ClusterManagerApp(ExtensionApp):
     async def _readopt_then_start_initial(self) -> None:
         """Re-adopt the stored clusters, then start dask-labextension's ``labextension.initial`` ones not listed."""
         await self.manager.readopt_all()
+        self._freeze_startup_objects()  # after the re-adoption: neither it nor the API's first answers wait for it
         if self.manager.start_labextension_initial:
             await start_initial_clusters(self.manager, self.log)
 

@@ -99,6 +99,11 @@ def test_a_local_adaptive_cluster_survives_sigkill_with_the_same_processes_and_g
     client = server.client()
     after = client.wait(cluster["id"], running_with(2), timeout=60)
     print(f"[restart timing] new server process started -> cluster re-adopted: {time.monotonic() - started:.2f} s")
+    # And the scheduler links' process was spawned before the re-adoption began, the garbage collector's start-up
+    # pass came after it (the re-adoption did not wait for either's start-up work)
+    frozen = "objects alive at start-up are left out of full garbage collections"
+    log = eventually(lambda: text if frozen in (text := server.log_text()) else None, 30, "the start-up pass")
+    assert log.index("scheduler links run in process") < log.index("(durable): running") < log.index(frozen)
 
     # Then a client of the stream (as the sidebar, once it reconnects) gets the cluster in its first snapshot
     stream = client.watch(timeout=30)

@@ -96,6 +96,15 @@ class LinkHost(LoggingConfigurable):
             asyncio.ensure_future(self._ensure_started()).add_done_callback(_log_failure)
             self.release_when_unused()
 
+    async def start(self) -> None:
+        """Start the process now, unless it runs, and return once it is spawned: its import goes on beside the caller."""
+        if self._closed:
+            return
+        try:
+            await self._ensure_started()
+        finally:
+            self.release_when_unused()
+
     async def memory_limit(self) -> int:
         """Bytes of memory a local worker may use here: distributed's ``MEMORY_LIMIT``, asked once.
 

@@ -57,6 +57,21 @@ class RestoredClusters:
         self._clusters[cluster.id] = cluster
         return cluster
 
+    async def start_links_for_readoption(self) -> bool:
+        """Spawn the scheduler links' process when stored clusters wait for re-adoption; whether any do.
+
+        Awaited at the event loop's first turn, before the rest of the start-up work: the process's import of
+        distributed (about half a second) then overlaps that work instead of following it. Returns once the
+        process is spawned; a failure is logged, and :meth:`readopt_all` tries again.
+        """
+        if not self._stored:
+            return False
+        try:
+            await self.link_host.start()
+        except Exception as exc:
+            self.log.warning("clustermgr_lab: the scheduler links' process did not start at once: %s", exc)
+        return True
+
     async def readopt_all(self) -> None:
         """Re-adopt every stored cluster (at start-up, once the event loop runs); concurrently."""
         self.writer.watch()  # a store read-only from the start: tried until it can be written
