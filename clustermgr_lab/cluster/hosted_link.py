@@ -93,8 +93,7 @@ class LinkHost(LoggingConfigurable):
     def warm_up(self) -> None:
         """Start the process now (a first use of clusters), so that the first link finds distributed imported."""
         if self._process is None and self._starting is None and not self._closed:
-            asyncio.ensure_future(self._ensure_started()).add_done_callback(_log_failure)
-            self.release_when_unused()
+            asyncio.ensure_future(self.start()).add_done_callback(_log_failure)
 
     async def start(self) -> None:
         """Start the process now, unless it runs, and return once it is spawned: its import goes on beside the caller."""
