@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from clustermgr_lab.backends import BACKENDS, HTCondorBackend, LSFBackend, PBSBackend, SGEBackend, SlurmBackend
+from clustermgr_lab.backends.batch.jobs import write_job
 from clustermgr_lab.backends.local.backend import scheduler_command
 from clustermgr_lab.domain.spec import parse_spec
 from clustermgr_lab.manager.cluster_manager import ClusterManager
@@ -179,15 +180,15 @@ def test_each_batch_system_is_one_job_class_and_its_commands(tmp_path, backend, 
     options = {k: v for k, v in options.items() if k in backend.template_options}
     instance = backend("abc123", tmp_path, options=options)
     instance.address = "tcp://10.0.0.1:8786"
-    # When a worker's job is made
-    job = instance.job(GROUP, "gpu-1")
-    script = job.job_script()
+    # When a worker's job is written
+    job = write_job(instance.job_request(GROUP, "gpu-1"))
+    script = job.script
     # Then dask-jobqueue's class for that system writes it, with the options as its directives
     for line in expected:
         assert line in script, (line, script)
     assert "dask_worker tcp://10.0.0.1:8786 --name gpu-1 " in script
     assert BACKENDS[backend.name] is backend
-    assert (job.submit_command.split()[0], job.cancel_command.split()[0]) == {
+    assert (job.submit_command.split()[0], instance.cancel_command.split()[0]) == {
         "sge": ("qsub", "qdel"), "pbs": ("qsub", "qdel"), "lsf": ("bsub", "bkill"), "htcondor": ("condor_submit", "condor_rm"),
     }[backend.name]  # fmt: skip
 

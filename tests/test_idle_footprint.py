@@ -20,7 +20,7 @@ import pytest
 from clustermgr_lab.backends.local.forkserver import SOCKET_FOLDER_RECORD
 from clustermgr_lab.cluster.link_host import PROCESS_TITLE
 
-from .helpers import eventually, running_with, subprocess_env
+from .helpers import eventually, requires_slurm, running_with, slurm_jobs, subprocess_env
 from .server_process import JupyterServer, kill_leftovers
 
 pytestmark = pytest.mark.timeout(300)
@@ -258,3 +258,38 @@ def test_the_server_speaks_to_schedulers_through_a_process_it_lets_go(server):
     client.delete(cluster["id"], wait=True, timeout=120)
     # Then the links' process exits with the rest: nothing of ours runs
     eventually(lambda: not replacement[0].is_running() and not descendants(server), 60, "the links' process to exit")
+
+
+@pytest.mark.slurm
+@requires_slurm
+def test_a_slurm_clusters_job_scripts_are_written_outside_the_server(servers):
+    # Given a server with a SLURM template: its scheduler next to the server, each worker a job
+    template = {"name": "slurm", "description": "test", "backend": "slurm", "spec": {"groups": [{**SMALL, "count": 1}]}}
+    server = servers(on_shutdown="stop", templates=[template])
+    client = server.client()
+    # When a SLURM cluster is made and scaled to two workers (two jobs, each with its dask-jobqueue script)
+    cluster = client.create(template="slurm", name="on slurm")
+    prefix = f"clustermgr-{cluster['id']}-"
+    try:
+        client.wait(cluster["id"], running_with(1), timeout=120)
+        client.scale(cluster["id"], workers=2)
+        client.wait(cluster["id"], running_with(2), timeout=120)
+        assert sorted(slurm_jobs(prefix)) == [prefix + "default-1", prefix + "default-2"]
+        scripts = sorted(server.workdir.glob("**/default-*.job.sh"))
+        assert [s.name for s in scripts] == ["default-1.job.sh", "default-2.job.sh"]
+        assert "#SBATCH -J " + prefix + "default-2" in scripts[1].read_text()
+        # Then the server itself never loaded distributed (NumPy comes with it): dask-jobqueue, which writes the
+        # scripts, ran in the scheduler links' process
+        assert "/numpy/" not in mapped_libraries(server.process.pid)
+        assert "job script written in the server" not in server.log_text()
+
+        # When the cluster is deleted
+        client.delete(cluster["id"], wait=True, timeout=60)
+        # Then its jobs are gone, and the server is back to no process of ours, still without distributed
+        assert slurm_jobs(prefix) == {}
+        eventually(lambda: not descendants(server), 60, "the links' process and launcher to exit")
+        assert "/numpy/" not in mapped_libraries(server.process.pid)
+    finally:
+        leftover = [job_id for job_id, _, _ in slurm_jobs(prefix).values()]
+        if leftover:
+            subprocess.run(["scancel", *leftover], capture_output=True)

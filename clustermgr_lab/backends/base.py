@@ -113,6 +113,10 @@ class BackendContext:
     name : str, optional
         The cluster's name when it was made: its processes carry it in their titles
         (:meth:`Backend.title_environment`).
+    job_writer : callable, optional
+        Writes a batch job script where distributed is imported already (the server's scheduler links'
+        process): given ``{"job", "jobqueue"}``, awaits what ``BatchBackend.write_job_message`` returns for
+        it there; raises ``OSError`` when that process cannot answer. None: the backend writes it itself.
     """
 
     workdir: Path
@@ -124,6 +128,7 @@ class BackendContext:
     listed_as: Callable[[str], str | None] | None = None
     closed_by_owner: Callable[[], Awaitable[str | None]] | None = None
     name: str | None = None
+    job_writer: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
 
 
 class _BackendMeta(abc.ABCMeta, MetaHasTraits):

@@ -16,7 +16,9 @@ heartbeat run here. Messages are msgpack maps, one after another on each pipe:
   ``{"id", "op": "identity", "address", "tls", "timeout"}``, ``{"id", "op": "memory_limit"}`` (distributed's
   ``MEMORY_LIMIT``, what a local worker may use: RAM, cgroup and rlimit),
   ``{"id", "op": "make_credentials", "tls"}`` (a cluster's TLS files, made with cryptography),
-  ``{"id", "op": "submit_commands", "backends"}`` (read from dask-jobqueue's classes, which import distributed);
+  ``{"id", "op": "submit_commands", "backends"}`` (read from dask-jobqueue's classes, which import distributed),
+  ``{"id", "op": "write_job", "job", "jobqueue"}`` (a batch job's script, written by dask-jobqueue:
+  ``BatchBackend.write_job_message``);
 - host to server: ``{"id", "result"}`` or ``{"id", "error", "message"}`` (``error``: one of
   :data:`ERROR_KINDS`), and a link's news ``{"link", "event", "args"}`` (``event``: one of
   :data:`EVENTS`), written in the order its :class:`SchedulerLink` reported it.
@@ -157,6 +159,10 @@ class Host:
             from clustermgr_lab.backends import ALL_BACKENDS
 
             return {name: ALL_BACKENDS[name].submit_command() for name in message["backends"] if name in ALL_BACKENDS}
+        if op == "write_job":
+            from clustermgr_lab.backends import BatchBackend
+
+            return BatchBackend.write_job_message(message)
         if op == "memory_limit":
             from distributed.system import MEMORY_LIMIT
 

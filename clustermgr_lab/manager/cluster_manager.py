@@ -162,7 +162,8 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
         name: str | None = None,
     ) -> BackendContext:
         """What a new backend receives: its folder, its idle timeout, its TLS credentials, the warm launcher, a
-        way to refuse a scheduler another listed cluster has, and the cluster's name (for its process titles)."""
+        way to refuse a scheduler another listed cluster has, the cluster's name (for its process titles) and
+        the scheduler links' process to write batch job scripts in."""
         return BackendContext(
             Path(workdir),
             launcher=self.launcher if self.launcher.enabled else None,
@@ -170,6 +171,7 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
             security=security,
             listed_as=partial(self._listed_as, cluster_id),
             name=name,
+            job_writer=self.link_host.write_job,
         )
 
     def _listed_as(self, cluster_id: str, scheduler_id: str) -> str | None:

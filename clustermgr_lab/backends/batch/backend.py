@@ -2,9 +2,11 @@
 
 One engine over dask-jobqueue's ``Job`` classes: the job script comes from the class
 (``SLURMJob``, ``PBSJob``, ``SGEJob``, ``LSFJob``, ``HTCondorJob``), so do the submit and cancel
-commands and the parsing of a job id. What differs per queueing system is that class and one
-status command (:meth:`BatchBackend.job_states`). Every command runs through
-``asyncio.create_subprocess_exec``, never blocking the server's event loop.
+commands and the pattern of a job id. What differs per queueing system is that class and one
+status command (:meth:`BatchBackend.job_states`). The scripts are written where distributed is
+imported already (the server's scheduler links' process, ``BackendContext.job_writer``), never in
+the server itself. Every command runs through ``asyncio.create_subprocess_exec``, never blocking
+the server's event loop.
 """
 
 from __future__ import annotations
@@ -25,7 +27,16 @@ from traitlets import Float
 
 from clustermgr_lab.backends.base import SCHEDULER_PROCESS as SCHEDULER
 from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint, Waiting
-from clustermgr_lab.backends.batch.jobs import JobState, SubmitRefused, run_command
+from clustermgr_lab.backends.batch.jobs import (
+    JobRequest,
+    JobState,
+    JobText,
+    SubmitRefused,
+    job_id_from_submit_output,
+    jobqueue_class,
+    run_command,
+    write_job,
+)
 from clustermgr_lab.backends.batch.scheduler_job import SchedulerJob
 from clustermgr_lab.backends.local.backend import WORKER_PRELOAD_ENV, worker_preload_environment
 from clustermgr_lab.backends.local.processes import LocalProcesses, exit_reason
@@ -88,8 +99,9 @@ WORKER_DEFAULTS = {"distributed.worker.multiprocessing-method": "fork"}
 class BatchBackend(Backend):
     """Each worker is one batch job; the scheduler is a local process (:class:`~.local_scheduler.LocalScheduler`).
 
-    Subclasses name their dask-jobqueue ``Job`` class (:meth:`job_class`) and implement
-    :meth:`job_states`. Templates set the options in :attr:`template_options`
+    Subclasses name their dask-jobqueue ``Job`` class (:attr:`jobqueue_job`), its configuration
+    section and cancel command (:attr:`config_name`, :attr:`cancel_command`: the class's own, which the
+    server reads without importing it) and implement :meth:`job_states`. Templates set the options in :attr:`template_options`
     (``{"backend": "slurm", "options": {"queue": "gpu", "walltime": "04:00:00"}}``); ``None``
     leaves a setting to dask-jobqueue's configuration (``jobqueue.<system>.*``).
 
@@ -139,6 +151,12 @@ class BatchBackend(Backend):
     scheduler_start_timeout = Float(60.0, config=True, help="Seconds the scheduler gets to write its address.")
     #: LSF's bsub reads the script from stdin
     submit_from_stdin: ClassVar[bool] = False
+    #: The dask-jobqueue ``Job`` class that writes this system's job scripts: ``dask_jobqueue.<module>.<class>``.
+    jobqueue_job: ClassVar[tuple[str, str]]
+    #: That class's ``config_name``: the site's settings are ``jobqueue.<config_name>.*``.
+    config_name: ClassVar[str]
+    #: That class's ``cancel_command``.
+    cancel_command: ClassVar[str]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -200,9 +218,9 @@ class BatchBackend(Backend):
     # -- job scripts -------------------------------------------------------------------------------
 
     @classmethod
-    @abc.abstractmethod
     def job_class(cls):
-        """The dask-jobqueue ``Job`` class that writes this system's job scripts."""
+        """The dask-jobqueue ``Job`` class that writes this system's job scripts (imported: it imports distributed)."""
+        return jobqueue_class(*cls.jobqueue_job)
 
     @classmethod
     def submit_command(cls) -> str | None:
@@ -227,9 +245,8 @@ class BatchBackend(Backend):
     def site_config(self, key: str, *deprecated: str) -> Any:
         """The site's ``jobqueue.<system>.<key>`` from Dask's config (its jobqueue.yaml, ``DASK_JOBQUEUE__...``),
         or its ``deprecated`` name's, as dask-jobqueue reads it; None when unset."""
-        system = self.job_class().config_name
         for name in (key, *deprecated):
-            value = dask.config.get(f"jobqueue.{system}.{name}", None)
+            value = dask.config.get(f"jobqueue.{self.config_name}.{name}", None)
             if value:
                 return value
         return None
@@ -330,29 +347,66 @@ class BatchBackend(Backend):
             worker_extra_args=extra,
         )
 
-    def job(self, group: WorkerGroup, name: str):
-        return self.job_class()(**self.job_kwargs(group, name))
+    def job_request(self, group: WorkerGroup, name: str, command: str | None = None) -> JobRequest:
+        """The dask-jobqueue ``Job`` of worker ``name`` of ``group``: class and arguments (``command``: another one)."""
+        return JobRequest(*self.jobqueue_job, self.job_kwargs(group, name), command)
 
     def job_script(self, group: WorkerGroup, name: str) -> str:
-        """The batch script of worker ``name``, as dask-jobqueue writes it."""
-        return self.job(group, name).job_script()
+        """The batch script of worker ``name``, as dask-jobqueue writes it, written in this process."""
+        return write_job(self.job_request(group, name)).script
+
+    async def write_job(self, request: JobRequest) -> JobText:
+        """``request``'s script and commands, written by the context's ``job_writer`` (the server's scheduler links'
+        process) with this server's ``jobqueue`` settings; in this process when there is none, or when it cannot
+        answer (a warning says so).
+
+        Raises
+        ------
+        ValueError, RuntimeError
+            What the ``Job`` class raised for these arguments, with its words.
+        """
+        writer = self.context.job_writer
+        if writer is not None:
+            message = {"job": request.to_message(), "jobqueue": dask.config.get("jobqueue", {})}
+            try:
+                return JobText.from_message(await writer(message))
+            except OSError as exc:
+                log.warning("cluster %s: job script written in the server: %s", self.cluster_id, exc)
+        return write_job(request)
+
+    @staticmethod
+    def write_job_message(message: Mapping[str, Any]) -> dict[str, str]:
+        """The ``job_writer``'s work where it runs: ``{"job", "jobqueue"}`` (as :meth:`write_job` sends them) to
+        :meth:`JobText.to_message <.jobs.JobText.to_message>`."""
+        return write_job(JobRequest.from_message(message["job"]), message.get("jobqueue")).to_message()
+
+    def job_id(self, text: JobText, out: str) -> str:
+        """The job id in the submit command's output ``out`` (:func:`~.jobs.job_id_from_submit_output`).
+
+        Raises
+        ------
+        ValueError
+            When ``out`` has none.
+        """
+        return job_id_from_submit_output(text.job_id_regexp, out)
 
     # -- starting and stopping workers ---------------------------------------------------------------
 
-    async def submit(self, job, name: str) -> str:
-        """Submit a dask-jobqueue ``Job`` (its script saved as ``<name>.job.sh``); its job id.
+    async def submit(self, request: JobRequest, name: str) -> str:
+        """Write the job of ``request`` (its script saved as ``<name>.job.sh``) and submit it; its job id.
 
         Raises
         ------
         SubmitRefused
             When the system refuses it or gives no job id.
         """
+        text = await self.write_job(request)
         self.workdir.mkdir(parents=True, exist_ok=True)
         script = self.workdir / f"{name}.job.sh"
-        script.write_text(job.job_script())
-        command = shlex.split(job.submit_command)
+        script.write_text(text.script)
+        command = shlex.split(text.submit_command)
         if self.submit_from_stdin:
-            command = ["sh", "-c", f'{job.submit_command} < "$0"', str(script)]
+            command = ["sh", "-c", f'{text.submit_command} < "$0"', str(script)]
         else:
             command.append(str(script))
         code, out, err = await run_command(*command, timeout=self.command_timeout, env=self.command_env())
@@ -360,12 +414,12 @@ class BatchBackend(Backend):
         if code != 0:
             raise SubmitRefused(f"{command[0]} refused {what}: {(err or out).strip()}")
         try:
-            return job._job_id_from_submit_output(out)
+            return self.job_id(text, out)
         except ValueError:
             raise SubmitRefused(f"{command[0]} gave no job id for {what}: {(err or out).strip()}") from None
 
     async def _submit(self, group: WorkerGroup, name: str) -> None:
-        job_id = await self.submit(self.job(group, name), name)
+        job_id = await self.submit(self.job_request(group, name), name)
         self._ended.pop(name, None)
         self._jobs[name] = job_id
         self._waiting[name] = Waiting("submitted", job_id)
@@ -500,7 +554,7 @@ class BatchBackend(Backend):
 
     async def cancel_jobs(self, job_ids: list[str]) -> None:
         """Cancel jobs, then wait (up to ``cancel_timeout``) until the system no longer lists them."""
-        cancel = shlex.split(self.job_class().cancel_command)
+        cancel = shlex.split(self.cancel_command)
         code, out, err = await run_command(*cancel, *job_ids, timeout=self.command_timeout, env=self.command_env())
         if code != 0:
             log.warning("cluster %s: %s %s: %s", self.cluster_id, cancel[0], " ".join(job_ids), (err or out).strip())

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ElementTree
 from typing import Any
 
 from clustermgr_lab.backends.batch.backend import BATCH_OPTIONS, BatchBackend
-from clustermgr_lab.backends.batch.jobs import JobState, jobqueue_class, run_command
+from clustermgr_lab.backends.batch.jobs import JobState, run_command
 from clustermgr_lab.domain import options as opt
 from clustermgr_lab.domain.spec import WorkerGroup
 
@@ -28,9 +28,9 @@ class SGEBackend(BatchBackend):
     project: str | None = None
     resource_spec: str | None = None
 
-    @classmethod
-    def job_class(cls):
-        return jobqueue_class("sge", "SGEJob")
+    jobqueue_job = ("sge", "SGEJob")
+    config_name = "sge"
+    cancel_command = "qdel"
 
     def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
         return {**super().job_kwargs(group, name), "project": self.project, "resource_spec": self.resource_spec}

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from clustermgr_lab.backends.batch.backend import BATCH_OPTIONS, BatchBackend
-from clustermgr_lab.backends.batch.jobs import JobState, jobqueue_class, run_command
+from clustermgr_lab.backends.batch.jobs import JobState, JobText, run_command
 from clustermgr_lab.domain.spec import WorkerGroup
+
+#: What ``condor_submit`` prints: "1 job(s) submitted to cluster 17."
+CLUSTER_ID = r"submitted to cluster (\d+)"
 
 
 class HTCondorBackend(BatchBackend):
@@ -17,9 +21,9 @@ class HTCondorBackend(BatchBackend):
     template_options = {k: v for k, v in BATCH_OPTIONS.items() if k not in ("queue", "account", "walltime")}
     STATUS = {"1": "Idle", "5": "Held", "7": "Suspended"}
 
-    @classmethod
-    def job_class(cls):
-        return jobqueue_class("htcondor", "HTCondorJob")
+    jobqueue_job = ("htcondor", "HTCondorJob")
+    config_name = "htcondor"
+    cancel_command = "condor_rm"
 
     def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
         kwargs = super().job_kwargs(group, name)
@@ -27,6 +31,16 @@ class HTCondorBackend(BatchBackend):
             kwargs.pop(unsupported)
         kwargs["disk"] = "1 GiB"
         return kwargs
+
+    def job_id(self, text: JobText, out: str) -> str:
+        """As ``HTCondorJob`` reads it: the cluster ``condor_submit`` names, as ``<cluster>.0`` (one job per submit)."""
+        match = re.search(CLUSTER_ID, out)
+        if match is None:
+            raise ValueError(
+                "Could not parse cluster id from submission command output.\n"
+                f"Cluster id regexp is {CLUSTER_ID!r}\nSubmission command output is:\n{out}"
+            )
+        return f"{match.group(1)}.0"
 
     async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None:
         code, out, err = await run_command(

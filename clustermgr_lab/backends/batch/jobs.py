@@ -1,12 +1,22 @@
-"""What every queueing system shares: running its commands off the event loop, its dask-jobqueue ``Job`` class, a job's state."""
+"""What every queueing system shares: running its commands off the event loop, its job scripts, a job's state.
+
+The job scripts are dask-jobqueue's: a :class:`JobRequest` names a ``Job`` class and its arguments, and
+:func:`write_job` makes the ``Job`` and keeps of it what submitting needs (:class:`JobText`). Importing
+dask-jobqueue imports distributed (NumPy with it, about 30 MiB a process keeps for its life), so a server
+has its scheduler links' process write them (``BackendContext.job_writer``); the server itself reads only
+the site's ``jobqueue.*`` settings, with dask's configuration, and parses job ids
+(:func:`job_id_from_submit_output`, as dask-jobqueue does).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from clustermgr_lab.domain.errors import BackendError
 
@@ -46,6 +56,100 @@ def jobqueue_class(module: str, name: str):
     if sigint is not None and signal.getsignal(signal.SIGINT) is not sigint:
         signal.signal(signal.SIGINT, sigint)
     return job_class
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """A dask-jobqueue ``Job`` to write: its class (``dask_jobqueue.<module>.<class_name>``) and arguments.
+
+    ``command`` replaces the command the job runs (a worker's, by default): the scheduler's job runs
+    ``dask scheduler``. Crosses to the scheduler links' process as :meth:`to_message`.
+    """
+
+    module: str
+    class_name: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    command: str | None = None
+
+    def to_message(self) -> dict[str, Any]:
+        return {"module": self.module, "class_name": self.class_name, "kwargs": self.kwargs, "command": self.command}
+
+    @classmethod
+    def from_message(cls, message: Mapping[str, Any]) -> JobRequest:
+        return cls(message["module"], message["class_name"], dict(message.get("kwargs") or {}), message.get("command"))
+
+
+@dataclass(frozen=True)
+class JobText:
+    """What submitting a job needs of its dask-jobqueue ``Job``: the script, the submit command, the job id pattern."""
+
+    script: str
+    submit_command: str
+    job_id_regexp: str
+
+    def to_message(self) -> dict[str, str]:
+        return {"script": self.script, "submit_command": self.submit_command, "job_id_regexp": self.job_id_regexp}
+
+    @classmethod
+    def from_message(cls, message: Mapping[str, Any]) -> JobText:
+        return cls(str(message["script"]), str(message["submit_command"]), str(message["job_id_regexp"]))
+
+
+def write_job(request: JobRequest, jobqueue_config: Mapping[str, Any] | None = None) -> JobText:
+    """Make the ``Job`` of ``request`` (imports dask-jobqueue) and return its :class:`JobText`.
+
+    ``jobqueue_config``: the requesting server's ``jobqueue`` settings, laid over this process's while the
+    ``Job`` reads its defaults (a site's ``jobqueue.yaml``, ``DASK_JOBQUEUE__*``, what the server set at
+    run time); None: this process's own. Raises what the ``Job`` class raises for bad arguments
+    (e.g. a ``ValueError`` when no ``cores`` are given anywhere).
+
+    Examples
+    --------
+    >>> request = JobRequest("slurm", "SLURMJob", {"cores": 1, "memory": "1 GiB", "name": "w-1", "python": "python3"})
+    >>> text = write_job(request)
+    >>> text.submit_command, text.script.splitlines()[0], "w-1" in text.script.splitlines()[-1]
+    ('sbatch', '#!/usr/bin/env bash', True)
+    """
+    import dask.config
+
+    job_class = jobqueue_class(request.module, request.class_name)
+    if jobqueue_config is None:
+        job = job_class(**request.kwargs)
+    else:
+        merged = dask.config.merge(dask.config.get("jobqueue", {}), dict(jobqueue_config))
+        with dask.config.set({"jobqueue": merged}):
+            job = job_class(**request.kwargs)
+    if request.command is not None:
+        job._command_template = request.command
+    return JobText(job.job_script(), job.submit_command, job.job_id_regexp)
+
+
+def job_id_from_submit_output(regexp: str, out: str) -> str:
+    """The job id in a submit command's output: the ``job_id`` group of ``regexp``, as dask-jobqueue's ``Job`` reads it.
+
+    Raises
+    ------
+    ValueError
+        When ``regexp`` does not match, or has no ``job_id`` group (dask-jobqueue's words).
+
+    Examples
+    --------
+    >>> job_id_from_submit_output(r"(?P<job_id>\\d+)", "Submitted batch job 42")
+    '42'
+    """
+    match = re.search(regexp, out)
+    if match is None:
+        raise ValueError(
+            f"Could not parse job id from submission command output.\nJob id regexp is {regexp!r}\n"
+            f"Submission command output is:\n{out}"
+        )
+    job_id = match.groupdict().get("job_id")
+    if job_id is None:
+        raise ValueError(
+            "You need to use a 'job_id' named group in your regexp, e.g. r'(?P<job_id>\\d+)'. "
+            f"Your regexp was: {regexp!r}"
+        )
+    return job_id
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from clustermgr_lab.backends.batch.backend import BatchBackend
-from clustermgr_lab.backends.batch.jobs import JobState, jobqueue_class, run_command
+from clustermgr_lab.backends.batch.jobs import JobState, run_command
 from clustermgr_lab.domain.spec import WorkerGroup
 
 
@@ -16,9 +16,9 @@ class LSFBackend(BatchBackend):
     description = "Scheduler on this machine, each worker one LSF job (dask-jobqueue job scripts)"
     submit_from_stdin = True
 
-    @classmethod
-    def job_class(cls):
-        return jobqueue_class("lsf", "LSFJob")
+    jobqueue_job = ("lsf", "LSFJob")
+    config_name = "lsf"
+    cancel_command = "bkill"
 
     def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
         return {**super().job_kwargs(group, name), "project": self.account}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from clustermgr_lab.backends.batch.backend import BatchBackend
-from clustermgr_lab.backends.batch.jobs import JobState, jobqueue_class, run_command
+from clustermgr_lab.backends.batch.jobs import JobState, run_command
 from clustermgr_lab.domain.spec import WorkerGroup
 
 
@@ -15,9 +15,9 @@ class PBSBackend(BatchBackend):
     name = "pbs"
     description = "Scheduler on this machine, each worker one PBS job (dask-jobqueue job scripts)"
 
-    @classmethod
-    def job_class(cls):
-        return jobqueue_class("pbs", "PBSJob")
+    jobqueue_job = ("pbs", "PBSJob")
+    config_name = "pbs"
+    cancel_command = "qdel"
 
     def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]:
         return {**super().job_kwargs(group, name), "account": self.account}

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from dask.utils import parse_bytes
 
 from clustermgr_lab.backends.base import SCHEDULER_PROCESS, SchedulerEndpoint
-from clustermgr_lab.backends.batch.jobs import JobState
+from clustermgr_lab.backends.batch.jobs import JobRequest, JobState, write_job
 from clustermgr_lab.backends.local.scheduler import IDLE_SHUTDOWN_LOG_LINE, read_scheduler_file, scheduler_command
 from clustermgr_lab.common.security import ClusterCredentials
 from clustermgr_lab.domain.errors import BackendError
@@ -28,15 +28,15 @@ class BatchBackend(Protocol):
     interface: str | None
     python: str
     scheduler_job_cores: int
+    jobqueue_job: tuple[str, str]
 
     @property
     def scheduler_job_memory(self) -> str: ...
-    def job_class(self) -> type: ...
     def job_name(self, name: str) -> str: ...
     def job_kwargs(self, group: WorkerGroup, name: str) -> dict[str, Any]: ...
     def job_record_extra(self) -> dict[str, Any]: ...
     def worker_log(self, name: str) -> Path | None: ...
-    async def submit(self, job: Any, name: str) -> str: ...
+    async def submit(self, request: JobRequest, name: str) -> str: ...
     async def job_states(self, job_ids: list[str]) -> dict[str, JobState] | None: ...
     async def cancel_jobs(self, job_ids: list[str]) -> None: ...
 
@@ -76,7 +76,7 @@ class SchedulerJob:
     def job_name(self) -> str:
         return self.backend.job_name(SCHEDULER_PROCESS)
 
-    def job(self, idle_timeout: float | None):
+    def job_request(self, idle_timeout: float | None) -> JobRequest:
         """The dask-jobqueue ``Job`` of the scheduler: the backend's script, the scheduler's command line."""
         backend = self.backend
         group = WorkerGroup(
@@ -90,7 +90,6 @@ class SchedulerJob:
                 *kwargs.get("job_script_prologue", []),
                 *(f"export {name}={shlex.quote(value)}" for name, value in environment.items()),
             ]
-        job = backend.job_class()(**kwargs)
         command = scheduler_command(
             self.scheduler_file,
             interface=backend.worker_interface,
@@ -101,11 +100,11 @@ class SchedulerJob:
         )
         # exec: the scheduler is the job's own process, which the system signals when the job is cancelled (a child
         # of the script's shell outlives it where SLURM tracks processes by parentage, proctrack/linuxproc)
-        job._command_template = "exec " + shlex.join(command)
-        return job
+        return JobRequest(*backend.jobqueue_job, kwargs, "exec " + shlex.join(command))
 
     def job_script(self, idle_timeout: float | None = None) -> str:
-        return self.job(idle_timeout).job_script()
+        """The scheduler's batch script, written in this process."""
+        return write_job(self.job_request(idle_timeout)).script
 
     async def start(self, *, idle_timeout: float | None, timeout: float) -> SchedulerEndpoint:
         """Submit the job and wait (up to ``timeout`` s) until the scheduler has written its address.
@@ -118,7 +117,7 @@ class SchedulerJob:
             the message says why it was still waiting, e.g. ``Resources``).
         """
         self.scheduler_file.unlink(missing_ok=True)
-        self.job_id = await self.backend.submit(self.job(idle_timeout), SCHEDULER_PROCESS)
+        self.job_id = await self.backend.submit(self.job_request(idle_timeout), SCHEDULER_PROCESS)
         self._on_change()  # stored at once: a server that dies now still knows the job
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

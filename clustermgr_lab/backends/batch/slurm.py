@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from clustermgr_lab.backends.batch.backend import BATCH_OPTIONS, BatchBackend
-from clustermgr_lab.backends.batch.jobs import JobState, jobqueue_class, run_command
+from clustermgr_lab.backends.batch.jobs import JobState, run_command
 from clustermgr_lab.cluster.logs import read_tail
 from clustermgr_lab.domain import options as opt
 from clustermgr_lab.domain.departures import from_job_state, from_slurm_output
@@ -66,9 +66,9 @@ class SlurmBackend(BatchBackend):
     nice: int | None = None
     slurm_conf: str | None = None  # None: SLURM's default (SLURM_CONF of the server, else /etc/slurm/slurm.conf)
 
-    @classmethod
-    def job_class(cls):
-        return jobqueue_class("slurm", "SLURMJob")
+    jobqueue_job = ("slurm", "SLURMJob")
+    config_name = "slurm"
+    cancel_command = "scancel"
 
     def command_env(self) -> dict[str, str]:
         return {"SLURM_CONF": self.slurm_conf} if self.slurm_conf else {}
