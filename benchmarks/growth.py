@@ -8,7 +8,8 @@ a curve). Each curve is printed as a table, drawn on log-log axes with its least
 - **Workers** (N = 10, 50, 200, 500): one cluster of 0 workers of the small-workers template (no nanny,
   1 thread, 512 MiB) scaled 0 -> N by one ``PATCH``, until the stream shows N running: the time, the
   Jupyter server's CPU-seconds and the stream's bytes during it, the memory each worker took (drop of
-  available memory) and the server's CPU over ``IDLE`` seconds with N running. Beside it, in turn,
+  available memory) and the server's CPU over ``IDLE`` seconds with N running; ``--growth-repeat``
+  times (the medians; the ratio to LocalCluster is the first's, see :func:`cm_repeated`). Beside it, in turn,
   ``LocalCluster(n_workers=N)`` with the same worker shape and worker settings (it starts a nanny per
   worker; it has no nanny-less process mode) in this process: the time to N running and this
   process's CPU-seconds (its scheduler and nannies run here). Each side first checks that N more
@@ -30,6 +31,7 @@ import contextlib
 import datetime as _dt
 import math
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -52,6 +54,7 @@ LOCAL_TIMEOUT = 240.0  # the same for LocalCluster (its N nannies and workers st
 MARGIN = 1.5  # memory per worker predicted for the next point: the largest measured so far, times this
 GUESS_PER_WORKER = {"clustermgr": 64 * MiB, "LocalCluster": 200 * MiB}  # before a point has measured one
 BUSY_TASK = 0.5  # seconds each busy task sleeps
+REPEAT = 3  # clustermgr's scale-ups per N (--growth-repeat): the curve is their median, the ratio the first's
 
 
 def add_arguments(parser: Any) -> None:
@@ -60,6 +63,10 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument(
         "--growth-clusters", help=f"the clusters curve's sizes (default {','.join(map(str, CLUSTERS))})"
     )
+    parser.add_argument(
+        "--growth-repeat", type=int, default=REPEAT,
+        help=f"clustermgr's scale-ups per N on the workers curve (default {REPEAT}; 1 in --smoke)",
+    )  # fmt: skip
 
 
 def sizes(text: str | None, default: list[int], smoke: list[int], is_smoke: bool) -> list[int]:
@@ -172,6 +179,7 @@ def running_now(stream: Stream, mark: int, cid: str) -> int:
 
 
 def cm_point(server: Server, stream: Stream, bench: ModuleType, n: int, per_worker: float, idle: float) -> dict:
+    """One scale-up 0 -> ``n`` of a new cluster; with ``idle`` > 0, the server's CPU over ``idle`` s after it."""
     out: dict[str, Any] = {"n": n}
     ok, why = fits(n, per_worker)
     if not ok:
@@ -191,10 +199,40 @@ def cm_point(server: Server, stream: Stream, bench: ModuleType, n: int, per_work
             out.update(reached=running_now(stream, m, cid), why=why)
             return out
         out.update(time=t1 - t0, reached=n, per_worker=max(available0 - psutil.virtual_memory().available, 0) / n)
-        m = stream.mark()
-        out.update(idle_cpu=idle_window(server, bench, idle)["cpu"], idle_messages=stream.mark() - m)
+        if idle > 0:
+            m = stream.mark()
+            out.update(idle_cpu=idle_window(server, bench, idle)["cpu"], idle_messages=stream.mark() - m)
     finally:
         base.delete_clusters(server, stream, [cid])
+    return out
+
+
+def cm_repeated(
+    server: Server, stream: Stream, bench: ModuleType, n: int, per_worker: float, idle: float, repeat: int
+) -> dict:
+    """:func:`cm_point` ``repeat`` times: the median of each figure, and the first scale-up's time as ``first_time``.
+
+    One scale-up to 500 on 2 cores varies by a third from run to run (its workers' start-up is
+    CPU-bound, half of it in the kernel: about 3,600 fresh pages each); the median of the repeats is
+    the curve, and the first is kept for the ratio to ``LocalCluster`` (measured once). The
+    idle window runs after the first only. A repeat that does not reach N is the point's result.
+    """
+    runs: list[dict] = []
+    for i in range(repeat):
+        if i:
+            settle_cpu()
+            time.sleep(2)
+        found = cm_point(server, stream, bench, n, per_worker, idle if i == 0 else 0.0)
+        if "time" not in found:
+            if runs:
+                found["why"] = f"repeat {i + 1} of {repeat}: {found.get('why', '')}"
+            return found
+        runs.append(found)
+        per_worker = max(per_worker, found["per_worker"] * MARGIN)
+    out = dict(runs[0])
+    for key in ("time", "cpu", "bytes", "messages", "per_worker"):
+        out[key] = statistics.median(r[key] for r in runs)
+    out.update(first_time=runs[0]["time"], times=[r["time"] for r in runs])
     return out
 
 
@@ -292,9 +330,10 @@ def _wait_local(cluster: Any, n: int, t0: float) -> tuple[float | None, str]:
 
 
 def workers_curve(
-    tmp: Path, server: Server, stream: Stream, bench: ModuleType, ns: list[int], idle: float, local: bool
-) -> list[dict]:
-    """Each N: clustermgr and (``local``) LocalCluster in turn, which goes first alternating."""
+    tmp: Path, server: Server, stream: Stream, bench: ModuleType, ns: list[int], idle: float, local: bool,
+    repeat: int = 1,
+) -> list[dict]:  # fmt: skip
+    """Each N: clustermgr (``repeat`` times) and (``local``) LocalCluster in turn, which goes first alternating."""
     points = []
     per = dict(GUESS_PER_WORKER)
     measured: set[str] = set()
@@ -305,7 +344,7 @@ def workers_curve(
                 continue
             settle_cpu()  # what the side before left (400 exiting processes) does not slow this one
             found = (
-                cm_point(server, stream, bench, n, per[side], idle)
+                cm_repeated(server, stream, bench, n, per[side], idle, repeat)
                 if side == "clustermgr"
                 else local_point(tmp, bench, n, per[side])
             )
@@ -413,16 +452,25 @@ def busy_start(server: Server, stream: Stream, ids: list[str], clients: list) ->
 def workers_rows(points: list[dict], row: Any, baseline: dict) -> tuple[list[dict], str]:
     rows: list[dict] = []
     lines = [
-        "| N | clustermgr: to all running | LocalCluster | ratio | server CPU-s (clustermgr) | CPU-s of LocalCluster's process "
+        "| N | clustermgr: to all running (median) | clustermgr: first | LocalCluster | ratio (first / LocalCluster) "
+        "| server CPU-s (clustermgr) | CPU-s of LocalCluster's process "
         "| stream bytes | MiB per worker (cm / LC) | idle server CPU, N running | above no-cluster baseline, per worker "
         "| load average |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in points:
         n, cm, lc = p["n"], p["clustermgr"], p["LocalCluster"]
         note = f"load average {p['load']:.1f} -> {p['load_after']:.1f}"
         if "time" in cm:
-            rows.append(row(f"growth, workers: scale 0 -> {n}: clustermgr", cm["time"], "s", note=note))
+            runs = cm.get("times", [cm["time"]])
+            rows.append(
+                row(
+                    f"growth, workers: scale 0 -> {n}: clustermgr",
+                    cm["time"],
+                    "s",
+                    note=f"median of {len(runs)}: {', '.join(f'{t:.3g}' for t in runs)} s; {note}",
+                )
+            )
             rows.append(row(f"growth, workers: scale 0 -> {n}: server CPU", cm["cpu"], "CPU-s"))
             rows.append(
                 row(
@@ -455,11 +503,20 @@ def workers_rows(points: list[dict], row: Any, baseline: dict) -> tuple[list[dic
             rows.append(row(f"growth, workers: LocalCluster(n_workers={n}): CPU of its process", lc["cpu"], "CPU-s"))
         else:
             rows.append(row(f"growth, workers: LocalCluster(n_workers={n}): not measured", 1, "points", note=lc["why"]))
-        ratio = cm["time"] / lc["time"] if "time" in cm and "time" in lc else None
+        first = cm.get("first_time", cm.get("time"))  # LocalCluster runs once: against clustermgr's first
+        ratio = first / lc["time"] if first is not None and "time" in lc else None
         if ratio is not None:
-            rows.append(row(f"growth, workers: scale 0 -> {n}: ratio clustermgr / LocalCluster", ratio, "x", 0.5))
-        elif "time" in cm and "at_least" in lc:
-            ratio = cm["time"] / lc["at_least"]
+            rows.append(
+                row(
+                    f"growth, workers: scale 0 -> {n}: ratio clustermgr / LocalCluster",
+                    ratio,
+                    "x",
+                    0.5,
+                    note="clustermgr's first scale-up to N",
+                )
+            )
+        elif first is not None and "at_least" in lc:
+            ratio = first / lc["at_least"]
             rows.append(
                 row(
                     f"growth, workers: scale 0 -> {n}: ratio clustermgr / LocalCluster (at most)",
@@ -470,7 +527,8 @@ def workers_rows(points: list[dict], row: Any, baseline: dict) -> tuple[list[dic
                 )
             )
         lines.append(
-            f"| {n} | {_s(cm.get('time'), cm.get('why'))} | {_s(lc.get('time'), lc.get('why'))} | {_f(ratio, 'x')} "
+            f"| {n} | {_s(cm.get('time'), cm.get('why'))} | {_f(cm.get('first_time'), 's')} "
+            f"| {_s(lc.get('time'), lc.get('why'))} | {_f(ratio, 'x')} "
             f"| {_f(cm.get('cpu'))} | {_f(lc.get('cpu'))} | {_f((cm.get('bytes') or 0) / 1024, 'KiB')} "
             f"| {_f(_mib(cm.get('per_worker')))} / {_f(_mib(lc.get('per_worker')))} "
             f"| {_f(_pct(cm.get('idle_cpu')), '%')} | {_f(_pct(_above(cm.get('idle_cpu'), baseline, n)), '%')} "
@@ -479,6 +537,7 @@ def workers_rows(points: list[dict], row: Any, baseline: dict) -> tuple[list[dic
     ns = [p["n"] for p in points]
     fitted = {
         "time, clustermgr": (_col(points, "clustermgr", "time"), 1.0),
+        "time, clustermgr's first scale-up": (_col(points, "clustermgr", "first_time"), None),
         "time, LocalCluster": (_col(points, "LocalCluster", "time"), None),
         "server CPU during the scale-up": (_col(points, "clustermgr", "cpu"), None),
         "LocalCluster process CPU during the scale-up": (_col(points, "LocalCluster", "cpu"), None),
@@ -604,7 +663,9 @@ def chart(wpoints: list[dict], cpoints: list[dict], path: Path, title: str) -> N
     ns = [p["n"] for p in wpoints]
     panels: list[tuple[str, str, list[tuple[str, list, list]]]] = [
         ("time to all running (s)", "N workers", [
-            ("clustermgr", ns, _col(wpoints, "clustermgr", "time")), ("LocalCluster", ns, _col(wpoints, "LocalCluster", "time"))]),
+            ("clustermgr, median", ns, _col(wpoints, "clustermgr", "time")),
+            ("clustermgr, first", ns, _col(wpoints, "clustermgr", "first_time")),
+            ("LocalCluster", ns, _col(wpoints, "LocalCluster", "time"))]),
         ("CPU-s during the scale-up", "N workers", [
             ("Jupyter server", ns, _col(wpoints, "clustermgr", "cpu")), ("LocalCluster's process", ns, _col(wpoints, "LocalCluster", "cpu"))]),
         ("push stream bytes during the scale-up", "N workers", [("stream", ns, _col(wpoints, "clustermgr", "bytes"))]),
@@ -689,7 +750,8 @@ def measure(args: Any, tmp: Path, rows: list[dict], bench: ModuleType) -> list[d
         baseline = idle_window(server, bench, idle)
         log(f"growth: idle server with no cluster: {_brief(baseline)}")
         if ns:
-            wpoints = workers_curve(tmp, server, stream, bench, ns, idle, local=not args.smoke)
+            repeat = 1 if args.smoke else max(1, args.growth_repeat)
+            wpoints = workers_curve(tmp, server, stream, bench, ns, idle, local=not args.smoke, repeat=repeat)
             found, wtext = workers_rows(wpoints, bench.row, baseline)
             rows += found
             print(f"\ngrowth: workers curve\n\n{wtext}\n", flush=True)
