@@ -124,6 +124,12 @@ def write_job(request: JobRequest, jobqueue_config: Mapping[str, Any] | None = N
     return JobText(job.job_script(), job.submit_command, job.job_id_regexp)
 
 
+def write_job_message(message: Mapping[str, Any]) -> dict[str, str]:
+    """A ``job_writer``'s work where it runs: ``{"job", "jobqueue"}`` (a :meth:`JobRequest.to_message` and the
+    requesting server's ``jobqueue`` settings) to :meth:`JobText.to_message`."""
+    return write_job(JobRequest.from_message(message["job"]), message.get("jobqueue")).to_message()
+
+
 def job_id_from_submit_output(regexp: str, out: str) -> str:
     """The job id in a submit command's output: the ``job_id`` group of ``regexp``, as dask-jobqueue's ``Job`` reads it.
 
