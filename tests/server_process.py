@@ -18,6 +18,7 @@ import requests
 
 from clustermgr_lab.backends.local.standby import MARKER as STANDBY_MARKER
 from clustermgr_lab.client import ClusterManagerClient
+from clustermgr_lab.cluster.link_host import PROCESS_TITLE
 
 from .helpers import eventually, subprocess_env
 
@@ -190,3 +191,51 @@ def kill_leftovers(sessions: set[int], *marks: str) -> None:
     for pid in set(in_sessions(sessions)) | {p.pid for p in dask_processes(*marks)}:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+
+
+#: Helpers JupyterLab itself runs for a moment at start (``npm prefix`` in its build check): not the extension's.
+JUPYTERLAB_HELPERS = ("npm", "node", "yarn", "jlpm")
+
+
+def descendants(server: JupyterServer) -> list[psutil.Process]:
+    """The server's live descendants (the launcher is its child; schedulers and workers are the launcher's)."""
+    try:
+        children = psutil.Process(server.process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [p for p in children if not_zombie(p) and not _jupyterlab_helper(p)]
+
+
+def _jupyterlab_helper(process: psutil.Process) -> bool:
+    try:
+        return process.name().split(" ")[0] in JUPYTERLAB_HELPERS
+    except psutil.Error:
+        return True
+
+
+def not_zombie(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def link_hosts(server: JupyterServer) -> list[psutil.Process]:
+    """The server's scheduler links' process (its child), while it runs."""
+    return [p for p in descendants(server) if any(name in " ".join(_cmdline(p)) for name in LINK_HOST)]
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
+def mapped_libraries(pid: int) -> str:
+    """The files a process has mapped (its shared libraries among them), from ``/proc/PID/maps``."""
+    with open(f"/proc/{pid}/maps") as maps:
+        return maps.read()
+
+
+LINK_HOST = (PROCESS_TITLE, "clustermgr_lab.cluster.link_host")  # its title, or without setproctitle its module

@@ -9,9 +9,16 @@ from pathlib import Path
 
 from traitlets.config import Config
 
-from clustermgr_lab.backends import BACKENDS, Backend, BackendContext, BatchBackend, Capabilities, ExternalBackend
+from clustermgr_lab.backends import (
+    BACKENDS,
+    Backend,
+    BackendContext,
+    BatchBackend,
+    Capabilities,
+    ExternalBackend,
+    SSHBackend,
+)
 from clustermgr_lab.backends.local.backend import LocalBackend
-from clustermgr_lab.backends.ssh import SSHBackend
 from clustermgr_lab.manager.cluster_manager import ClusterManager
 
 CAPABILITY_KEYS = {

@@ -18,42 +18,14 @@ import psutil
 import pytest
 
 from clustermgr_lab.backends.local.forkserver import SOCKET_FOLDER_RECORD
-from clustermgr_lab.cluster.link_host import PROCESS_TITLE
 
 from .helpers import eventually, requires_slurm, running_with, slurm_jobs, subprocess_env
-from .server_process import JupyterServer, kill_leftovers
+from .server_process import JupyterServer, descendants, kill_leftovers, link_hosts, mapped_libraries, not_zombie
 
 pytestmark = pytest.mark.timeout(300)
 
 SMALL = {"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}
 FORKSERVER = "clustermgr_lab.backends.local.forkserver"
-
-
-#: Helpers JupyterLab itself runs for a moment at start (``npm prefix`` in its build check): not the extension's.
-JUPYTERLAB_HELPERS = ("npm", "node", "yarn", "jlpm")
-
-
-def descendants(server: JupyterServer) -> list[psutil.Process]:
-    """The server's live descendants (the launcher is its child; schedulers and workers are the launcher's)."""
-    try:
-        children = psutil.Process(server.process.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    return [p for p in children if _alive(p) and not _jupyterlab_helper(p)]
-
-
-def _jupyterlab_helper(process: psutil.Process) -> bool:
-    try:
-        return process.name().split(" ")[0] in JUPYTERLAB_HELPERS
-    except psutil.Error:
-        return True
-
-
-def _alive(process: psutil.Process) -> bool:
-    try:
-        return process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def launchers(server: JupyterServer) -> list[psutil.Process]:
@@ -69,27 +41,9 @@ def launchers(server: JupyterServer) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(process.info["cmdline"] or [])
-        if FORKSERVER in cmdline and any(f in cmdline for f in folders) and _alive(process):
+        if FORKSERVER in cmdline and any(f in cmdline for f in folders) and not_zombie(process):
             found.append(process)
     return found
-
-
-def link_hosts(server: JupyterServer) -> list[psutil.Process]:
-    """The server's scheduler links' process (its child), while it runs."""
-    return [p for p in descendants(server) if any(name in " ".join(_cmdline(p)) for name in LINK_HOST)]
-
-
-def _cmdline(process: psutil.Process) -> list[str]:
-    try:
-        return process.cmdline()
-    except psutil.Error:
-        return []
-
-
-def mapped_libraries(pid: int) -> str:
-    """The files a process has mapped (its shared libraries among them), from ``/proc/PID/maps``."""
-    with open(f"/proc/{pid}/maps") as maps:
-        return maps.read()
 
 
 def standby_folders(server: JupyterServer) -> list:
@@ -101,7 +55,6 @@ SHORT_DELAYS = {
     "StandbySchedulers": {"count": 1},
     "LinkHost": {"release_after": 1.0},
 }
-LINK_HOST = (PROCESS_TITLE, "clustermgr_lab.cluster.link_host")  # its title, or without setproctitle its module
 
 
 @pytest.fixture

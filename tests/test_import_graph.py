@@ -169,8 +169,16 @@ def test_every_layer_imports_only_what_it_may():
         (f"{PACKAGE}.web.routes", "from clustermgr_lab.backends.local import backend", "the web layer never"),
         (f"{PACKAGE}.client.api", "import clustermgr_lab.manager.cluster_manager", "the kernel-side client"),
         (f"{PACKAGE}.preloads.scheduler", "from clustermgr_lab.domain.spec import WorkerSpec", "the scheduler preload"),
-        (f"{PACKAGE}.backends.base", "from clustermgr_lab.backends.ssh import SSHBackend", "the backend contract"),
-        (f"{PACKAGE}.cluster.managed", "def f():\n    from clustermgr_lab.backends.ssh import SSHBackend", "the core"),
+        (
+            f"{PACKAGE}.backends.base",
+            "from clustermgr_lab.backends.ssh.backend import SSHBackend",
+            "the backend contract",
+        ),
+        (
+            f"{PACKAGE}.cluster.managed",
+            "def f():\n    from clustermgr_lab.backends.ssh.backend import SSHBackend",
+            "the core",
+        ),
         (
             f"{PACKAGE}.manager.settings",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from clustermgr_lab.backends.batch import slurm",

@@ -10,6 +10,7 @@ the process table.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import os
@@ -26,8 +27,9 @@ import dask.config
 import psutil
 import pytest
 
+from clustermgr_lab.backends import BackendContext, SSHBackend
 from clustermgr_lab.backends.local.backend import SCHEDULER
-from clustermgr_lab.backends.ssh import SSHBackend
+from clustermgr_lab.cluster.hosted_link import LinkHost
 from clustermgr_lab.domain.errors import BackendError
 from clustermgr_lab.domain.spec import parse_spec
 
@@ -37,11 +39,13 @@ from .helpers import (
     call,
     cluster_client,
     delete_and_wait,
+    eventually,
     running_with,
     tree,
     until,
     wait_for,
 )
+from .server_process import JupyterServer, descendants, kill_leftovers, link_hosts, mapped_libraries
 
 MiB = 2**20
 SSHD = "/usr/sbin/sshd"
@@ -287,10 +291,26 @@ async def test_a_worker_that_cannot_start_is_reported_and_not_retried(jp_fetch, 
     assert await until(lambda: tree(sshd.process.pid) == [sshd.process.pid], 30, "the SSH sessions to close")
 
 
-async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group_killed(tmp_path, sshd, ssh_backend):
-    # Given an SSH backend with its scheduler and 3 workers started over SSH
+@pytest.fixture(params=["links-process", "in-process"])
+def held_by(request) -> str:
+    """Where the SSH connections are held: the scheduler links' process, as a server has it, or the backend's own."""
+    return request.param
+
+
+def ssh_connections(pid: int, sshd: PrivateSshd) -> int:
+    """How many TCP connections process ``pid`` has to the private sshd."""
+    return sum(1 for c in psutil.Process(pid).net_connections("tcp") if c.raddr and c.raddr.port == sshd.port)
+
+
+async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group_killed(
+    tmp_path, sshd, ssh_backend, held_by
+):
+    # Given an SSH backend with its scheduler and 3 workers started over SSH, the connections held by the
+    # scheduler links' process (or, made without one, by the backend's own)
     exits = []
-    backend = ssh_backend("abc123", tmp_path / "server-1" / "abc123", on_worker_exit=lambda *exit: exits.append(exit))
+    helper = LinkHost(release_after=1.0) if held_by == "links-process" else None
+    context = BackendContext(tmp_path / "server-1" / "abc123", helper=helper)
+    backend = ssh_backend("abc123", context, on_worker_exit=lambda *exit: exits.append(exit))
     group = parse_spec({"groups": [WORKERS]}).groups[0]
     endpoint = await backend.start_scheduler()
     address = endpoint.address
@@ -307,6 +327,8 @@ async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group
             name: ("127.0.0.1", os.getpgid(nanny.pid)) for name, nanny in nannies.items()
         }
         assert all(r["connect_options"] == sshd.connect_options for r in records.values())
+        if helper is not None:  # And the links' process holds their 3 connections, this process none
+            assert ssh_connections(helper.pid, sshd) == 3 and ssh_connections(os.getpid(), sshd) == 0
         # (the scheduler keeps running throughout: no worker below can be ending because its scheduler went)
 
         # When one is scaled down
@@ -329,7 +351,7 @@ async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group
         # with none of the connect options configured (they were the cluster's, not the class's)
         records = backend.process_records()
         unconfigured = type("Unconfigured", (SSHBackend,), {"connect_options": {}})
-        successor = unconfigured("abc123", backend.workdir)
+        successor = unconfigured("abc123", BackendContext(backend.workdir, helper=helper))
         adopted = await successor.adopt(endpoint, {name: r for name, r in records.items() if name != SCHEDULER})
         # Then the last worker is not adopted: its whole process group is killed over SSH, while the scheduler runs
         assert adopted == set()
@@ -337,6 +359,8 @@ async def test_stopped_lost_and_orphaned_workers_have_their_remote_process_group
         assert psutil.Process(backend.pids()["scheduler"]).is_running()
     finally:
         await backend.close()
+        if helper is not None:
+            await helper.close()
     assert alive(scheduler_pids) == [] and dask_spec_processes(address) == {}
 
 
@@ -401,3 +425,85 @@ async def test_a_worker_whose_start_times_out_before_it_reports_its_process_grou
         assert alive(remote) == [] and sessions_naming(address) == []
     finally:
         await backend.close()
+
+
+def test_a_server_holds_no_ssh_connection_and_its_workers_outlive_no_links_process(tmp_path, sshd):
+    # Given a Jupyter server (a process of its own) with an SSH template pointed at the private sshd
+    template = {"name": "ssh", "description": "workers over SSH", "backend": "ssh", "spec": {"groups": [WORKERS]}}
+    ssh = {"hosts": ["127.0.0.1"], "connect_options": sshd.connect_options, "interface": "lo"}
+    other = {"SSHBackend": ssh, "LinkHost": {"release_after": 1.0}, "WarmLauncher": {"release_after": 1.0}}
+    server = JupyterServer(tmp_path, tmp_path / "clusters.sqlite3", tmp_path / "work", other, templates=[template])
+    server.start()
+    client = server.client()
+    address = None
+    try:
+        # When an SSH cluster is made and scaled to 2 workers
+        cluster = client.create(template="ssh", name="over ssh")
+        client.wait(cluster["id"], running_with(0), timeout=120)
+        client.scale(cluster["id"], workers=2)
+        cluster = client.wait(cluster["id"], running_with(2), timeout=120)
+        address = cluster["scheduler_address"]
+        nannies = dask_spec_processes(address)
+        assert sorted(nannies) == ["default-1", "default-2"]
+        # Then the scheduler links' process holds their SSH connections, and the server none: it never
+        # imported asyncssh's cryptography nor distributed's NumPy
+        (host,) = eventually(lambda: link_hosts(server), 30, "the scheduler links' process")
+        assert ssh_connections(host.pid, sshd) == 2 and ssh_connections(server.process.pid, sshd) == 0
+        libraries = mapped_libraries(server.process.pid)
+        assert "/cryptography/" not in libraries and "/numpy/" not in libraries
+
+        # When that process is killed (out of memory, a mistaken kill), taking the connections with it
+        workers = {p for nanny in nannies.values() for p in tree(nanny.pid)}
+        host.kill()
+        # Then the workers it held are killed on their host (their channels are gone: untracked, they must not
+        # run on) and replaced through a new links' process, as for any lost connection
+        assert eventually(lambda: alive(workers) == [], 60, "the orphaned workers to be killed")
+        cluster = client.wait(cluster["id"], running_with(2), timeout=120)
+        assert set(dask_spec_processes(address)).isdisjoint({n.pid for n in nannies.values()})
+        (replacement,) = eventually(lambda: link_hosts(server), 30, "a new links' process")
+        assert replacement.pid != host.pid and ssh_connections(replacement.pid, sshd) == 2
+        replacing = [e["message"] for e in client.events(cluster["id"]) if "replacing" in e["message"]]
+        assert all(any(name in m for m in replacing) for name in nannies), replacing
+
+        # When the cluster is deleted
+        client.delete(cluster["id"], wait=True, timeout=120)
+        # Then no worker is left, the links' process is let go, and the server still has neither library
+        assert dask_spec_processes(address) == {}
+        eventually(lambda: not descendants(server), 60, "the links' process and the scheduler to exit")
+        libraries = mapped_libraries(server.process.pid)
+        assert "/cryptography/" not in libraries and "/numpy/" not in libraries
+        assert eventually(lambda: tree(sshd.process.pid) == [sshd.process.pid], 30, "the SSH sessions to close")
+    finally:
+        if server.process.poll() is None:
+            server.stop(signal.SIGTERM)
+        for nanny in dask_spec_processes(address).values() if address else []:
+            with contextlib.suppress(psutil.Error):
+                os.killpg(nanny.pid, signal.SIGKILL)
+        kill_leftovers(set(), str(tmp_path / "work"))
+
+
+async def test_a_worker_stopped_while_it_starts_is_given_up_and_killed(
+    tmp_path, sshd, ssh_backend, held_by, monkeypatch
+):
+    # Given an SSH backend whose remote command hangs before Python starts, connections held as a server holds them
+    monkeypatch.setattr(SSHBackend, "remote_python", f"sleep 600; {sys.executable}")
+    helper = LinkHost(release_after=1.0) if held_by == "links-process" else None
+    backend = ssh_backend("abc123", BackendContext(tmp_path / "abc123", helper=helper))
+    address = (await backend.start_scheduler()).address
+    try:
+        # When a worker is started, and stopped before it has started
+        start = asyncio.ensure_future(backend.scale_up(parse_spec({"groups": [WORKERS]}).groups[0], ["default-1"]))
+        remote = await until(
+            lambda: len(found := sessions_naming(address)) >= 2 and found, 30, "the remote shell and its sleep"
+        )
+        await backend.scale_down(["default-1"])
+        # Then its start fails saying so, and what it started on the host is gone
+        with pytest.raises(BackendError) as failed:
+            await start
+        assert "worker default-1 was stopped while it started on 127.0.0.1" in failed.value.message
+        assert await until(lambda: alive(remote) == [], 10, "the remote shell and its sleep to end")
+        assert sessions_naming(address) == [] and backend.hosts_of_workers() == {}
+    finally:
+        await backend.close()
+        if helper is not None:
+            await helper.close()

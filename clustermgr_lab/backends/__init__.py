@@ -36,7 +36,8 @@ if TYPE_CHECKING:  # what _MODULES names, for type checkers and the import graph
     from clustermgr_lab.backends.local.backend import LocalBackend
     from clustermgr_lab.backends.local.launcher import WarmLauncher
     from clustermgr_lab.backends.local.standby import StandbySchedulers
-    from clustermgr_lab.backends.ssh import SSHBackend
+    from clustermgr_lab.backends.ssh.backend import SSHBackend
+    from clustermgr_lab.backends.ssh.sessions import SSHSessions
 
 #: Each class this package exports lazily -> the module that defines it.
 _MODULES = {
@@ -53,7 +54,8 @@ _MODULES = {
     "LocalBackend": "clustermgr_lab.backends.local.backend",
     "WarmLauncher": "clustermgr_lab.backends.local.launcher",
     "StandbySchedulers": "clustermgr_lab.backends.local.standby",
-    "SSHBackend": "clustermgr_lab.backends.ssh",
+    "SSHBackend": "clustermgr_lab.backends.ssh.backend",
+    "SSHSessions": "clustermgr_lab.backends.ssh.sessions",
 }
 
 
@@ -126,6 +128,6 @@ def __dir__():
 __all__ = [
     "ALL_BACKENDS", "BACKENDS", "Backend", "BackendContext", "BackendRegistry", "BatchBackend", "Capabilities",
     "ClusterClassBackend", "ExternalBackend", "GatewayBackend", "HTCondorBackend", "LSFBackend", "LocalBackend",
-    "PBSBackend", "SGEBackend", "SSHBackend", "SchedulerEndpoint", "SlurmBackend", "StandbySchedulers",
+    "PBSBackend", "SGEBackend", "SSHBackend", "SSHSessions", "SchedulerEndpoint", "SlurmBackend", "StandbySchedulers",
     "TemplateProbe", "Waiting", "WarmLauncher", "parse_scheduler_address",
 ]  # fmt: skip

@@ -81,6 +81,27 @@ class ProcessLauncher(Protocol):
         """A waitable handle on a process this launcher started (e.g. one re-adopted after a restart)."""
 
 
+class HelperProcess(Protocol):
+    """A process of the server's where distributed is imported already (its scheduler links' process), for backend
+    work that needs distributed or asyncssh: the server never imports them for it.
+
+    ``ask`` sends an operation its side knows (e.g. the SSH backend's ``ssh_*``, served by
+    :func:`clustermgr_lab.backends.ssh.sessions.answer`); the process starts on first use and is let go once
+    nothing holds it. A backend that holds state there subscribes to a topic of its own: it hears that
+    state's news as ``on_event(event, args)``, and ``("lost", [])`` when the process exited (with all it held).
+    """
+
+    async def ask(self, message: dict[str, Any], timeout: float) -> Any:
+        """The answer to ``message`` (``op`` and its fields). Raises ``OSError`` when the process exited or did not
+        answer within ``timeout`` (its start included), ``ValueError`` or ``RuntimeError`` as the operation did."""
+
+    def subscribe(self, topic: str, on_event: Callable[[str, list[Any]], None]) -> None:
+        """Hear ``topic``'s news; the process is not let go while a topic is subscribed."""
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop hearing ``topic``'s news."""
+
+
 @dataclass(frozen=True)
 class BackendContext:
     """What the server hands a backend at construction: its folder, whom to tell, what to fork from.
@@ -117,6 +138,9 @@ class BackendContext:
         Writes a batch job script where distributed is imported already (the server's scheduler links'
         process): given ``{"job", "jobqueue"}``, awaits what ``BatchBackend.write_job_message`` returns for
         it there; raises ``OSError`` when that process cannot answer. None: the backend writes it itself.
+    helper : HelperProcess, optional
+        That same process, for a backend's work that needs distributed (the SSH backend's connections).
+        None: the backend does that work in its own process.
     """
 
     workdir: Path
@@ -129,6 +153,7 @@ class BackendContext:
     closed_by_owner: Callable[[], Awaitable[str | None]] | None = None
     name: str | None = None
     job_writer: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+    helper: HelperProcess | None = None
 
 
 class _BackendMeta(abc.ABCMeta, MetaHasTraits):

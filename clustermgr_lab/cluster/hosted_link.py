@@ -59,7 +59,8 @@ class HostGone(RuntimeError):
 
 
 class LinkHost(LoggingConfigurable):
-    """The process of :mod:`.link_host`: started on the first request, let go once it has had no link for a while.
+    """The process of :mod:`.link_host`: started on the first request, let go once it has had no link (nor a
+    backend's subscribed topic, e.g. SSH connections it holds) for a while.
 
     Every request waits for its answer at most its own timeout plus :data:`ANSWER_MARGIN`; when the
     process exits, every waiting request raises :class:`HostGone` and each open link subscribes again
@@ -82,6 +83,7 @@ class LinkHost(LoggingConfigurable):
         self._pending: dict[int, tuple[asyncio.subprocess.Process, asyncio.Future]] = {}  # by request number
         self._numbers = itertools.count(1)
         self.links: dict[int, HostedSchedulerLink] = {}
+        self._topics: dict[str, Callable[[str, list[Any]], None]] = {}  # backends' news, by topic
         self._release_timer: asyncio.TimerHandle | None = None
         self._packer = packer()
         self._closed = False
@@ -155,6 +157,32 @@ class LinkHost(LoggingConfigurable):
         finally:
             self.release_when_unused()
 
+    async def ask(self, message: dict[str, Any], timeout: float) -> Any:
+        """A backend's operation (``BackendContext.helper``, :class:`~clustermgr_lab.backends.base.HelperProcess`).
+
+        Raises
+        ------
+        OSError
+            When the process exited or did not answer within ``timeout`` plus :data:`ANSWER_MARGIN`.
+        ValueError, RuntimeError
+            What the operation raised there.
+        """
+        try:
+            return await self.request(message, timeout)
+        except (HostGone, SchedulerTimeout) as exc:
+            raise OSError(f"the scheduler links' process did not answer: {exc}") from exc
+        finally:
+            self.release_when_unused()
+
+    def subscribe(self, topic: str, on_event: Callable[[str, list[Any]], None]) -> None:
+        """Hear a backend's news (``{"to": topic, "event", "args"}``), and ``("lost", [])`` if the process exits."""
+        self._cancel_release()
+        self._topics[topic] = on_event
+
+    def unsubscribe(self, topic: str) -> None:
+        self._topics.pop(topic, None)
+        self.release_when_unused()
+
     def next_number(self) -> int:
         return next(self._numbers)
 
@@ -221,13 +249,20 @@ class LinkHost(LoggingConfigurable):
         if self._process is not process:  # let go on purpose (no link was open)
             return
         self._process = None
-        if self._closed or not self.links:
+        if self._closed or not (self.links or self._topics):
             return
         self.log.warning("clustermgr_lab: the scheduler links' process exited (%s): subscribing again", returncode)
         for link in list(self.links.values()):
             link.host_lost()
+        for on_event in list(self._topics.values()):
+            on_event("lost", [])
 
     def _dispatch(self, message: dict[str, Any]) -> None:
+        if "to" in message:
+            on_event = self._topics.get(message["to"])
+            if on_event is not None:
+                on_event(message.get("event"), message.get("args") or [])
+            return
         if "event" in message:
             link = self.links.get(message.get("link"))
             if link is not None:
@@ -254,7 +289,7 @@ class LinkHost(LoggingConfigurable):
     def release_when_unused(self) -> None:
         """Let the process go ``release_after`` seconds from now, unless a link opens meanwhile."""
         self._cancel_release()
-        if not self.links and not self._closed:
+        if not self.links and not self._topics and not self._closed:
             self._release_timer = asyncio.get_running_loop().call_later(self.release_after, self._release_if_unused)
 
     def _cancel_release(self) -> None:
@@ -266,7 +301,7 @@ class LinkHost(LoggingConfigurable):
         """Let the process go unless a link is open, a request waits, or a cluster may yet need it (the manager
         asks again when a cluster stops, fails or leaves the list)."""
         self._release_timer = None
-        if not self.links and not self._pending and not self._busy():
+        if not self.links and not self._topics and not self._pending and not self._busy():
             # taken now: a request from here on starts a new process rather than write to this one as it ends
             process, self._process = self._process, None
             asyncio.ensure_future(self._stop(process)).add_done_callback(_log_failure)

@@ -18,10 +18,12 @@ heartbeat run here. Messages are msgpack maps, one after another on each pipe:
   ``{"id", "op": "make_credentials", "tls"}`` (a cluster's TLS files, made with cryptography),
   ``{"id", "op": "submit_commands", "backends"}`` (read from dask-jobqueue's classes, which import distributed),
   ``{"id", "op": "write_job", "job", "jobqueue"}`` (a batch job's script, written by dask-jobqueue:
-  ``BatchBackend.write_job_message``);
+  ``BatchBackend.write_job_message``); ``{"id", "op": "ssh_start" | "ssh_stop" | "ssh_kill" | "ssh_close", ...}``
+  (SSH workers' connections, by backend topic: ``SSHSessions.answer``);
 - host to server: ``{"id", "result"}`` or ``{"id", "error", "message"}`` (``error``: one of
   :data:`ERROR_KINDS`), and a link's news ``{"link", "event", "args"}`` (``event``: one of
-  :data:`EVENTS`), written in the order its :class:`SchedulerLink` reported it.
+  :data:`EVENTS`), written in the order its :class:`SchedulerLink` reported it; a backend's news
+  ``{"to": topic, "event", "args"}`` (e.g. an SSH worker that ended on its own).
 
 It exits when its stdin closes (the server stopped, or died: no orphan). It ignores SIGINT, which a
 terminal sends to the server's whole process group: the server closes its links first.
@@ -102,6 +104,7 @@ class Host:
         self._out = out
         self._packer = packer()
         self.links: dict[int, Any] = {}
+        self.ssh_sessions: dict[str, Any] = {}  # each SSH backend's SSHSessions, by its topic
         self._tasks: set[asyncio.Task] = set()
 
     def send(self, message: dict[str, Any]) -> None:
@@ -163,6 +166,10 @@ class Host:
             from clustermgr_lab.backends import BatchBackend
 
             return BatchBackend.write_job_message(message)
+        if isinstance(op, str) and op.startswith("ssh_"):
+            from clustermgr_lab.backends import SSHSessions
+
+            return await SSHSessions.answer(message, self.ssh_sessions, self.send)
         if op == "memory_limit":
             from distributed.system import MEMORY_LIMIT
 
@@ -200,6 +207,8 @@ class Host:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         links, self.links = list(self.links.values()), {}
         await asyncio.gather(*(link.close() for link in links), return_exceptions=True)
+        sessions, self.ssh_sessions = list(self.ssh_sessions.values()), {}
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
 
 
 async def serve() -> None:

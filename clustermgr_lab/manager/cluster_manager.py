@@ -172,6 +172,7 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
             listed_as=partial(self._listed_as, cluster_id),
             name=name,
             job_writer=self.link_host.write_job,
+            helper=self.link_host,
         )
 
     def _listed_as(self, cluster_id: str, scheduler_id: str) -> str | None:
