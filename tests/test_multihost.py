@@ -26,7 +26,7 @@ import requests
 from tornado.httpclient import HTTPClientError
 
 from .helpers import call, cluster_client, delete_and_wait, eventually, running_with, until, wait_for
-from .server_process import JupyterServer, stored_workers
+from .server_process import JupyterServer, mapped_libraries, stored_workers
 
 pytestmark = [pytest.mark.xdist_group("testbed")]
 
@@ -309,6 +309,9 @@ def test_the_scheduler_as_a_job_near_workers_on_both_nodes_outlives_the_server(t
         # When it is deleted, Then its jobs, the scheduler's included, are gone
         client.delete(cluster["id"], wait=True, timeout=90)
         assert bed_jobs(cluster["id"]) == {}
+        # And the scheduler was asked to close by the links' process: the server itself never loaded distributed
+        assert "did not close on request" not in servers[-1].log_text()
+        assert "/numpy/" not in mapped_libraries(servers[-1].process.pid)
         # And no process of it is left on the nodes (the scheduler's included)
         address = before["scheduler_address"]
         eventually(lambda: not any(netns_processes(n, address) for n in NODE_ADDRESSES), 30, "nodes free of it")

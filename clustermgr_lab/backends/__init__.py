@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # what _MODULES names, for type checkers and the import graph
     from clustermgr_lab.backends.batch.htcondor import HTCondorBackend
     from clustermgr_lab.backends.batch.lsf import LSFBackend
     from clustermgr_lab.backends.batch.pbs import PBSBackend
+    from clustermgr_lab.backends.batch.scheduler_job import terminate_scheduler
     from clustermgr_lab.backends.batch.slurm import SlurmBackend
     from clustermgr_lab.backends.cluster_class import ClusterClassBackend
     from clustermgr_lab.backends.external import ExternalBackend, parse_scheduler_address
@@ -39,13 +40,14 @@ if TYPE_CHECKING:  # what _MODULES names, for type checkers and the import graph
     from clustermgr_lab.backends.ssh.backend import SSHBackend
     from clustermgr_lab.backends.ssh.sessions import SSHSessions
 
-#: Each class this package exports lazily -> the module that defines it.
+#: Each class (or function) this package exports lazily -> the module that defines it.
 _MODULES = {
     "BatchBackend": "clustermgr_lab.backends.batch.backend",
     "SGEBackend": "clustermgr_lab.backends.batch.gridengine",
     "HTCondorBackend": "clustermgr_lab.backends.batch.htcondor",
     "LSFBackend": "clustermgr_lab.backends.batch.lsf",
     "PBSBackend": "clustermgr_lab.backends.batch.pbs",
+    "terminate_scheduler": "clustermgr_lab.backends.batch.scheduler_job",
     "SlurmBackend": "clustermgr_lab.backends.batch.slurm",
     "ClusterClassBackend": "clustermgr_lab.backends.cluster_class",
     "ExternalBackend": "clustermgr_lab.backends.external",
@@ -129,5 +131,5 @@ __all__ = [
     "ALL_BACKENDS", "BACKENDS", "Backend", "BackendContext", "BackendRegistry", "BatchBackend", "Capabilities",
     "ClusterClassBackend", "ExternalBackend", "GatewayBackend", "HTCondorBackend", "LSFBackend", "LocalBackend",
     "PBSBackend", "SGEBackend", "SSHBackend", "SSHSessions", "SchedulerEndpoint", "SlurmBackend", "StandbySchedulers",
-    "TemplateProbe", "Waiting", "WarmLauncher", "parse_scheduler_address",
+    "TemplateProbe", "Waiting", "WarmLauncher", "parse_scheduler_address", "terminate_scheduler",
 ]  # fmt: skip

@@ -20,6 +20,7 @@ heartbeat run here. Messages are msgpack maps, one after another on each pipe:
   ``{"id", "op": "write_job", "job", "jobqueue"}`` (a batch job's script, written by dask-jobqueue:
   ``BatchBackend.write_job_message``); ``{"id", "op": "ssh_start" | "ssh_stop" | "ssh_kill" | "ssh_close", ...}``
   (SSH workers' connections, by backend topic: ``SSHSessions.answer``);
+  ``{"id", "op": "terminate_scheduler", "address", "tls", "timeout"}`` (a batch scheduler job asked to close);
 - host to server: ``{"id", "result"}`` or ``{"id", "error", "message"}`` (``error``: one of
   :data:`ERROR_KINDS`), and a link's news ``{"link", "event", "args"}`` (``event``: one of
   :data:`EVENTS`), written in the order its :class:`SchedulerLink` reported it; a backend's news
@@ -166,6 +167,11 @@ class Host:
             from clustermgr_lab.backends import BatchBackend
 
             return BatchBackend.write_job_message(message)
+        if op == "terminate_scheduler":
+            from clustermgr_lab.backends import terminate_scheduler
+
+            security = await asyncio.to_thread(security_of, message.get("tls"))
+            return await terminate_scheduler(message["address"], message["timeout"], security)
         if isinstance(op, str) and op.startswith("ssh_"):
             from clustermgr_lab.backends import SSHSessions
 

@@ -11,12 +11,21 @@ from typing import Any, Protocol
 
 from dask.utils import parse_bytes
 
-from clustermgr_lab.backends.base import SCHEDULER_PROCESS, SchedulerEndpoint
+from clustermgr_lab.backends.base import SCHEDULER_PROCESS, BackendContext, SchedulerEndpoint
 from clustermgr_lab.backends.batch.jobs import JobRequest, JobState, write_job
 from clustermgr_lab.backends.local.scheduler import IDLE_SHUTDOWN_LOG_LINE, read_scheduler_file, scheduler_command
 from clustermgr_lab.common.security import ClusterCredentials
 from clustermgr_lab.domain.errors import BackendError
 from clustermgr_lab.domain.spec import WorkerGroup
+
+
+async def terminate_scheduler(address: str, timeout: float, security: Any = None) -> None:
+    """Ask the scheduler at ``address`` to close (``security``: a ``distributed.Security``, or None for plain TCP)."""
+    from distributed.core import rpc
+
+    connection_args = security.get_connection_args("client") if security is not None else {}
+    async with rpc(address, connection_args=connection_args, timeout=timeout) as scheduler:
+        await asyncio.wait_for(scheduler.terminate(), timeout)
 
 
 class BatchBackend(Protocol):
@@ -25,6 +34,7 @@ class BatchBackend(Protocol):
     cluster_id: str
     workdir: Path
     security: ClusterCredentials | None
+    context: BackendContext
     interface: str | None
     python: str
     scheduler_job_cores: int
@@ -167,14 +177,19 @@ class SchedulerJob:
         self._on_change()
 
     async def _terminate_scheduler(self, timeout: float = 10.0) -> None:
-        """Ask the scheduler to close (over the cluster's credentials), then wait a little for its job to end."""
-        from distributed.core import rpc
+        """Ask the scheduler to close (over the cluster's credentials), then wait a little for its job to end.
 
+        Asked from the server's helper process when there is one (distributed is imported there), else from here.
+        """
         security = self.backend.security
-        connection_args = security.security().get_connection_args("client") if security is not None else {}
+        helper = self.backend.context.helper
         try:
-            async with rpc(self.address, connection_args=connection_args, timeout=timeout) as scheduler:
-                await asyncio.wait_for(scheduler.terminate(), timeout)
+            if helper is not None:
+                tls = security.to_dict() if security is not None else None
+                message = {"op": "terminate_scheduler", "address": self.address, "tls": tls, "timeout": timeout}
+                await helper.ask(message, timeout)
+            else:
+                await terminate_scheduler(self.address, timeout, security.security() if security else None)
         except Exception as exc:  # gone already, or not answering: the cancel below still ends its job
             log.info("cluster %s: the scheduler job did not close on request: %s", self.backend.cluster_id, exc)
             return
