@@ -162,13 +162,7 @@ class BatchBackend(JobScripts, Backend):
             )
             self.address = endpoint.address
             return endpoint
-        endpoint = await self.local_scheduler.start(
-            host=self.scheduler_host,
-            interface=self.scheduler_interface,
-            idle_timeout=self.idle_timeout,
-            timeout=self.scheduler_start_timeout,
-            stop_timeout=self.stop_timeout,
-        )
+        endpoint = await self.local_scheduler.start_for(self)
         self.address = endpoint.address
         return endpoint
 

@@ -184,13 +184,7 @@ class LocalBackend(Backend):
         return self.scheduler.stopped_for_idleness(self.idle_timeout)
 
     async def start_scheduler(self) -> SchedulerEndpoint:
-        endpoint = await self.scheduler.start(
-            host=self.scheduler_host,
-            interface=self.scheduler_interface,
-            idle_timeout=self.idle_timeout,
-            timeout=self.scheduler_start_timeout,
-            stop_timeout=self.stop_timeout,
-        )
+        endpoint = await self.scheduler.start_for(self)
         self.address = endpoint.address
         return endpoint
 

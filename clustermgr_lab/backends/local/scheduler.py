@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from clustermgr_lab.backends.base import SCHEDULER_PROCESS, SchedulerEndpoint
 from clustermgr_lab.backends.local.processes import LocalProcesses
@@ -63,6 +63,16 @@ def read_scheduler_file(path: Path) -> dict:
     return info if isinstance(info, dict) and "address" in info else {}
 
 
+class SchedulerSettings(Protocol):
+    """Where and how long a backend's scheduler starts and stops (the local, batch and SSH backends' traits)."""
+
+    scheduler_host: str
+    scheduler_interface: str | None
+    idle_timeout: float | None
+    scheduler_start_timeout: float
+    stop_timeout: float
+
+
 class LocalScheduler:
     """Starts, adopts and stops one scheduler process, tracked as ``"scheduler"`` in ``processes``.
 
@@ -111,6 +121,17 @@ class LocalScheduler:
         self._taken_over = endpoint
         self.from_standby = True
         self.spawned.set()
+
+    async def start_for(self, backend: SchedulerSettings) -> SchedulerEndpoint:
+        """:meth:`start` where ``backend``'s traits say: ``scheduler_host``, ``scheduler_interface``, ``idle_timeout``,
+        ``scheduler_start_timeout`` and ``stop_timeout``."""
+        return await self.start(
+            host=backend.scheduler_host,
+            interface=backend.scheduler_interface,
+            idle_timeout=backend.idle_timeout,
+            timeout=backend.scheduler_start_timeout,
+            stop_timeout=backend.stop_timeout,
+        )
 
     async def start(
         self, *, host: str, interface: str | None, idle_timeout: float | None, timeout: float, stop_timeout: float

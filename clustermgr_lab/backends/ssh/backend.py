@@ -123,13 +123,7 @@ class SSHBackend(Backend):
         self._sessions = None
 
     async def start_scheduler(self) -> SchedulerEndpoint:
-        endpoint = await self.scheduler.start(
-            host=self.scheduler_host,
-            interface=self.scheduler_interface,
-            idle_timeout=self.idle_timeout,
-            timeout=self.scheduler_start_timeout,
-            stop_timeout=self.stop_timeout,
-        )
+        endpoint = await self.scheduler.start_for(self)
         self.address = endpoint.address
         return endpoint
 
