@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import subprocess
 import sys
@@ -17,10 +18,14 @@ import time
 import psutil
 import pytest
 
+from clustermgr_lab.backends.local.backend import worker_command
 from clustermgr_lab.backends.local.forkserver import SOCKET_FOLDER_RECORD
+from clustermgr_lab.common.security import ClusterCredentials
+from clustermgr_lab.domain.spec import parse_group
 
 from .helpers import eventually, requires_slurm, running_with, slurm_jobs, subprocess_env
 from .server_process import JupyterServer, descendants, kill_leftovers, link_hosts, mapped_libraries, not_zombie
+from .test_external import start_process, stop_process
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -246,3 +251,36 @@ def test_a_slurm_clusters_job_scripts_are_written_outside_the_server(servers):
         leftover = [job_id for job_id, _, _ in slurm_jobs(prefix).values()]
         if leftover:
             subprocess.run(["scancel", *leftover], capture_output=True)
+
+
+def test_a_tls_cluster_started_elsewhere_is_observed_without_distributed_in_the_server(servers, tmp_path):
+    # Given a tls:// scheduler and worker started elsewhere, with credentials of their own
+    credentials = ClusterCredentials.create(tmp_path / "elsewhere")
+    scheduler_file = tmp_path / "scheduler.json"
+    command = [
+        sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+        "--protocol", "tls", *credentials.cli_arguments(), "--scheduler-file", str(scheduler_file),
+    ]  # fmt: skip
+    worker_group = parse_group({"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}, "group")
+    processes = [start_process(command, tmp_path / "scheduler.log")]
+    processes.append(
+        start_process(worker_command(scheduler_file, worker_group, "outside-1", 60, credentials), tmp_path / "w.log")
+    )
+    try:
+        address = eventually(
+            lambda: scheduler_file.exists() and json.loads(scheduler_file.read_text() or "{}").get("address"),
+            60,
+            "the scheduler's address",
+        )
+        server = servers(on_shutdown="stop")
+        client = server.client()
+        # When it is attached with its certificate files, and observed with its worker
+        cluster = client.attach(address, tls=credentials.to_dict())
+        client.wait(cluster["id"], lambda c: c["status"] == "running" and c["workers"]["running"] == 1, timeout=60)
+        # Then the server observes it over TLS without distributed (NumPy comes with it) nor cryptography
+        libraries = mapped_libraries(server.process.pid)
+        assert [m for m in ("numpy", "cryptography") if f"/{m}/" in libraries] == []
+        client.delete(cluster["id"], wait=True, timeout=60)
+    finally:
+        for process in processes:
+            stop_process(process)

@@ -254,7 +254,8 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     #: server attaches it again (:meth:`start_scheduler` once more) instead of re-adopting processes.
     attaches: ClassVar[bool] = False
     #: The class of the cluster's line to this backend's scheduler; None: the cluster's own
-    #: :class:`~clustermgr_lab.cluster.scheduler_link.SchedulerLink` (it subscribes to the worker stream).
+    #: :class:`~clustermgr_lab.cluster.scheduler_link.SchedulerLink` (it subscribes to the worker stream). It is
+    #: made like that one, given the cluster's TLS files as ``security`` (:class:`ClusterCredentials`).
     scheduler_link: ClassVar[type | None] = None
     #: When set, the cluster's link is its :attr:`scheduler_link` run in the server's helper process (the scheduler
     #: links' process, which serves this kind) rather than in the server: e.g. ``"gateway"``, whose link imports

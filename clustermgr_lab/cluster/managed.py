@@ -258,9 +258,9 @@ class ManagedCluster(Readoption):
             kind = self.backend.hosted_link_kind or "scheduler"
             make = partial(HostedSchedulerLink, host, kind=kind, on_gone=self.backend.worker_gone)
             extra = {"security": self.backend.security}
-        else:  # here; a foreign scheduler's own link observes by polling
-            make, security = self.backend.scheduler_link or SchedulerLink, self.security()
-            extra = {"security": security} if security is not None else {}
+        else:  # here, given the cluster's TLS files; a foreign scheduler's own link observes by polling
+            make = self.backend.scheduler_link or SchedulerLink
+            extra = {"security": self.backend.security} if self.backend.security is not None else {}
         link = make(
             self.endpoint.address,
             self.reconciler.worker_added,

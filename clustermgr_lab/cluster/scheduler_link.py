@@ -11,6 +11,7 @@ from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
 from clustermgr_lab.common.addresses import parse_address, parse_host_port
+from clustermgr_lab.common.security import ClusterCredentials
 from clustermgr_lab.common.tasks import cancel_and_wait
 from clustermgr_lab.domain.errors import SchedulerTimeout
 
@@ -24,8 +25,11 @@ WorkerAdded = Callable[[str, dict], None]
 WorkerRemoved = Callable[[str], None]
 
 
-def connection_args(security: Security | None) -> dict[str, Any]:
-    """distributed's ``connection_args`` of the manager (the client role) for a cluster's ``Security``."""
+def connection_args(security: Security | ClusterCredentials | None) -> dict[str, Any]:
+    """distributed's ``connection_args`` of the manager (the client role) for a cluster's ``Security`` (or its TLS
+    files, made into one); blocking: the certificate files are read (call it in a thread)."""
+    if isinstance(security, ClusterCredentials):
+        security = security.security()
     return security.get_connection_args("client") if security is not None else {}
 
 
@@ -64,7 +68,7 @@ class SchedulerLink(LoggingConfigurable):
     ``on_responsive(False)`` when the scheduler has not answered within ``heartbeat_timeout`` s, and
     ``on_responsive(True)`` when it answers again.
     Its timeouts are traits (``c.SchedulerLink.call_timeout``), read from ``parent``'s config.
-    With ``security`` (the cluster's ``distributed.Security``) every connection is TLS with the cluster's
+    With ``security`` (the cluster's ``distributed.Security``, or its :class:`ClusterCredentials`) every connection is TLS with the cluster's
     certificate: the one place where the server's own connections to a scheduler get their credentials.
     """
 

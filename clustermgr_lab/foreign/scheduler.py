@@ -36,7 +36,7 @@ from clustermgr_lab.domain.fields import printable
 from clustermgr_lab.foreign.identity import MAX_WORKERS, ForeignIdentity, InvalidIdentity, parse_identity
 
 if TYPE_CHECKING:
-    from distributed.security import Security
+    from clustermgr_lab.common.security import ClusterCredentials
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ class ForeignSchedulerLink:
         on_lost: Callable[[], None],
         on_responsive: Callable[[bool], None] | None = None,
         parent: object = None,  # the same signature as SchedulerLink's; nothing here is configurable
-        security: Security | None = None,
+        security: ClusterCredentials | None = None,
     ):
         self.address = address
         self._on_added = on_added
@@ -274,11 +274,7 @@ class ForeignSchedulerLink:
     async def start(self, timeout: float = 30) -> None:
         self._comm.timeout = min(timeout, 10.0)
         if self._security is not None:  # reading the certificate files: in a thread, never on the event loop
-            loop = asyncio.get_running_loop()
-            self._comm.ssl_context = await asyncio.wait_for(
-                loop.run_in_executor(None, lambda: self._security.get_connection_args("client")["ssl_context"]),
-                self._comm.timeout,
-            )
+            self._comm.ssl_context = await self._security.ssl_context_off_loop(self._comm.timeout)
         self._apply(await foreign_identity(self.address, comm=self._comm))
         self._comm.timeout = self.heartbeat_timeout
         self._poller = asyncio.ensure_future(self._poll())

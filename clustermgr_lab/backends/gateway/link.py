@@ -17,11 +17,14 @@ from typing import TYPE_CHECKING, Any
 import dask_gateway.comm  # noqa: F401 - registers the gateway:// comm that reaches schedulers through the proxy
 from distributed.core import rpc
 
+from clustermgr_lab.cluster.scheduler_link import connection_args
 from clustermgr_lab.common.tasks import cancel_and_wait
 from clustermgr_lab.domain.errors import Conflict, SchedulerTimeout
 
 if TYPE_CHECKING:
     from distributed.security import Security
+
+    from clustermgr_lab.common.security import ClusterCredentials
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +60,7 @@ class GatewaySchedulerLink:
         on_lost: Callable[[], None],
         on_responsive: Callable[[bool], None] | None = None,
         parent: object = None,  # the same signature as SchedulerLink's; nothing here is configurable
-        security: Security | None = None,
+        security: Security | ClusterCredentials | None = None,
         on_gone: Callable[[str], None] | None = None,
     ):
         if security is None:
@@ -68,7 +71,7 @@ class GatewaySchedulerLink:
         self._on_lost = on_lost
         self._on_responsive = on_responsive
         self._on_gone = on_gone
-        self._rpc = rpc(address, timeout=self.call_timeout, connection_args=security.get_connection_args("client"))
+        self._rpc = rpc(address, timeout=self.call_timeout, connection_args=connection_args(security))
         self._workers: dict[str, dict] = {}
         self._poller: asyncio.Task | None = None
         self._closing = False
