@@ -17,7 +17,7 @@ from clustermgr_lab.client.connect import cluster_security
 
 from .gateway_server import PASSWORD, start_gateway, stop_gateway
 from .helpers import call, eventually, subprocess_env, until, wait_for, wait_gone
-from .server_process import JupyterServer, free_port, link_hosts, mapped_libraries
+from .server_process import JupyterServer, free_port
 
 GROUP = {"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}
 
@@ -107,7 +107,7 @@ async def test_a_cluster_made_here_runs_on_the_gateway_scales_computes_and_stops
     name = cluster["scheduler_address"].rsplit("/", 1)[1]
     # Then the dashboard opens through the gateway's route
     assert cluster["dashboard_url"] == f"{gateway.address}/clusters/{name}/status"
-    # And an idle timeout cannot be pushed to its scheduler: the link (in the links' process) says why, in the events
+    # And an idle timeout cannot be pushed to its scheduler: the gateway link says why, in the cluster's events
     await call(jp_fetch, "PATCH", "clusters", cluster["id"], body={"idle_timeout": 600}, expect=200)
 
     async def refused():
@@ -192,11 +192,6 @@ def test_a_gateway_cluster_stays_listed_across_a_server_restart_and_is_stopped_o
         cluster = client.wait(cluster["id"], lambda c: c["status"] == "running", timeout=120)
         client.scale(cluster["id"], workers=1)
         client.wait(cluster["id"], lambda c: c["workers"]["running"] == 1, timeout=120)
-        # And that server asked the gateway and linked to its scheduler from its scheduler links' process: it never
-        # loaded distributed (NumPy comes with it) nor cryptography itself
-        libraries = mapped_libraries(first.process.pid)
-        assert [m for m in ("numpy", "cryptography") if f"/{m}/" in libraries] == []
-        assert link_hosts(first)
         # When the server stops cleanly (keeping its clusters) and another starts on the same store
         assert first.stop() == 0
         client = server().client()
@@ -225,7 +220,6 @@ def test_a_gateway_cluster_stays_listed_across_a_server_restart_and_is_stopped_o
         # And deleting it stops it on the gateway
         client.delete(cluster["id"], wait=True, timeout=60)
         assert asyncio.run(gateway_status(gateway, cluster["scheduler_address"])) in ("STOPPING", "STOPPED")
-        assert "/numpy/" not in mapped_libraries(servers[-1].process.pid)
     finally:
         for each in servers:
             if each.process is not None and each.process.poll() is None:
