@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from dask_gateway import BasicAuth, Gateway
@@ -17,7 +18,7 @@ from clustermgr_lab.client.connect import cluster_security
 
 from .gateway_server import PASSWORD, start_gateway, stop_gateway
 from .helpers import call, eventually, subprocess_env, until, wait_for, wait_gone
-from .server_process import JupyterServer, free_port
+from .server_process import JupyterServer, free_port, mapped_libraries
 
 GROUP = {"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}
 
@@ -242,3 +243,45 @@ async def test_adaptive_mode_grows_a_gateway_cluster_through_the_one_scale_path(
         del futures
     await call(jp_fetch, "DELETE", "clusters", cluster["id"], expect=202)
     assert await wait_gone(jp_fetch, cluster["id"], 60) == 404
+
+
+def test_a_server_nobody_uses_does_not_ask_its_gateway(gateway, tmp_path):
+    # Given a server (a process of its own) with a gateway template, asking every 0.5 s while used, 3 s after a use
+    template = {"name": "gateway", "backend": "gateway", "options": gateway.options, "spec": {"groups": [GROUP]}}
+    rounds = {"FoundClusters": {"interval": 0.5, "watch_grace": 3.0}}
+    server = JupyterServer(
+        tmp_path, tmp_path / "store" / "clusters.sqlite3", tmp_path / "work", rounds,
+        templates=[template], default_template="gateway", include_builtin_templates=False,
+    )  # fmt: skip
+    log = gateway.folder / "gateway.log"
+
+    def asked() -> int:
+        return log.read_text(errors="replace").count("GET /api/v1/clusters/?status=RUNNING")
+
+    try:
+        before = asked()
+        server.start()
+        # When nobody uses it for ten rounds' time
+        time.sleep(5)
+        # Then it has not asked the gateway for clusters, nor loaded dask-gateway's client (distributed, NumPy)
+        assert asked() == before
+        assert "/numpy/" not in mapped_libraries(server.process.pid)
+        # When its API is used once
+        server.client().list()
+        # Then it asks the gateway for this user's clusters every round for a while
+        eventually(lambda: asked() >= before + 2, 20, "rounds asking the gateway")
+        # And once nobody has used it for longer than the grace, it stops asking
+        time.sleep(3.0)
+        counts = []
+
+        def unchanged_for_two_seconds() -> bool:
+            counts.append(asked())
+            return len(counts) >= 2 and counts[-1] == counts[-2]
+
+        eventually(unchanged_for_two_seconds, 30, "the rounds to stop", step=2.0)
+        stopped = asked()
+        time.sleep(3.0)
+        assert asked() == stopped
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            server.stop(signal.SIGTERM)

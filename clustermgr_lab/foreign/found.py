@@ -1,6 +1,7 @@
 """Clusters found on the resources templates name (a gateway's): listed by themselves, and dropped once they end there.
 
-Every ``interval`` seconds each template's backend is asked for the clusters this user runs on its
+Every ``interval`` seconds while someone uses the server (an API request within ``watch_grace`` seconds, or a
+sidebar's push stream open: :mod:`~clustermgr_lab.manager.attention`), each template's backend is asked for the clusters this user runs on its
 resource (:meth:`~clustermgr_lab.backends.base.Backend.find_clusters`: a gateway's running clusters,
 made from the sidebar or with ``Gateway().new_cluster()`` in a notebook). One that this server does not
 list and that was there at the previous round too (so that a cluster being created here, whose address
@@ -27,6 +28,12 @@ class FoundClusters(LoggingConfigurable):
     """Lists the clusters found on templates' resources, and lets go of those that ended there."""
 
     interval = Float(2.0, config=True, help="Seconds between two rounds of asking the templates' resources.")
+    watch_grace = Float(
+        60.0,
+        config=True,
+        help="Seconds after the last request to the extension's API that rounds go on (and always while a sidebar's "
+        "push stream is open): a server nobody uses does not ask its templates' resources.",
+    )
     timeout = Float(5.0, config=True, help="Seconds one resource gets to list its clusters.")
 
     def __init__(self, manager: ClusterManager, **kwargs):
@@ -41,12 +48,18 @@ class FoundClusters(LoggingConfigurable):
         find clusters or be probed (e.g. only local templates): an idle server then has no timer here."""
         if any(_asks_its_resource(backend_class) for _, backend_class, _ in self.manager.found_sources()):
             self._task = asyncio.ensure_future(self._run())
+            self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:  # never silently: nothing is found from now on
+            self.log.error("clustermgr_lab: asking the templates' resources stopped", exc_info=task.exception())
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
 
     async def _run(self) -> None:
         while True:
+            await self.manager.attention.until_watched(self.watch_grace)
             await self.manager.probe_templates()
             for template, backend_class, options in self.manager.found_sources():
                 try:

@@ -55,6 +55,7 @@ from clustermgr_lab.domain.naming import next_default_name, unique_name
 from clustermgr_lab.domain.spec import WorkerSpec, parse_size
 from clustermgr_lab.domain.usage import MAX_DAYS, daily_summary
 from clustermgr_lab.manager import commands
+from clustermgr_lab.manager.attention import Attention
 from clustermgr_lab.manager.availability import SUBMIT_TIMEOUT
 from clustermgr_lab.manager.change_feed import ChangeFeed
 from clustermgr_lab.manager.dashboard_keys import DashboardKeys
@@ -85,6 +86,7 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
         self._list_text: tuple[list[str], str] = ([], '{"clusters": []}')  # (the clusters' texts, list_json of them)
         self._tasks: set[asyncio.Task] = set()
         self.feed = ChangeFeed(self._clusters, self.describe, self.status, lambda c: self.writer.save(c), self.log)
+        self.attention = Attention(lambda: self.feed.subscriber_count)  # the web layer tells it of each use
         self._templates = self.load_templates()
         self.parse = commands.RequestParser(
             self._templates,

@@ -96,6 +96,11 @@ class BaseHandler(JSONErrorMixin, ManagerMixin, APIHandler):
 
     auth_resource = AUTH_RESOURCE
 
+    async def prepare(self, *args: Any, **kwargs: Any) -> None:
+        await super().prepare(*args, **kwargs)
+        if self.current_user:  # an authenticated use of the API: work done for someone looking may run
+            self.manager.attention.noticed()
+
     def json_body(self) -> Any:
         if not self.request.body:
             return {}

@@ -48,6 +48,7 @@ class StreamHandler(
         super().open(*args, **kwargs)
         self._budget = SendBudget(self.manager.stream_buffer_limit)
         self.manager.warm_up()  # the sidebar opens: a create is likely to follow
+        self.manager.attention.noticed()
         self._send(self.manager.feed.subscribe(self._send))
 
     def _send(self, message: dict) -> None:

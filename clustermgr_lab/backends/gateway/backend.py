@@ -16,19 +16,19 @@ from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlparse
 
-from dask_gateway import BasicAuth, Gateway, GatewayClusterError, JupyterHubAuth, KerberosAuth
-from dask_gateway.client import ClusterStatus
 from traitlets import Float
 
 from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint, TemplateProbe
-from clustermgr_lab.backends.gateway.link import GatewaySchedulerLink
 from clustermgr_lab.common.security import private_folder
 from clustermgr_lab.domain.errors import BackendError, Conflict, InvalidRequest
 from clustermgr_lab.domain.options import BackendOption, UserOption
 from clustermgr_lab.domain.spec import WorkerGroup
+
+if TYPE_CHECKING:  # dask-gateway imports distributed: imported on first use, never by a server nobody uses
+    from dask_gateway import Gateway
 
 AUTH_TYPES = ("basic", "jupyterhub", "kerberos")
 #: dask-gateway's option types → the user option types of a template (its ``mapping`` type has no form field here).
@@ -88,6 +88,8 @@ def gateway_client(options: Mapping[str, Any]) -> Gateway:
     hub); ``{"type": "basic", "username", "password"}`` the gateway's simple authenticator (the user
     defaults to this server's); ``{"type": "kerberos"}`` the ticket of this server's user.
     """
+    from dask_gateway import BasicAuth, Gateway, JupyterHubAuth, KerberosAuth
+
     auth = options.get("auth") or (
         {"type": "jupyterhub"} if os.environ.get("JUPYTERHUB_API_TOKEN") else {"type": "basic"}
     )
@@ -104,6 +106,13 @@ def gateway_client(options: Mapping[str, Any]) -> Gateway:
         auth=authenticator,
         asynchronous=True,
     )
+
+
+def _gateway_link(*args: Any, **kwargs: Any):
+    """A :class:`.link.GatewaySchedulerLink` (its module, which imports distributed, imported now)."""
+    from clustermgr_lab.backends.gateway.link import GatewaySchedulerLink
+
+    return GatewaySchedulerLink(*args, **kwargs)
 
 
 def user_options_of(spec: list[dict[str, Any]]) -> tuple[UserOption, ...]:
@@ -169,7 +178,7 @@ class GatewayBackend(Backend):
     }
     user_options_option = "cluster_options"
     attaches = True
-    scheduler_link: ClassVar[type] = GatewaySchedulerLink
+    scheduler_link = staticmethod(_gateway_link)
     dashboard_over_tls: ClassVar[bool] = False
     start_timeout = Float(300.0, config=True, help="Seconds the gateway gets to start a cluster's scheduler.")
     request_timeout = Float(30.0, config=True, help="Seconds one request to the gateway's API may take.")
@@ -188,7 +197,7 @@ class GatewayBackend(Backend):
         self._claimed: dict[str, str] = {}  # the gateway's worker name -> the requested name it is
         self._foreign: set[str] = set()  # connected gateway workers this server did not request (made before it)
         # this cluster's link tells which gateway workers left, so that those made before it stop counting
-        self.scheduler_link = partial(GatewaySchedulerLink, on_gone=self._worker_gone)
+        self.scheduler_link = partial(_gateway_link, on_gone=self._worker_gone)
 
     @property
     def cluster_name(self) -> str | None:
@@ -218,9 +227,9 @@ class GatewayBackend(Backend):
             raise BackendError(f"the gateway at {self.gateway_address} did not answer ({what}) in time") from None
         except ValueError as exc:  # 404 and 422: the gateway's own words
             raise BackendError(f"the gateway refused to {what}: {exc}") from None
-        except (GatewayClusterError, OSError) as exc:
+        except OSError as exc:
             raise BackendError(f"the gateway at {self.gateway_address} could not {what}: {exc}") from None
-        except Exception as exc:  # aiohttp's errors (refused connection, 5xx)
+        except Exception as exc:  # aiohttp's errors (refused connection, 5xx), a cluster that failed to start
             raise BackendError(f"the gateway at {self.gateway_address} could not {what}: {exc}") from None
 
     # -- the template ---------------------------------------------------------------------------------
@@ -299,6 +308,8 @@ class GatewayBackend(Backend):
     @classmethod
     async def find_clusters(cls, options: Mapping[str, Any], timeout: float) -> list[str]:
         """The addresses of this user's running clusters on the gateway, made from here or from anywhere else."""
+        from dask_gateway.client import ClusterStatus
+
         gateway = gateway_client(options)
         try:
             reports = await asyncio.wait_for(gateway.list_clusters(status=ClusterStatus.RUNNING), timeout)
@@ -357,7 +368,7 @@ class GatewayBackend(Backend):
             report = await self._ask(self._client().get_cluster(self.cluster_name), "report on the cluster")
         except BackendError:
             return None
-        if report.status in (ClusterStatus.STOPPING, ClusterStatus.STOPPED):
+        if report.status.name in ("STOPPING", "STOPPED"):
             return "stopped on the gateway (by its user, its idle timeout, or the gateway's administrator)"
         return None
 
