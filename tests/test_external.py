@@ -17,6 +17,7 @@ from distributed.core import rpc
 from tornado.httpclient import HTTPClientError
 
 from clustermgr_lab.backends.local.backend import worker_command
+from clustermgr_lab.common.security import ClusterCredentials
 from clustermgr_lab.domain.spec import parse_group
 
 from .helpers import alive, call, create, running_with, subprocess_env, wait_for, wait_gone
@@ -38,6 +39,22 @@ def stop_process(process: subprocess.Popen) -> None:
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def start_tls_scheduler_and_worker(folder: Path) -> tuple[ClusterCredentials, Path, list[subprocess.Popen]]:
+    """A tls:// scheduler and one worker started elsewhere, with credentials of their own: the credentials, the
+    scheduler file its address is written to, and the processes (for :func:`stop_process`)."""
+    credentials = ClusterCredentials.create(folder / "elsewhere")
+    scheduler_file = folder / "scheduler.json"
+    command = [
+        sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+        "--protocol", "tls", *credentials.cli_arguments(), "--scheduler-file", str(scheduler_file),
+    ]  # fmt: skip
+    worker_group = parse_group({"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}, "group")
+    processes = [start_process(command, folder / "scheduler.log")]
+    worker = worker_command(scheduler_file, worker_group, "outside-1", 60, credentials)
+    processes.append(start_process(worker, folder / "w.log"))
+    return credentials, scheduler_file, processes
 
 
 @pytest.fixture

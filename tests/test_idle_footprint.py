@@ -18,14 +18,11 @@ import time
 import psutil
 import pytest
 
-from clustermgr_lab.backends.local.backend import worker_command
 from clustermgr_lab.backends.local.forkserver import SOCKET_FOLDER_RECORD
-from clustermgr_lab.common.security import ClusterCredentials
-from clustermgr_lab.domain.spec import parse_group
 
 from .helpers import eventually, requires_slurm, running_with, slurm_jobs, subprocess_env
 from .server_process import JupyterServer, descendants, kill_leftovers, link_hosts, mapped_libraries, not_zombie
-from .test_external import start_process, stop_process
+from .test_external import start_tls_scheduler_and_worker, stop_process
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -255,17 +252,7 @@ def test_a_slurm_clusters_job_scripts_are_written_outside_the_server(servers):
 
 def test_a_tls_cluster_started_elsewhere_is_observed_without_distributed_in_the_server(servers, tmp_path):
     # Given a tls:// scheduler and worker started elsewhere, with credentials of their own
-    credentials = ClusterCredentials.create(tmp_path / "elsewhere")
-    scheduler_file = tmp_path / "scheduler.json"
-    command = [
-        sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-        "--protocol", "tls", *credentials.cli_arguments(), "--scheduler-file", str(scheduler_file),
-    ]  # fmt: skip
-    worker_group = parse_group({"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}, "group")
-    processes = [start_process(command, tmp_path / "scheduler.log")]
-    processes.append(
-        start_process(worker_command(scheduler_file, worker_group, "outside-1", 60, credentials), tmp_path / "w.log")
-    )
+    credentials, scheduler_file, processes = start_tls_scheduler_and_worker(tmp_path)
     try:
         address = eventually(
             lambda: scheduler_file.exists() and json.loads(scheduler_file.read_text() or "{}").get("address"),

@@ -8,16 +8,13 @@ import logging
 import os
 import re
 import stat
-import sys
 from pathlib import Path
 
 import pytest
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
-from clustermgr_lab.backends.local.backend import worker_command
-from clustermgr_lab.common.security import PLAIN_WARNING, ClusterCredentials, UnsafePath
-from clustermgr_lab.domain.spec import parse_group
+from clustermgr_lab.common.security import PLAIN_WARNING, UnsafePath
 from clustermgr_lab.manager.cluster_manager import ClusterManager
 
 from .helpers import (
@@ -32,7 +29,7 @@ from .helpers import (
     wait_for,
 )
 from .test_dashboard import dashboard_path, fetch_status
-from .test_external import start_process, stop_process
+from .test_external import start_tls_scheduler_and_worker, stop_process
 
 log = logging.getLogger("test-tls")
 
@@ -149,17 +146,7 @@ def test_a_work_folder_readable_by_others_is_narrowed_and_the_store_is_private(t
 
 async def test_a_tls_scheduler_started_elsewhere_is_attached_with_its_certificate_files(jp_fetch, tmp_path):
     # Given a tls:// scheduler and worker started elsewhere, with credentials of their own
-    credentials = ClusterCredentials.create(tmp_path / "elsewhere")
-    scheduler_file = tmp_path / "scheduler.json"
-    command = [
-        sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-        "--protocol", "tls", *credentials.cli_arguments(), "--scheduler-file", str(scheduler_file),
-    ]  # fmt: skip
-    worker_group = parse_group({"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}, "group")
-    processes = [start_process(command, tmp_path / "scheduler.log")]
-    processes.append(
-        start_process(worker_command(scheduler_file, worker_group, "outside-1", 60, credentials), tmp_path / "w.log")
-    )
+    credentials, scheduler_file, processes = start_tls_scheduler_and_worker(tmp_path)
     try:
         address = await until(
             lambda: scheduler_file.exists() and json.loads(scheduler_file.read_text() or "{}").get("address"),
