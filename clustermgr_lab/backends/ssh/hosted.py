@@ -113,15 +113,16 @@ class HostedSSHSessions:
             )
         except asyncio.CancelledError:
             # given up here: given up there too (its start kills what it left on the host)
+            self._forget_start(name)
             asyncio.ensure_future(self._quietly({"op": "ssh_stop", "topic": self._topic, "name": name}, 60))
             raise
         except Exception as exc:  # the helper exited or hung: the worker may be running, untracked
+            self._forget_start(name)
             command = kill_unreported_command(request.scheduler, name)
             await self.kill(request.host, request.connect_options, command, f"worker {name}", request.command_timeout)
             raise StartFailed(f"worker {name} did not start on {request.host}: {exc}") from exc
-        finally:
-            self._starting.pop(name, None)
-            ended = self._ended_while_answered.pop(name, ...)
+        self._starting.pop(name, None)
+        ended = self._ended_while_answered.pop(name, ...)
         if "failed" in result:
             self._let_go_if_unused()
             raise StartFailed(result["failed"])
@@ -132,6 +133,11 @@ class HostedSSHSessions:
         else:
             self._started[name] = (request, group)
         return group
+
+    def _forget_start(self, name: str) -> None:
+        self._starting.pop(name, None)
+        self._ended_while_answered.pop(name, None)
+        self._let_go_if_unused()
 
     async def stop(self, name: str) -> None:
         """Stop a worker (or give up its start) in the helper process; kill its group over SSH if that fails."""
@@ -164,7 +170,7 @@ class HostedSSHSessions:
         }
         try:
             return bool(await self._helper.ask(message, timeout))
-        except (OSError, RuntimeError) as exc:
+        except (OSError, ValueError, RuntimeError) as exc:
             log.warning("could not kill %s on %s: %s", what, host, exc)
             return False
 
