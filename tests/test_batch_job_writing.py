@@ -73,7 +73,7 @@ async def test_job_scripts_are_written_in_the_links_process_with_the_servers_set
     # Given the scheduler links' process, and a setting this server made at run time (not in any file the
     # process reads)
     host = LinkHost(busy=lambda: False)
-    backend = backend_of(BACKENDS["slurm"], tmp_path, job_writer=host.write_job)
+    backend = backend_of(BACKENDS["slurm"], tmp_path, helper=host)
     request = backend.job_request(GROUP, "default-1")
     try:
         with caplog.at_level(logging.WARNING), dask.config.set({"jobqueue.slurm.job-directives-skip": ["-J "]}):
@@ -92,7 +92,7 @@ async def test_a_job_is_written_in_the_server_when_the_links_process_cannot(tmp_
     # Given a links' process that no longer answers (closed, as at a server stop)
     host = LinkHost(busy=lambda: False)
     await host.close()
-    backend = backend_of(BACKENDS["sge"], tmp_path, job_writer=host.write_job)
+    backend = backend_of(BACKENDS["sge"], tmp_path, helper=host)
     request = backend.job_request(GROUP, "default-1")
     # When a worker's job is written
     with caplog.at_level(logging.WARNING):
@@ -105,7 +105,7 @@ async def test_a_job_is_written_in_the_server_when_the_links_process_cannot(tmp_
 async def test_bad_job_arguments_are_the_job_class_error_not_a_fallback(tmp_path, caplog):
     # Given the links' process, and a job whose arguments dask-jobqueue refuses
     host = LinkHost(busy=lambda: False)
-    backend = backend_of(BACKENDS["slurm"], tmp_path, job_writer=host.write_job)
+    backend = backend_of(BACKENDS["slurm"], tmp_path, helper=host)
     request = JobRequest(*backend.jobqueue_job, {**backend.job_request(GROUP, "default-1").kwargs, "memory": "lots"})
     try:
         # When it is written, Then the class's own error says why, and nothing is written in the server

@@ -134,13 +134,10 @@ class BackendContext:
     name : str, optional
         The cluster's name when it was made: its processes carry it in their titles
         (:meth:`Backend.title_environment`).
-    job_writer : callable, optional
-        Writes a batch job script where distributed is imported already (the server's scheduler links'
-        process): given ``{"job", "jobqueue"}``, awaits what ``BatchBackend.write_job_message`` returns for
-        it there; raises ``OSError`` when that process cannot answer. None: the backend writes it itself.
     helper : HelperProcess, optional
-        That same process, for a backend's work that needs distributed (the SSH backend's connections).
-        None: the backend does that work in its own process.
+        The server's scheduler links' process, where distributed is imported already, for a backend's work
+        that needs it (batch job scripts written by dask-jobqueue, the SSH backend's connections, a scheduler
+        job asked to close). None: the backend does that work in its own process.
     """
 
     workdir: Path
@@ -152,7 +149,6 @@ class BackendContext:
     listed_as: Callable[[str], str | None] | None = None
     closed_by_owner: Callable[[], Awaitable[str | None]] | None = None
     name: str | None = None
-    job_writer: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
     helper: HelperProcess | None = None
 
 

@@ -48,8 +48,6 @@ ERRORS: dict[str, type[Exception]] = {
 MEMORY_LIMIT_TIMEOUT = 30.0
 #: Seconds making a cluster's TLS files may take (the process's start included).
 CREDENTIALS_TIMEOUT = 30.0
-#: Seconds writing a batch job script may take (the process's start and its import of dask-jobqueue included).
-JOB_TIMEOUT = 30.0
 #: Seconds a request may wait beyond its own timeout for the host's answer (a host that hangs is a peer too).
 ANSWER_MARGIN = 10.0
 
@@ -136,24 +134,6 @@ class LinkHost(LoggingConfigurable):
         backend reads it from its dask-jobqueue ``Job`` class, whose import brings distributed."""
         try:
             return await self.request({"op": "submit_commands", "backends": backends}, CREDENTIALS_TIMEOUT)
-        finally:
-            self.release_when_unused()
-
-    async def write_job(self, message: dict[str, Any]) -> dict[str, Any]:
-        """A batch job script written in the process (``BackendContext.job_writer``): dask-jobqueue, which writes
-        them, imports distributed.
-
-        Raises
-        ------
-        OSError
-            When the process exited or did not answer within :data:`JOB_TIMEOUT` (its start included).
-        ValueError, RuntimeError
-            What writing the job raised there.
-        """
-        try:
-            return await self.request({**message, "op": "write_job"}, JOB_TIMEOUT)
-        except (HostGone, SchedulerTimeout) as exc:
-            raise OSError(f"the scheduler links' process did not write the job: {exc}") from exc
         finally:
             self.release_when_unused()
 

@@ -165,7 +165,7 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
     ) -> BackendContext:
         """What a new backend receives: its folder, its idle timeout, its TLS credentials, the warm launcher, a
         way to refuse a scheduler another listed cluster has, the cluster's name (for its process titles) and
-        the scheduler links' process to write batch job scripts in."""
+        the scheduler links' process, for backend work that needs distributed (``BackendContext.helper``)."""
         return BackendContext(
             Path(workdir),
             launcher=self.launcher if self.launcher.enabled else None,
@@ -173,7 +173,6 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
             security=security,
             listed_as=partial(self._listed_as, cluster_id),
             name=name,
-            job_writer=self.link_host.write_job,
             helper=self.link_host,
         )
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import dask.config
 
 from clustermgr_lab.backends.batch.jobs import (
+    WRITE_TIMEOUT,
     JobRequest,
     JobText,
     job_id_from_submit_output,
@@ -213,7 +214,7 @@ class JobScripts:
         return write_job(self.job_request(group, name)).script
 
     async def write_job(self, request: JobRequest) -> JobText:
-        """``request``'s script and commands, written by the context's ``job_writer`` (the server's scheduler links'
+        """``request``'s script and commands, written by the context's ``helper`` (the server's scheduler links'
         process) with this server's ``jobqueue`` settings; in this process when there is none, or when it cannot
         answer (a warning says so).
 
@@ -222,16 +223,16 @@ class JobScripts:
         ValueError, RuntimeError
             What the ``Job`` class raised for these arguments, with its words.
         """
-        writer = self.context.job_writer
-        if writer is not None:
-            message = {"job": request.to_message(), "jobqueue": dask.config.get("jobqueue", {})}
+        helper = self.context.helper
+        if helper is not None:
+            message = {"op": "write_job", "job": request.to_message(), "jobqueue": dask.config.get("jobqueue", {})}
             try:
-                return JobText.from_message(await writer(message))
+                return JobText.from_message(await helper.ask(message, WRITE_TIMEOUT))
             except OSError as exc:
                 log.warning("cluster %s: job script written in the server: %s", self.cluster_id, exc)
         return write_job(request)
 
-    #: The ``job_writer``'s work where it runs (the links' process reaches it through the backends' registry).
+    #: The ``write_job`` operation where it runs (the links' process reaches it through the backends' registry).
     write_job_message = staticmethod(write_job_message)
 
     def job_id(self, text: JobText, out: str) -> str:

@@ -3,7 +3,7 @@
 The job scripts are dask-jobqueue's: a :class:`JobRequest` names a ``Job`` class and its arguments, and
 :func:`write_job` makes the ``Job`` and keeps of it what submitting needs (:class:`JobText`). Importing
 dask-jobqueue imports distributed (NumPy with it, about 30 MiB a process keeps for its life), so a server
-has its scheduler links' process write them (``BackendContext.job_writer``); the server itself reads only
+has its scheduler links' process write them (``BackendContext.helper``, operation ``write_job``); the server itself reads only
 the site's ``jobqueue.*`` settings, with dask's configuration, and parses job ids
 (:func:`job_id_from_submit_output`, as dask-jobqueue does).
 """
@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clustermgr_lab.domain.errors import BackendError
+
+#: Seconds writing a job script in the helper process may take (its start and import of dask-jobqueue included).
+WRITE_TIMEOUT = 30.0
 
 
 async def run_command(*command: str, timeout: float = 60, env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
@@ -125,7 +128,7 @@ def write_job(request: JobRequest, jobqueue_config: Mapping[str, Any] | None = N
 
 
 def write_job_message(message: Mapping[str, Any]) -> dict[str, str]:
-    """A ``job_writer``'s work where it runs: ``{"job", "jobqueue"}`` (a :meth:`JobRequest.to_message` and the
+    """The ``write_job`` operation where it runs (the scheduler links' process): ``{"job", "jobqueue"}`` (a :meth:`JobRequest.to_message` and the
     requesting server's ``jobqueue`` settings) to :meth:`JobText.to_message`."""
     return write_job(JobRequest.from_message(message["job"]), message.get("jobqueue")).to_message()
 

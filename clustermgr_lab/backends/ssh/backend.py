@@ -218,25 +218,25 @@ class SSHBackend(Backend):
                 self._sessions = SSHSessions(on_ended=self._ended)
         return self._sessions
 
-    def _worker_start(self, group: WorkerGroup, name: str, host: str) -> WorkerStart:
+    def _worker_start(self, group: WorkerGroup, name: str, host: str, remote_python: str) -> WorkerStart:
         return WorkerStart(
             name=name,
             host=host,
             scheduler=self.address,
             connect_options=dict(self.connect_options),
             kwargs=self.worker_options(group, name),
-            remote_python=self.remote_command(),
+            remote_python=remote_python,
             log_path=str(self.worker_log(name)),
             timeout=self.worker_start_timeout,
             command_timeout=self.command_timeout,
             stop_timeout=self.stop_timeout,
         )
 
-    async def _start_worker(self, group: WorkerGroup, name: str) -> None:
+    async def _start_worker(self, group: WorkerGroup, name: str, remote_python: str) -> None:
         host = self._next_host()
         remote = self._remote[name] = RemoteWorker(host)
         try:
-            remote.process_group = await self.sessions.start(self._worker_start(group, name, host))
+            remote.process_group = await self.sessions.start(self._worker_start(group, name, host, remote_python))
         except StartFailed as exc:
             self._forget(name, remote)
             raise BackendError(str(exc)) from None
@@ -264,7 +264,9 @@ class SSHBackend(Backend):
         """Start the workers in parallel; if any fails, those that started are stopped again."""
         if self.address is None:
             raise BackendError("the scheduler is not running")
-        results = await asyncio.gather(*(self._start_worker(group, name) for name in names), return_exceptions=True)
+        remote_python = self.remote_command()  # the server's dask configuration, serialized once for all of them
+        starts = (self._start_worker(group, name, remote_python) for name in names)
+        results = await asyncio.gather(*starts, return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             await self.scale_down(names)

@@ -176,11 +176,10 @@ class HostedSSHSessions:
 
     async def close(self) -> None:
         """Close this backend's connections in the helper process and stop listening to its news."""
-        if self._subscribed:
-            await self._quietly({"op": "ssh_close", "topic": self._topic}, CLOSE_TIMEOUT)
         self._starting.clear()
         self._started.clear()
         if self._subscribed:
+            await self._quietly({"op": "ssh_close", "topic": self._topic}, CLOSE_TIMEOUT)
             self._helper.unsubscribe(self._topic)
             self._subscribed = False
 
