@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,44 +16,15 @@ from distributed.core import rpc
 from tornado.httpclient import HTTPClientError
 
 from clustermgr_lab.backends.local.backend import worker_command
-from clustermgr_lab.common.security import ClusterCredentials
 from clustermgr_lab.domain.spec import parse_group
 
-from .helpers import alive, call, create, running_with, subprocess_env, wait_for, wait_gone
+from .helpers import alive, call, create, running_with, wait_for, wait_gone
+from .started_elsewhere import start_process, stop_process
 from .test_client_cli import clustermgr, server  # noqa: F401 - fixtures
 from .test_dashboard import dashboard_path, fetch_status
 
 ECHO_PRELOAD = Path(__file__).with_name("echo_headers_preload.py")
 WORKER = parse_group({"name": "default", "count": 1, "threads": 2, "memory": "1 GiB"}, "group")
-
-
-def start_process(command: list[str], log: Path) -> subprocess.Popen:
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            command, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True, env=subprocess_env()
-        )
-
-
-def stop_process(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
-def start_tls_scheduler_and_worker(folder: Path) -> tuple[ClusterCredentials, Path, list[subprocess.Popen]]:
-    """A tls:// scheduler and one worker started elsewhere, with credentials of their own: the credentials, the
-    scheduler file its address is written to, and the processes (for :func:`stop_process`)."""
-    credentials = ClusterCredentials.create(folder / "elsewhere")
-    scheduler_file = folder / "scheduler.json"
-    command = [
-        sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-        "--protocol", "tls", *credentials.cli_arguments(), "--scheduler-file", str(scheduler_file),
-    ]  # fmt: skip
-    worker_group = parse_group({"name": "default", "count": 1, "threads": 1, "memory": "256 MiB"}, "group")
-    processes = [start_process(command, folder / "scheduler.log")]
-    worker = worker_command(scheduler_file, worker_group, "outside-1", 60, credentials)
-    processes.append(start_process(worker, folder / "w.log"))
-    return credentials, scheduler_file, processes
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from clustermgr_lab.backends.local.forkserver import SOCKET_FOLDER_RECORD
 
 from .helpers import eventually, requires_slurm, running_with, slurm_jobs, subprocess_env
 from .server_process import JupyterServer, descendants, kill_leftovers, link_hosts, mapped_libraries, not_zombie
-from .test_external import start_tls_scheduler_and_worker, stop_process
+from .started_elsewhere import start_tls_scheduler_and_worker, stop_process
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -17,7 +17,8 @@ from tornado.httpclient import HTTPClientError
 from clustermgr_lab.cluster.managed import PENDING, RUNNING
 
 from .helpers import call, wait_for
-from .test_external import ECHO_PRELOAD, start_process, stop_process
+from .started_elsewhere import start_process, stop_process
+from .test_external import ECHO_PRELOAD
 
 HOSTILE_DASHBOARD = Path(__file__).with_name("hostile_dashboard_preload.py")
 

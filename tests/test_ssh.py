@@ -1,27 +1,19 @@
 """Given a private sshd on 127.0.0.1 (key auth, started here), workers of the SSH backend are started over SSH.
 
-The sshd is Debian's ``/usr/sbin/sshd`` (``make test`` installs openssh-server) run by the test
-set-up with a host key, a client key, a config and a known_hosts file of its own in a temporary
-folder, on a free port of 127.0.0.1; the system sshd and ``~/.ssh`` are not used. Every process
-the backend starts over SSH is a descendant of that sshd, which is how the tests find them in
-the process table.
+The sshd is Debian's ``/usr/sbin/sshd`` run by the test set-up (``ssh_server.start_sshd``) with keys,
+a config and a known_hosts file of its own in a temporary folder, on a free port of 127.0.0.1; the
+system sshd and ``~/.ssh`` are not used. Every process the backend starts over SSH is a descendant
+of that sshd, which is how the tests find them in the process table.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import json
 import os
-import shutil
 import signal
-import socket
-import subprocess
 import sys
-import time
-from dataclasses import dataclass
-from pathlib import Path
 
 import dask.config
 import psutil
@@ -46,18 +38,10 @@ from .helpers import (
     wait_for,
 )
 from .server_process import JupyterServer, descendants, kill_leftovers, link_hosts, mapped_libraries
+from .ssh_server import PrivateSshd, start_sshd, stop_sshd
 
 MiB = 2**20
-SSHD = "/usr/sbin/sshd"
 WORKERS = {"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}
-
-
-@dataclass
-class PrivateSshd:
-    process: subprocess.Popen
-    port: int
-    connect_options: dict
-    log: Path
 
 
 def dask_spec_processes(scheduler_address: str) -> dict[str, psutil.Process]:
@@ -81,81 +65,12 @@ def dask_spec_processes(scheduler_address: str) -> dict[str, psutil.Process]:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _keygen(path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f", str(path)], check=True)
-
-
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory):
-    """Start a private sshd on 127.0.0.1 accepting one generated key; stop it afterwards."""
-    assert os.path.exists(SSHD) and shutil.which("ssh-keygen"), (
-        f"{SSHD} or ssh-keygen is missing: `make test` installs them (apt-get install openssh-server)"
-    )
-    folder = tmp_path_factory.mktemp("sshd")
-    host_key, client_key = folder / "host_ed25519", folder / "client_ed25519"
-    _keygen(host_key)
-    _keygen(client_key)
-    (folder / "authorized_keys").write_text(client_key.with_suffix(".pub").read_text())
-    port = _free_port()
-    user = getpass.getuser()
-    config = folder / "sshd_config"
-    config.write_text(
-        f"Port {port}\n"
-        "ListenAddress 127.0.0.1\n"
-        f"HostKey {host_key}\n"
-        f"PidFile {folder / 'sshd.pid'}\n"
-        f"AuthorizedKeysFile {folder / 'authorized_keys'}\n"
-        f"AllowUsers {user}\n"
-        "PermitRootLogin prohibit-password\n"
-        "PubkeyAuthentication yes\n"
-        "PasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\n"
-        "UsePAM no\n"
-        "StrictModes no\n"  # the temporary folder's modes are not sshd's business here
-        "MaxStartups 100\n"
-        "LogLevel VERBOSE\n"
-    )
-    host_public_key = host_key.with_suffix(".pub").read_text().split()
-    (folder / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_public_key[0]} {host_public_key[1]}\n")
-    if os.geteuid() == 0:
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation directory
-    log = folder / "sshd.log"
-    with open(log, "wb") as log_file:
-        process = subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(config)], stdout=log_file, stderr=log_file, start_new_session=True
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, f"sshd exited with {process.returncode}: {log.read_text()}"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, f"sshd did not listen within 30 s: {log.read_text()}"
-                time.sleep(0.05)
-        connect_options = {
-            "port": port,
-            "username": user,
-            "known_hosts": str(folder / "known_hosts"),
-            "client_keys": [str(client_key)],
-            "agent_path": None,
-            "config": None,  # no ~/.ssh/config
-        }
-        yield PrivateSshd(process, port, connect_options, log)
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    """A private sshd on 127.0.0.1 accepting one generated key (``ssh_server.start_sshd``); stopped afterwards."""
+    started = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield started
+    stop_sshd(started)
 
 
 @pytest.fixture

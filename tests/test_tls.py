@@ -28,8 +28,8 @@ from .helpers import (
     until,
     wait_for,
 )
+from .started_elsewhere import start_tls_scheduler_and_worker, stop_process
 from .test_dashboard import dashboard_path, fetch_status
-from .test_external import start_tls_scheduler_and_worker, stop_process
 
 log = logging.getLogger("test-tls")
 
