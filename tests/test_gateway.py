@@ -18,7 +18,7 @@ from clustermgr_lab.client.connect import cluster_security
 
 from .gateway_server import PASSWORD, start_gateway, stop_gateway
 from .helpers import call, eventually, subprocess_env, until, wait_for, wait_gone
-from .server_process import JupyterServer, free_port, mapped_libraries
+from .server_process import JupyterServer, free_port, link_hosts, mapped_libraries
 
 GROUP = {"name": "default", "count": 0, "threads": 1, "memory": "512 MiB"}
 
@@ -40,6 +40,8 @@ def jp_server_config(jp_server_config, gateway):
          "spec": {"groups": [GROUP]}},
         {"name": "gateway-down", "backend": "gateway", "spec": {"groups": [GROUP]},
          "options": {**gateway.options, "gateway_address": f"http://127.0.0.1:{free_port()}"}},
+        {"name": "gateway-refused", "backend": "gateway", "spec": {"groups": [GROUP]},
+         "options": {**gateway.options, "auth": {"type": "basic", "username": "alice", "password": "wrong"}}},
     ]  # fmt: skip
     jp_server_config["ClusterManager"]["include_builtin_templates"] = False
     jp_server_config["ClusterManager"]["default_template"] = "gateway"
@@ -77,6 +79,9 @@ async def test_the_template_offers_the_gateways_options_and_a_gateway_down_is_un
     # And a template whose gateway does not answer is unavailable, saying why (not a 500)
     assert listed["gateway-down"]["available"] is False
     assert "127.0.0.1" in listed["gateway-down"]["unavailable_reason"]
+    # And one whose credentials the gateway refuses is unavailable with the gateway's answer
+    assert listed["gateway-refused"]["available"] is False
+    assert "401" in listed["gateway-refused"]["unavailable_reason"], listed["gateway-refused"]
 
 
 async def test_a_value_outside_the_gateways_bounds_is_a_400_naming_the_field(jp_fetch, gateway):
@@ -108,7 +113,7 @@ async def test_a_cluster_made_here_runs_on_the_gateway_scales_computes_and_stops
     name = cluster["scheduler_address"].rsplit("/", 1)[1]
     # Then the dashboard opens through the gateway's route
     assert cluster["dashboard_url"] == f"{gateway.address}/clusters/{name}/status"
-    # And an idle timeout cannot be pushed to its scheduler: the gateway link says why, in the cluster's events
+    # And an idle timeout cannot be pushed to its scheduler: the link (in the links' process) says why, in the events
     await call(jp_fetch, "PATCH", "clusters", cluster["id"], body={"idle_timeout": 600}, expect=200)
 
     async def refused():
@@ -193,6 +198,11 @@ def test_a_gateway_cluster_stays_listed_across_a_server_restart_and_is_stopped_o
         cluster = client.wait(cluster["id"], lambda c: c["status"] == "running", timeout=120)
         client.scale(cluster["id"], workers=1)
         client.wait(cluster["id"], lambda c: c["workers"]["running"] == 1, timeout=120)
+        # And that server asked the gateway and linked to its scheduler from its scheduler links' process: it never
+        # loaded distributed (NumPy comes with it) nor cryptography itself
+        libraries = mapped_libraries(first.process.pid)
+        assert [m for m in ("numpy", "cryptography") if f"/{m}/" in libraries] == []
+        assert link_hosts(first)
         # When the server stops cleanly (keeping its clusters) and another starts on the same store
         assert first.stop() == 0
         client = server().client()
@@ -221,6 +231,7 @@ def test_a_gateway_cluster_stays_listed_across_a_server_restart_and_is_stopped_o
         # And deleting it stops it on the gateway
         client.delete(cluster["id"], wait=True, timeout=60)
         assert asyncio.run(gateway_status(gateway, cluster["scheduler_address"])) in ("STOPPING", "STOPPED")
+        assert "/numpy/" not in mapped_libraries(servers[-1].process.pid)
     finally:
         for each in servers:
             if each.process is not None and each.process.poll() is None:
@@ -282,6 +293,66 @@ def test_a_server_nobody_uses_does_not_ask_its_gateway(gateway, tmp_path):
         stopped = asked()
         time.sleep(3.0)
         assert asked() == stopped
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            server.stop(signal.SIGTERM)
+
+
+def test_a_used_server_reads_its_gateway_itself_and_lets_the_links_process_go_after_its_cluster(gateway, tmp_path):
+    # Given a server (a process of its own) with a gateway template, asking every 0.5 s while used, and letting the
+    # scheduler links' process go 1 s after it is last needed
+    template = {"name": "gateway", "backend": "gateway", "options": gateway.options, "spec": {"groups": [GROUP]}}
+    config = {
+        "FoundClusters": {"interval": 0.5},
+        "LinkHost": {"release_after": 1.0},
+        "WarmLauncher": {"release_after": 1.0, "idle_timeout": 0.5},
+    }
+    server = JupyterServer(
+        tmp_path, tmp_path / "store" / "clusters.sqlite3", tmp_path / "work", config,
+        templates=[template], default_template="gateway", include_builtin_templates=False,
+    )  # fmt: skip
+    log = gateway.folder / "gateway.log"
+
+    def asked(path: str) -> int:
+        return log.read_text(errors="replace").count(f"GET {path}")
+
+    def no_dask_gateway_here() -> bool:
+        libraries = mapped_libraries(server.process.pid)
+        return "/numpy/" not in libraries and "/cryptography/" not in libraries
+
+    try:
+        server.start()
+        client = server.client()
+        before = asked("/api/v1/clusters/?status=RUNNING")
+        # When it is used (a list request each second; the sidebar's first look would also start the links' process
+        # for a quick first create, for release_after s) for a few rounds
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            client.list()
+            time.sleep(1)
+        # Then it asked the gateway for its options and this user's clusters, from the server itself: no links'
+        # process started, and dask-gateway's client (distributed, NumPy, cryptography) not loaded
+        assert asked("/api/v1/clusters/?status=RUNNING") >= before + 2
+        assert asked("/api/v1/options") >= 1
+        assert link_hosts(server) == []
+        assert no_dask_gateway_here()
+        # When a cluster is made there, scaled to 1 worker and deleted, while the server is still used
+        cluster = client.create(options={"worker_cores": 1})
+        client.wait(cluster["id"], lambda c: c["status"] == "running", timeout=120)
+        client.scale(cluster["id"], workers=1)
+        client.wait(cluster["id"], lambda c: c["workers"]["running"] == 1, timeout=120)
+        # Then the gateway was asked from the links' process, where the cluster's link runs
+        assert link_hosts(server)
+        client.delete(cluster["id"], wait=True, timeout=60)
+
+        # And, used on, the server lets that process go once its cluster is gone, holding nothing of the gateway
+        def links_process_gone() -> bool:
+            client.list()
+            return link_hosts(server) == []
+
+        eventually(links_process_gone, 60, "the links' process to exit", step=1.0)
+        assert no_dask_gateway_here()
+        assert client.list() == []
     finally:
         if server.process is not None and server.process.poll() is None:
             server.stop(signal.SIGTERM)

@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # what _MODULES names, for type checkers and the import graph
     from clustermgr_lab.backends.cluster_class import ClusterClassBackend
     from clustermgr_lab.backends.external import ExternalBackend, parse_scheduler_address
     from clustermgr_lab.backends.gateway.backend import GatewayBackend
+    from clustermgr_lab.backends.gateway.link import GatewaySchedulerLink
+    from clustermgr_lab.backends.gateway.remote import serve_gateway_request
     from clustermgr_lab.backends.local.backend import LocalBackend
     from clustermgr_lab.backends.local.launcher import WarmLauncher
     from clustermgr_lab.backends.local.standby import StandbySchedulers
@@ -53,6 +55,8 @@ _MODULES = {
     "ExternalBackend": "clustermgr_lab.backends.external",
     "parse_scheduler_address": "clustermgr_lab.backends.external",
     "GatewayBackend": "clustermgr_lab.backends.gateway.backend",
+    "GatewaySchedulerLink": "clustermgr_lab.backends.gateway.link",
+    "serve_gateway_request": "clustermgr_lab.backends.gateway.remote",
     "LocalBackend": "clustermgr_lab.backends.local.backend",
     "WarmLauncher": "clustermgr_lab.backends.local.launcher",
     "StandbySchedulers": "clustermgr_lab.backends.local.standby",
@@ -129,7 +133,8 @@ def __dir__():
 
 __all__ = [
     "ALL_BACKENDS", "BACKENDS", "Backend", "BackendContext", "BackendRegistry", "BatchBackend", "Capabilities",
-    "ClusterClassBackend", "ExternalBackend", "GatewayBackend", "HTCondorBackend", "LSFBackend", "LocalBackend",
-    "PBSBackend", "SGEBackend", "SSHBackend", "SSHSessions", "SchedulerEndpoint", "SlurmBackend", "StandbySchedulers",
-    "TemplateProbe", "Waiting", "WarmLauncher", "parse_scheduler_address", "terminate_scheduler",
+    "ClusterClassBackend", "ExternalBackend", "GatewayBackend", "GatewaySchedulerLink", "HTCondorBackend",
+    "LSFBackend", "LocalBackend", "PBSBackend", "SGEBackend", "SSHBackend", "SSHSessions", "SchedulerEndpoint",
+    "SlurmBackend", "StandbySchedulers", "TemplateProbe", "Waiting", "WarmLauncher", "parse_scheduler_address",
+    "serve_gateway_request", "terminate_scheduler",
 ]  # fmt: skip

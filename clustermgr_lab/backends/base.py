@@ -253,6 +253,12 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     #: :class:`~clustermgr_lab.cluster.scheduler_link.SchedulerLink` (it subscribes to the worker stream). It is
     #: made like that one, given the cluster's TLS files as ``security`` (:class:`ClusterCredentials`).
     scheduler_link: ClassVar[type | None] = None
+    #: When set, the cluster's link is its :attr:`scheduler_link` run in the server's helper process (the scheduler
+    #: links' process, which serves this kind) rather than in the server: e.g. ``"gateway"``, whose link imports
+    #: distributed. None: :attr:`scheduler_link` runs in the server (or the cluster's own link in the helper).
+    hosted_link_kind: ClassVar[str | None] = None
+    #: Called with a worker's name (the resource's) when a link of :attr:`hosted_link_kind` reports it gone.
+    worker_gone: Callable[[str], None] | None = None
     #: Whether the scheduler's dashboard is served over HTTPS with the cluster's TLS credentials (when it has them).
     dashboard_over_tls: ClassVar[bool] = True
     #: The cluster's dashboard at an address of its own that a browser opens directly (e.g. a gateway's dashboard
@@ -345,16 +351,21 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         return None
 
     @classmethod
-    async def probe(cls, options: Mapping[str, Any], timeout: float) -> TemplateProbe | None:
+    async def probe(
+        cls, options: Mapping[str, Any], timeout: float, helper: HelperProcess | None = None
+    ) -> TemplateProbe | None:
         """Ask the resource a template's ``options`` name whether it can be used now, and what users may set.
 
         Called for each template of this backend when templates are listed (at most every few seconds), on
         the event loop: it must not block, and must return within ``timeout`` seconds. None: nothing to ask.
+        ``helper``, here and in the class methods below: the server's :class:`HelperProcess` (None: none).
         """
         return None
 
     @classmethod
-    async def create_ahead(cls, options: Mapping[str, Any], timeout: float) -> str | None:
+    async def create_ahead(
+        cls, options: Mapping[str, Any], timeout: float, helper: HelperProcess | None = None
+    ) -> str | None:
         """Have the resource take a new cluster of these backend ``options`` while its request waits.
 
         So that a value the resource refuses is the request's 400 naming the field (an ``InvalidRequest``),
@@ -364,7 +375,9 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         return None
 
     @classmethod
-    async def withdraw_ahead(cls, options: Mapping[str, Any], address: str, timeout: float) -> None:
+    async def withdraw_ahead(
+        cls, options: Mapping[str, Any], address: str, timeout: float, helper: HelperProcess | None = None
+    ) -> None:
         """Stop a cluster :meth:`create_ahead` made that the server then did not list (refused for another reason)."""
 
     @classmethod
@@ -377,7 +390,9 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         return group
 
     @classmethod
-    async def find_clusters(cls, options: Mapping[str, Any], timeout: float) -> list[str] | None:
+    async def find_clusters(
+        cls, options: Mapping[str, Any], timeout: float, helper: HelperProcess | None = None
+    ) -> list[str] | None:
         """The scheduler addresses of the clusters this user runs on the resource a template's ``options`` name.
 
         Clusters made anywhere (a notebook's too): the server lists those it does not list yet, with a

@@ -29,7 +29,7 @@ from traitlets.config import LoggingConfigurable
 
 from clustermgr_lab.cluster.link_host import TRAITS, packer, unpacker
 from clustermgr_lab.cluster.scheduler_link import SchedulerLink, WorkerAdded, WorkerRemoved
-from clustermgr_lab.domain.errors import SchedulerTimeout
+from clustermgr_lab.domain.errors import Conflict, SchedulerTimeout
 
 if TYPE_CHECKING:
     from clustermgr_lab.common.security import ClusterCredentials
@@ -42,6 +42,7 @@ ERRORS: dict[str, type[Exception]] = {
     "timeout": asyncio.TimeoutError,
     "os": OSError,
     "value": ValueError,
+    "conflict": Conflict,
     "other": RuntimeError,
 }
 #: Seconds the first look at the machine's memory may wait for the process to start and import distributed.
@@ -317,7 +318,9 @@ class HostedSchedulerLink(SchedulerLink):
 
     The same interface and callbacks; its traits (``c.SchedulerLink.*``) are read here and sent with the
     subscription. ``security`` is the cluster's :class:`~clustermgr_lab.common.security.ClusterCredentials`
-    (its file paths cross the pipe), not a ``distributed.Security``.
+    (its file paths cross the pipe), not a ``distributed.Security``. ``kind``: which link runs there, one of
+    :data:`~.link_host.LINK_KINDS` (``"gateway"``: a gateway cluster's, which also reports each worker that left
+    by its gateway name, to ``on_gone``).
     """
 
     def __init__(
@@ -329,10 +332,14 @@ class HostedSchedulerLink(SchedulerLink):
         on_lost: Callable[[], None],
         on_responsive: Callable[[bool], None] | None = None,
         security: ClusterCredentials | None = None,
+        kind: str = "scheduler",
+        on_gone: Callable[[str], None] | None = None,
         **kwargs: Any,
     ):
         super().__init__(address, on_added, on_removed, on_lost, on_responsive=on_responsive, **kwargs)
         self.host = host
+        self.kind = kind
+        self._on_gone = on_gone
         self.number = host.next_number()
         self._credentials = security
         self._workers: set[str] = set()  # as reported: what a new subscription compares with
@@ -343,6 +350,7 @@ class HostedSchedulerLink(SchedulerLink):
         return {
             "op": "start",
             "link": self.number,
+            "kind": self.kind,
             "address": self.address,
             "tls": self._credentials.to_dict() if self._credentials is not None else None,
             "traits": {name: getattr(self, name) for name in TRAITS},
@@ -375,6 +383,8 @@ class HostedSchedulerLink(SchedulerLink):
             self._set_responsive(bool(args[0]))
         elif name == "work" and self.on_work is not None:
             self.on_work(*args)
+        elif name == "gone" and self._on_gone is not None:
+            self._on_gone(*args)
 
     def _set_responsive(self, responsive: bool) -> None:
         if responsive != self.responsive:

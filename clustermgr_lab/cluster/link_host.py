@@ -8,7 +8,8 @@ cryptography (about 10 MiB more). Both are done here, by a process the server le
 been open for ``LinkHost.release_after`` seconds: a server whose clusters are all gone is back to the
 footprint of one that never made one, and the server's event loop never waits on those imports.
 
-Each link is an in-process :class:`~.scheduler_link.SchedulerLink`, unchanged: its calls, timeouts and
+Each link is an in-process :class:`~.scheduler_link.SchedulerLink` (or, of kind ``gateway``, a gateway cluster's
+``GatewaySchedulerLink``), unchanged: its calls, timeouts and
 heartbeat run here. Messages are msgpack maps, one after another on each pipe:
 
 - server to host: ``{"id", "op": "start", "link", "address", "tls", "traits", "timeout"}``,
@@ -21,6 +22,8 @@ heartbeat run here. Messages are msgpack maps, one after another on each pipe:
   ``BatchBackend.write_job_message``); ``{"id", "op": "ssh_start" | "ssh_stop" | "ssh_kill" | "ssh_close", ...}``
   (SSH workers' connections, by backend topic: ``SSHSessions.answer``);
   ``{"id", "op": "terminate_scheduler", "address", "tls", "timeout"}`` (a batch scheduler job asked to close);
+  ``{"id", "op": "gateway", "call", "options", "timeout", ...}`` (a dask-gateway server's API, with dask-gateway's
+  client: ``backends/gateway/remote.py``); a ``start`` names its link's ``kind`` (:data:`LINK_KINDS`);
 - host to server: ``{"id", "result"}`` or ``{"id", "error", "message"}`` (``error``: one of
   :data:`ERROR_KINDS`), and a link's news ``{"link", "event", "args"}`` (``event``: one of
   :data:`EVENTS`), written in the order its :class:`SchedulerLink` reported it; a backend's news
@@ -41,15 +44,18 @@ from typing import Any
 
 import msgpack
 
-from clustermgr_lab.domain.errors import SchedulerTimeout
+from clustermgr_lab.domain.errors import Conflict, SchedulerTimeout
 
 log = logging.getLogger("clustermgr_lab.link_host")
 
 #: What a link tells the server, besides answers: a worker came or went, the stream ended, the heartbeat's
 #: verdict changed, the scheduler asked adaptive mode to look (see :class:`~.scheduler_link.SchedulerLink`).
-EVENTS = ("added", "removed", "lost", "responsive", "work")
+EVENTS = ("added", "removed", "lost", "responsive", "work", "gone")
 #: How an error crosses the pipe, by kind: the server raises the same type with the same words.
-ERROR_KINDS = ("scheduler-timeout", "timeout", "os", "value", "other")
+ERROR_KINDS = ("scheduler-timeout", "timeout", "os", "value", "conflict", "other")
+#: The links a ``start`` may make: a scheduler's own (subscribed to its worker stream), or a gateway cluster's
+#: (polled through the gateway's proxy: ``GatewaySchedulerLink``, which also tells ``gone`` with a worker's name).
+LINK_KINDS = ("scheduler", "gateway")
 #: The link methods a ``call`` may name.
 CALLS = frozenset({"load", "workers_to_close", "worker_metrics", "set_idle_timeout", "retire_workers"})
 #: The process's title (``ps``, ``/proc/PID/cmdline``) when ``setproctitle`` is installed; else its command line
@@ -77,6 +83,8 @@ def error_kind(exc: BaseException) -> str:
     """The :data:`ERROR_KINDS` entry that carries ``exc`` to the server."""
     if isinstance(exc, SchedulerTimeout):
         return "scheduler-timeout"
+    if isinstance(exc, Conflict):
+        return "conflict"
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return "timeout"
     if isinstance(exc, OSError):  # refused, reset, distributed's CommClosedError
@@ -167,6 +175,10 @@ class Host:
             from clustermgr_lab.backends import BatchBackend
 
             return BatchBackend.write_job_message(message)
+        if op == "gateway":
+            from clustermgr_lab.backends import serve_gateway_request
+
+            return await serve_gateway_request(message)
         if op == "terminate_scheduler":
             from clustermgr_lab.backends import terminate_scheduler
 
@@ -189,15 +201,19 @@ class Host:
             return lambda *args: self.send({"link": number, "event": event, "args": list(args)})
 
         security = await asyncio.to_thread(security_of, message.get("tls"))  # reads no file yet, but imports
-        link = self._link_class(
-            message["address"],
-            tell("added"),
-            tell("removed"),
-            tell("lost"),
-            on_responsive=tell("responsive"),
-            security=security,
-            **{k: v for k, v in (message.get("traits") or {}).items() if k in TRAITS},
-        )
+        callbacks = (message["address"], tell("added"), tell("removed"), tell("lost"))
+        kind = message.get("kind", "scheduler")
+        if kind == "gateway":
+            from clustermgr_lab.backends import GatewaySchedulerLink
+
+            link = GatewaySchedulerLink(
+                *callbacks, on_responsive=tell("responsive"), security=security, on_gone=tell("gone")
+            )
+        elif kind == "scheduler":
+            traits = {k: v for k, v in (message.get("traits") or {}).items() if k in TRAITS}
+            link = self._link_class(*callbacks, on_responsive=tell("responsive"), security=security, **traits)
+        else:
+            raise ValueError(f"no link kind {kind!r}")
         link.on_work = tell("work")
         self.links[number] = link
         try:

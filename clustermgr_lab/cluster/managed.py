@@ -245,8 +245,9 @@ class ManagedCluster(Readoption):
 
     def _link_host(self) -> LinkHost | None:
         """The process this cluster's scheduler link runs in: the manager's, unless the backend brings its own link
-        (a foreign scheduler's, observed by polling) or no manager is the parent (the link runs in this process)."""
-        if self.backend.scheduler_link is not None:
+        to run here (a foreign scheduler's, observed by polling) or no manager is the parent (the link runs in this
+        process). A backend's own link of a ``hosted_link_kind`` (a gateway cluster's) runs in the manager's too."""
+        if self.backend.scheduler_link is not None and self.backend.hosted_link_kind is None:
             return None
         return getattr(self._config_parent, "link_host", None)
 
@@ -254,7 +255,9 @@ class ManagedCluster(Readoption):
         """The link to this cluster's scheduler: its worker stream and heartbeat feed the reconciler."""
         host = self._link_host()
         if host is not None:  # in the links' process, given the cluster's TLS files
-            make, extra = partial(HostedSchedulerLink, host), {"security": self.backend.security}
+            kind = self.backend.hosted_link_kind or "scheduler"
+            make = partial(HostedSchedulerLink, host, kind=kind, on_gone=self.backend.worker_gone)
+            extra = {"security": self.backend.security}
         else:  # here, given the cluster's TLS files; a foreign scheduler's own link observes by polling
             make = self.backend.scheduler_link or SchedulerLink
             extra = {"security": self.backend.security} if self.backend.security is not None else {}

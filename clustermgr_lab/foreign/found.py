@@ -63,7 +63,7 @@ class FoundClusters(LoggingConfigurable):
             await self.manager.probe_templates()
             for template, backend_class, options in self.manager.found_sources():
                 try:
-                    found = await backend_class.find_clusters(options, self.timeout)
+                    found = await backend_class.find_clusters(options, self.timeout, helper=self.manager.link_host)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # the resource is down: its template says so (probe); nothing changes

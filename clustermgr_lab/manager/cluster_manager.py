@@ -118,7 +118,9 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
         self.writer = StoreWriter(self.store, self._clusters, self._store_health_changed, self.log)
         # next to the store: keys stay valid across restarts, so restored dashboard tabs keep working
         self.dashboard_keys = DashboardKeys(Path(self.store_path).parent / "dashboard-secret", log=self.log)
-        self.probes = TemplateProbes(self._templates, self.log, submit_commands=self.link_host.submit_commands)
+        self.probes = TemplateProbes(
+            self._templates, self.log, submit_commands=self.link_host.submit_commands, helper=self.link_host
+        )
         self._stored: list[tuple[ManagedCluster, dict]] = []
         self._unrestorable: list[dict] = []
         for record in stored_records(self.store, Path(self.workdir), self.log):
@@ -543,12 +545,15 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
             self._require_unique_name(request.name)
         self._check_cluster_limit()
         backend_class = BACKENDS[request.template.backend]
-        submitted = await backend_class.create_ahead(request.backend_options, SUBMIT_TIMEOUT)
+        submitted = await backend_class.create_ahead(request.backend_options, SUBMIT_TIMEOUT, helper=self.link_host)
         try:
             return self.create(body, submitted)
         except BaseException:
             if submitted is not None:  # taken by the resource, refused here (e.g. a name taken meanwhile)
-                self._spawn(backend_class.withdraw_ahead(request.backend_options, submitted, SUBMIT_TIMEOUT))
+                withdraw = backend_class.withdraw_ahead(
+                    request.backend_options, submitted, SUBMIT_TIMEOUT, self.link_host
+                )
+                self._spawn(withdraw)
             raise
 
     async def update_durably(self, cluster_id: str, body: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from clustermgr_lab.backends import BACKENDS, Backend, TemplateProbe
+from clustermgr_lab.backends.base import HelperProcess
 from clustermgr_lab.domain.templates import Template
 from clustermgr_lab.manager.availability import AVAILABILITY_TTL, PROBE_TIMEOUT, Availability, SubmitCommands
 
@@ -26,12 +27,21 @@ class TemplateProbes:
     templates : dict
         The manager's templates by name (shared: a resource's user options replace a template's there).
     log : logging.Logger
+    submit_commands : callable, optional
+        Reads the batch backends' submit commands (in the scheduler links' process).
+    helper : HelperProcess, optional
+        The server's helper process, which resources are asked from (:meth:`Backend.probe`).
     """
 
     def __init__(
-        self, templates: dict[str, Template], log: logging.Logger, submit_commands: SubmitCommands | None = None
+        self,
+        templates: dict[str, Template],
+        log: logging.Logger,
+        submit_commands: SubmitCommands | None = None,
+        helper: HelperProcess | None = None,
     ):
         self.templates = templates
+        self.helper = helper  # where a resource is asked from (the scheduler links' process)
         self.log = log
         self.availability = Availability(submit_commands)
         self._probes: dict[str, TemplateProbe] = {}  # what each template's resource said when last asked
@@ -83,7 +93,7 @@ class TemplateProbes:
 
         async def probe(template: Template) -> TemplateProbe | None:
             try:
-                return await BACKENDS[template.backend].probe(template.options, PROBE_TIMEOUT)
+                return await BACKENDS[template.backend].probe(template.options, PROBE_TIMEOUT, helper=self.helper)
             except Exception as exc:  # a probe must not break the listing of templates
                 self.log.warning("template %s: its resource could not be asked: %s", template.name, exc)
                 return TemplateProbe(f"its resource could not be asked: {exc}")

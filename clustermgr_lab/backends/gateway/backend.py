@@ -5,30 +5,33 @@ whatever its own backend is) and reaches them through its proxy over TLS; this b
 the gateway's REST API with dask-gateway's own client (``dask_gateway.Gateway``), and writes the
 cluster's TLS credentials, which the gateway hands out, into the cluster's work folder so that the
 server's link, ``clustermgr_lab.connect`` and the inserted cell use them like any cluster's.
+
+dask-gateway's client imports distributed: the server asks the gateway from its helper process
+(``BackendContext.helper``, :mod:`.remote`), where the cluster's scheduler link runs too
+(:attr:`GatewayBackend.hosted_link_kind`); the server itself imports neither. The two reads it makes
+while someone uses it, the gateway's options and whether this user runs clusters there, it makes itself
+(:mod:`.direct_reads`), so that an open sidebar does not keep that process alive.
 """
 
 from __future__ import annotations
 
 import asyncio
-import getpass
 import os
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from traitlets import Float
 
-from clustermgr_lab.backends.base import Backend, Capabilities, SchedulerEndpoint, TemplateProbe
+from clustermgr_lab.backends.base import Backend, Capabilities, HelperProcess, SchedulerEndpoint, TemplateProbe
+from clustermgr_lab.backends.gateway import direct_reads
 from clustermgr_lab.common.security import private_folder
 from clustermgr_lab.domain.errors import BackendError, Conflict, InvalidRequest
 from clustermgr_lab.domain.options import BackendOption, UserOption
 from clustermgr_lab.domain.spec import WorkerGroup
-
-if TYPE_CHECKING:  # dask-gateway imports distributed: imported on first use, never by a server nobody uses
-    from dask_gateway import Gateway
 
 AUTH_TYPES = ("basic", "jupyterhub", "kerberos")
 #: dask-gateway's option types → the user option types of a template (its ``mapping`` type has no form field here).
@@ -81,38 +84,17 @@ def _mapping(value: Any, field_name: str) -> dict[str, Any]:
     return dict(value)
 
 
-def gateway_client(options: Mapping[str, Any]) -> Gateway:
-    """dask-gateway's own client, asynchronous on the running loop, for a template's options.
+async def ask_gateway(
+    options: Mapping[str, Any], call: str, timeout: float, helper: HelperProcess | None = None, **fields: Any
+) -> Any:
+    """A gateway ``call`` (:data:`.remote.CALLS`) with a template's ``options``, asked from ``helper`` (the server's
+    helper process) or, without one, from this process. Raises what :func:`.remote.serve_gateway_request` raises."""
+    message = {"op": "gateway", "call": call, "options": dict(options), "timeout": timeout, **fields}
+    if helper is not None:
+        return await helper.ask(message, timeout)
+    from clustermgr_lab.backends.gateway.remote import serve_gateway_request  # imports dask-gateway, distributed
 
-    Authentication: ``{"type": "jupyterhub"}`` presents this server's ``JUPYTERHUB_API_TOKEN`` (under a
-    hub); ``{"type": "basic", "username", "password"}`` the gateway's simple authenticator (the user
-    defaults to this server's); ``{"type": "kerberos"}`` the ticket of this server's user.
-    """
-    from dask_gateway import BasicAuth, Gateway, JupyterHubAuth, KerberosAuth
-
-    auth = options.get("auth") or (
-        {"type": "jupyterhub"} if os.environ.get("JUPYTERHUB_API_TOKEN") else {"type": "basic"}
-    )
-    if auth["type"] == "jupyterhub":
-        authenticator = JupyterHubAuth(api_token=os.environ.get("JUPYTERHUB_API_TOKEN"))
-    elif auth["type"] == "kerberos":
-        authenticator = KerberosAuth()
-    else:
-        authenticator = BasicAuth(auth.get("username") or getpass.getuser(), auth.get("password"))
-    return Gateway(
-        options["gateway_address"],
-        proxy_address=options.get("proxy_address"),
-        public_address=options.get("public_address"),
-        auth=authenticator,
-        asynchronous=True,
-    )
-
-
-def _gateway_link(*args: Any, **kwargs: Any):
-    """A :class:`.link.GatewaySchedulerLink` (its module, which imports distributed, imported now)."""
-    from clustermgr_lab.backends.gateway.link import GatewaySchedulerLink
-
-    return GatewaySchedulerLink(*args, **kwargs)
+    return await serve_gateway_request(message)
 
 
 def user_options_of(spec: list[dict[str, Any]]) -> tuple[UserOption, ...]:
@@ -178,7 +160,9 @@ class GatewayBackend(Backend):
     }
     user_options_option = "cluster_options"
     attaches = True
-    scheduler_link = staticmethod(_gateway_link)
+    #: The cluster's link polls its scheduler through the gateway's proxy (:class:`.link.GatewaySchedulerLink`), in
+    #: the helper process when the server has one.
+    hosted_link_kind: ClassVar[str | None] = "gateway"
     dashboard_over_tls: ClassVar[bool] = False
     start_timeout = Float(300.0, config=True, help="Seconds the gateway gets to start a cluster's scheduler.")
     request_timeout = Float(30.0, config=True, help="Seconds one request to the gateway's API may take.")
@@ -192,12 +176,11 @@ class GatewayBackend(Backend):
         super().__init__(*args, **kwargs)
         self.address = address
         self.dashboard_link: str | None = None
-        self._gateway: Gateway | None = None
         self._requested: list[str] = []  # worker names this server asked for, oldest first
         self._claimed: dict[str, str] = {}  # the gateway's worker name -> the requested name it is
         self._foreign: set[str] = set()  # connected gateway workers this server did not request (made before it)
         # this cluster's link tells which gateway workers left, so that those made before it stop counting
-        self.scheduler_link = partial(_gateway_link, on_gone=self._worker_gone)
+        self.scheduler_link = partial(_gateway_link, on_gone=self.worker_gone)
 
     @property
     def cluster_name(self) -> str | None:
@@ -212,78 +195,67 @@ class GatewayBackend(Backend):
             "auth": self.auth,
         }
 
-    def _client(self) -> Gateway:
+    async def _ask(self, call: str, what: str, timeout: float | None = None, **fields: Any) -> Any:
+        """Ask the gateway; its refusals and silences become errors that say what was asked."""
         if self.gateway_address is None:
             raise BackendError("the template names no gateway (options.gateway_address)")
-        if self._gateway is None:
-            self._gateway = gateway_client(self._options())
-        return self._gateway
-
-    async def _ask(self, coroutine, what: str, timeout: float | None = None) -> Any:
-        """Await a request to the gateway; its refusals and silences become errors that say what was asked."""
+        timeout = timeout or self.request_timeout
         try:
-            return await asyncio.wait_for(coroutine, timeout or self.request_timeout)
+            return await ask_gateway(self._options(), call, timeout, self.context.helper, **fields)
         except asyncio.TimeoutError:
             raise BackendError(f"the gateway at {self.gateway_address} did not answer ({what}) in time") from None
         except ValueError as exc:  # 404 and 422: the gateway's own words
             raise BackendError(f"the gateway refused to {what}: {exc}") from None
-        except OSError as exc:
-            raise BackendError(f"the gateway at {self.gateway_address} could not {what}: {exc}") from None
-        except Exception as exc:  # aiohttp's errors (refused connection, 5xx), a cluster that failed to start
+        except Exception as exc:  # refused connection, 5xx, a cluster that failed to start, no helper process
             raise BackendError(f"the gateway at {self.gateway_address} could not {what}: {exc}") from None
 
     # -- the template ---------------------------------------------------------------------------------
 
     @classmethod
-    async def probe(cls, options: Mapping[str, Any], timeout: float) -> TemplateProbe:
+    async def probe(
+        cls, options: Mapping[str, Any], timeout: float, helper: HelperProcess | None = None
+    ) -> TemplateProbe:
         """Whether the gateway answers (with these credentials), and its cluster options as user options."""
-        gateway = gateway_client(options)
+        address = options.get("gateway_address")
+        if direct_reads.reads_directly(options):
+            asking = direct_reads.read_options(options, timeout)
+        else:
+            asking = ask_gateway(options, "options", timeout, helper)
         try:
-            # the specification itself, as the gateway sends it (the client's cluster_options() parses it into widgets)
-            answer = await asyncio.wait_for(gateway._request("GET", f"{gateway.address}/api/v1/options"), timeout)
-            spec = (await answer.json())["cluster_options"]
+            spec = await asyncio.wait_for(asking, timeout + 1)
         except asyncio.TimeoutError:
-            return TemplateProbe(f"the gateway at {gateway.address} did not answer within {timeout:g} s")
+            return TemplateProbe(f"the gateway at {address} did not answer within {timeout:g} s")
         except Exception as exc:
-            return TemplateProbe(f"the gateway at {gateway.address} cannot be used: {exc or type(exc).__name__}")
-        finally:
-            await gateway.close()
+            return TemplateProbe(f"the gateway at {address} cannot be used: {exc or type(exc).__name__}")
         return TemplateProbe(None, user_options_of(spec))
 
     @classmethod
-    async def create_ahead(cls, options: Mapping[str, Any], timeout: float) -> str:
+    async def create_ahead(cls, options: Mapping[str, Any], timeout: float, helper: HelperProcess | None = None) -> str:
         """Create the cluster on the gateway while the request waits: a value it refuses is a 400 naming the field.
 
         The gateway checks the options (its fields, then its options handler) before it creates anything,
         and answers 422 with its message; the field is the first of the request's options the message names.
         """
         values = dict(options.get("cluster_options") or {})
-        gateway = gateway_client(options)
+        address = options.get("gateway_address")
         try:
-            name = await asyncio.wait_for(gateway.submit(**values), timeout)
+            return await ask_gateway(options, "submit", timeout, helper, cluster_options=values)
         except ValueError as exc:  # 422: the gateway's own words
             message = str(exc)
             named = sorted((message.index(k), k) for k in values if k in message)
             field = f"options.{named[0][1]}" if named else "options"
             raise InvalidRequest(f"the gateway refused it: {message}", field) from None
         except asyncio.TimeoutError:
-            raise Conflict(
-                f"the gateway at {gateway.address} did not answer within {timeout:g} s", "template"
-            ) from None
+            raise Conflict(f"the gateway at {address} did not answer within {timeout:g} s", "template") from None
         except Exception as exc:
-            raise Conflict(f"the gateway at {gateway.address} cannot be used: {exc}", "template") from None
-        finally:
-            await gateway.close()
-        return f"{gateway.proxy_address}/{name}"
+            raise Conflict(f"the gateway at {address} cannot be used: {exc}", "template") from None
 
     @classmethod
-    async def withdraw_ahead(cls, options: Mapping[str, Any], address: str, timeout: float) -> None:
+    async def withdraw_ahead(
+        cls, options: Mapping[str, Any], address: str, timeout: float, helper: HelperProcess | None = None
+    ) -> None:
         """Stop on the gateway a cluster :meth:`create_ahead` made that the server did not list."""
-        gateway = gateway_client(options)
-        try:
-            await asyncio.wait_for(gateway.stop_cluster(address.rsplit("/", 1)[-1]), timeout)
-        finally:
-            await gateway.close()
+        await ask_gateway(options, "stop", timeout, helper, name=address.rsplit("/", 1)[-1])
 
     @classmethod
     def worker_shape(cls, group: WorkerGroup, values: Mapping[str, Any]) -> WorkerGroup:
@@ -306,16 +278,18 @@ class GatewayBackend(Backend):
         return group
 
     @classmethod
-    async def find_clusters(cls, options: Mapping[str, Any], timeout: float) -> list[str]:
-        """The addresses of this user's running clusters on the gateway, made from here or from anywhere else."""
-        from dask_gateway.client import ClusterStatus
+    async def find_clusters(
+        cls, options: Mapping[str, Any], timeout: float, helper: HelperProcess | None = None
+    ) -> list[str]:
+        """The addresses of this user's running clusters on the gateway, made from here or from anywhere else.
 
-        gateway = gateway_client(options)
-        try:
-            reports = await asyncio.wait_for(gateway.list_clusters(status=ClusterStatus.RUNNING), timeout)
-        finally:
-            await gateway.close()
-        return [r.scheduler_address for r in reports if r.scheduler_address]
+        Where the server reads the gateway itself (:mod:`.direct_reads`), it asks the links' process for their
+        addresses (as dask-gateway's client makes them) only when the gateway runs any: a server whose user has
+        no cluster there does not start that process.
+        """
+        if direct_reads.reads_directly(options) and not await direct_reads.read_running_names(options, timeout):
+            return []
+        return await ask_gateway(options, "running", timeout, helper)
 
     # -- the cluster ----------------------------------------------------------------------------------
 
@@ -323,24 +297,23 @@ class GatewayBackend(Backend):
         """Create the cluster on the gateway (or find the one of ``address``), wait until it runs, take its credentials."""
         if self.security is None:
             raise BackendError("a gateway cluster is reached over TLS only: its template must not say 'tls': false")
-        gateway = self._client()
         if self.address is None:
-            name = await self._ask(gateway.submit(**self.cluster_options), "create a cluster")
-            self.address = f"{gateway.proxy_address}/{name}"  # known from now on: it is not "found" as another
-            self._notify_change()
-        await self._ask(  # what Gateway.connect() waits with, without the GatewayCluster it then makes
-            gateway._wait_for_start(self.cluster_name), f"start cluster {self.cluster_name}", self.start_timeout
+            self.address = await self._ask("submit", "create a cluster", cluster_options=self.cluster_options)
+            self._notify_change()  # known from now on: it is not "found" as another
+        name = self.cluster_name
+        timeout = self.start_timeout + self.request_timeout
+        report = await self._ask("start", f"start cluster {name}", timeout, name=name)
+        if report["tls_cert"] is None:
+            raise BackendError(f"gateway cluster {name} is {report['status']}, not running")
+        await asyncio.to_thread(self._write_credentials, report["tls_cert"], report["tls_key"])
+        self.dashboard_link = report["dashboard_link"]
+        scheduler_id = await self._ask(
+            "scheduler_id", "reach the cluster's scheduler", address=self.address, tls=self.security.to_dict()
         )
-        report = await self._ask(gateway.get_cluster(self.cluster_name), f"report on {self.cluster_name}")
-        if report.tls_cert is None:
-            raise BackendError(f"gateway cluster {self.cluster_name} is {report.status.name.lower()}, not running")
-        await asyncio.get_running_loop().run_in_executor(None, self._write_credentials, report.tls_cert, report.tls_key)
-        self.dashboard_link = report.dashboard_link
-        scheduler_id = await self._scheduler_id()
         listed_as = self.context.listed_as
         other = listed_as(scheduler_id) if listed_as is not None and scheduler_id else None
         if other is not None:
-            raise BackendError(f"gateway cluster {self.cluster_name} is listed already, as {other!r}")
+            raise BackendError(f"gateway cluster {name} is listed already, as {other!r}")
         return SchedulerEndpoint(self.address, None, scheduler_id)
 
     def _write_credentials(self, cert: str, key: str) -> None:
@@ -352,23 +325,13 @@ class GatewayBackend(Backend):
             with os.fdopen(descriptor, "w") as out:
                 out.write(text)
 
-    async def _scheduler_id(self) -> str | None:
-        from distributed.core import rpc
-
-        connection = rpc(self.address, connection_args=self.security.security().get_connection_args("client"))
-        try:
-            identity = await self._ask(connection.identity(n_workers=0), "reach the cluster's scheduler")
-        finally:
-            await connection.close_rpc()
-        return identity.get("id")
-
     async def closed_by_owner(self) -> str | None:
         """Once the scheduler is gone: "stopped on the gateway" when the gateway says it stopped it; None: it was lost."""
         try:
-            report = await self._ask(self._client().get_cluster(self.cluster_name), "report on the cluster")
+            report = await self._ask("report", "report on the cluster", name=self.cluster_name)
         except BackendError:
             return None
-        if report.status.name in ("STOPPING", "STOPPED"):
+        if report["stopped"]:
             return "stopped on the gateway (by its user, its idle timeout, or the gateway's administrator)"
         return None
 
@@ -383,7 +346,8 @@ class GatewayBackend(Backend):
             self._claimed[gateway_name] = unclaimed[0]
         return self._claimed[gateway_name]
 
-    def _worker_gone(self, gateway_name: str) -> None:
+    def worker_gone(self, gateway_name: str) -> None:
+        """A gateway worker left (its link tells, by the gateway's name of it): it no longer counts."""
         self._foreign.discard(gateway_name)
         self._claimed.pop(gateway_name, None)
 
@@ -402,19 +366,17 @@ class GatewayBackend(Backend):
 
     async def _scale(self) -> None:
         count = len(self._requested) + len(self._foreign)  # the workers it had when found stay
-        await self._ask(self._client().scale_cluster(self.cluster_name, count), f"scale to {count} workers")
+        await self._ask("scale", f"scale to {count} workers", name=self.cluster_name, count=count)
         self._notify_change()
 
     async def close(self) -> None:
-        """Stop the cluster on the gateway (its scheduler and workers), then let go of the client."""
-        try:
-            if self.cluster_name is not None and self.gateway_address is not None:
-                await self._ask(self._client().stop_cluster(self.cluster_name), f"stop {self.cluster_name}")
-        finally:
-            await self.detach()
+        """Stop the cluster on the gateway (its scheduler and workers)."""
+        if self.cluster_name is not None and self.gateway_address is not None:
+            await self._ask("stop", f"stop {self.cluster_name}", name=self.cluster_name)
 
-    async def detach(self) -> None:
-        """Let go of the gateway client; the cluster keeps running on the gateway."""
-        if self._gateway is not None:
-            gateway, self._gateway = self._gateway, None
-            await gateway.close()
+
+def _gateway_link(*args: Any, **kwargs: Any):
+    """The cluster's link when it runs in this process (made without a helper process): imports distributed."""
+    from clustermgr_lab.backends.gateway.link import GatewaySchedulerLink
+
+    return GatewaySchedulerLink(*args, **kwargs)

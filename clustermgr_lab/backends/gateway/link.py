@@ -149,8 +149,8 @@ class GatewaySchedulerLink:
         return (preferred + [a for a in candidates if a not in preferred])[:n]
 
     async def retire_workers(self, addresses: list[str], close: bool = True) -> list[str]:
-        """Retire politely (data moved to survivors) and close them (whatever ``close`` says, as the reconciler may
-        pass it to any link): the gateway then sees them closed."""
+        """Retire politely (data moved to survivors) and close them (whatever ``close`` says): the gateway then sees
+        them closed."""
         retired = await self._call(
             "retire_workers", self.retire_timeout, workers=addresses, close_workers=True, remove=True
         )
