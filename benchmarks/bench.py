@@ -44,6 +44,7 @@ import requests
 from clustermgr_lab.client import cluster_security
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import backend_footprint  # noqa: E402  (the same with an SSH or gateway template, or a TLS cluster attached)
 import bursty  # noqa: E402  (the bursty workload)
 import bursty_data  # noqa: E402  (the bursty workload whose results stay on the workers)
 import footprint  # noqa: E402  (the idle server's cost, its boot, re-adoption at start)
@@ -1040,6 +1041,8 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
             fast_import_path=args.rfc3987_path,
             release_after=2.0 if args.smoke else None,  # smoke: not the product's 120 s
         )
+    if not args.smoke and (not args.only or "backend-footprint" in args.only.split(",")):  # servers of its own
+        rows += backend_footprint.measure(tmp, row, seconds=30)  # smoke: tests/test_bench_smoke.py runs it alone
     if not args.only or "growth" in args.only.split(","):  # a server of its own, before the main one starts
         growth.measure(args, tmp, rows, sys.modules[__name__])
     cm_server, stream = start_clustermgr(tmp, many, args.standby)
@@ -1294,7 +1297,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        help="only these parts, comma-separated: footprint, growth, lifecycle, create-profile, many-clusters, bursty, bursty-data, many-workers, tls, log-tail, multihost "
+        help="only these parts, comma-separated: footprint, backend-footprint, growth, lifecycle, create-profile, many-clusters, bursty, bursty-data, many-workers, tls, log-tail, multihost "
         "(writes only their rows)",
     )
     parser.add_argument(

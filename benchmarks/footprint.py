@@ -74,11 +74,15 @@ def server(
     proxy: bool = True,
     env: dict[str, str] | None = None,
     release_after: float | None = None,
+    extra_config: dict[str, dict[str, Any]] | None = None,
+    ready_path: str | None = None,
     **manager: Any,
 ) -> Server:
     """A Jupyter server with the extension on or off (its API is waited for, not the extension's templates).
 
     ``proxy``: jupyter-server-proxy on (as installing clustermgr-lab leaves it: on by its own config) or off.
+    ``manager``: ``ClusterManager`` settings; ``extra_config``: other classes' (e.g. ``{"SSHBackend": {...}}``).
+    ``ready_path``: what is waited for (default: the extension's list with it on, ``api/status`` with it off).
     """
     extensions = {"clustermgr_lab": on, "jupyter_server_proxy": proxy}
     config: dict[str, Any] = {"ServerApp": {"jpserver_extensions": extensions}}
@@ -93,9 +97,12 @@ def server(
         if release_after is not None:  # the warm launcher's and the scheduler links' process alike
             config["WarmLauncher"]["release_after"] = release_after
             config["LinkHost"] = {"release_after": release_after}
+        config.update(extra_config or {})
     folder = tmp / name
     folder.mkdir(parents=True, exist_ok=True)
-    result = Server(folder, config=config, env=env, ready_path="clustermgr/api/clusters" if on else "api/status")
+    result = Server(
+        folder, config=config, env=env, ready_path=ready_path or ("clustermgr/api/clusters" if on else "api/status")
+    )
     result.poll_step = 0.02
     return result
 

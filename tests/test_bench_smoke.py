@@ -53,3 +53,30 @@ def test_bench_smoke_writes_rows_with_their_verdicts_and_leaves_no_process(tmp_p
         "server restarted with 1 cluster to re-adopt -> API answers and every cluster running",
     } <= names
     assert "| benchmark | value | target | pass | note |" in out.with_suffix(".md").read_text()
+
+
+# Four Jupyter servers, a dask-gateway, a private sshd and a TLS scheduler started elsewhere: 40 s on a quiet machine.
+@pytest.mark.timeout(600)
+def test_backend_footprint_rows_are_measured_and_leave_no_process(tmp_path):
+    # Given the backend footprint part of the benchmark, alone, short (2 s measurements, servers let go after 2 s)
+    out = tmp_path / "rows.json"
+    # When it runs (its exit code is non-zero if any process it started is still there at the end)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "backend_footprint.py"), "--seconds", "2", "--release-after", "2",
+         "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=540,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    # Then every row is well formed, and each side's rows are there: idle with a template, then its clusters gone
+    rows = {row["name"]: row for row in json.loads(out.read_text())}
+    for row in rows.values():
+        assert set(row) <= ROW_KEYS | {"note"} and math.isfinite(row["value"]), row
+        assert row["pass"] == (None if row["target"] is None else row["value"] <= row["target"]), row
+    sides = ("with an SSH template", "with a dask-gateway template", "that attached a TLS cluster")
+    for side in sides:
+        for what in ("USS of the server and its descendants", "processes"):
+            assert f"server {side}, its clusters gone, sidebar open, extension on - off: {what}" in rows
+    # And no server kept a process once its clusters were gone, and nothing was left on the SSH host
+    kept = [name for name, row in rows.items() if name.endswith(": processes") and not row["pass"]]
+    assert kept == [], [rows[name] for name in kept]
+    assert rows["processes left below the SSH host's sshd after its clusters"]["value"] == 0

@@ -1,0 +1,224 @@
+#!/usr/bin/env python
+"""The footprint rows of the backends past this machine: a server with an SSH or a gateway template, or that attached a TLS cluster.
+
+:func:`measure` returns the rows; ``bench.py`` runs it as part of ``make bench`` (part
+``backend-footprint``), and this file runs it alone::
+
+    python benchmarks/backend_footprint.py [--seconds 30] [--release-after S] [--out rows.json]
+
+What it starts, all on 127.0.0.1: a private sshd (``tests/ssh_server.py``), a dask-gateway server
+(``tests/gateway_server.py``) and a ``tls://`` scheduler with one worker started elsewhere
+(``tests/started_elsewhere.py``); then four Jupyter servers side by side: one with the extension
+off, and three with it on: with an SSH template (the private sshd its one host), with a gateway
+template (that gateway), and with the built-in templates only (it attaches the TLS scheduler).
+
+- **Idle**: the four over the same ``seconds`` (USS of each server and its descendants, their most
+  descendants, their CPU; as ``footprint.py``), the SSH and gateway servers against the one off:
+  a template alone must cost what the extension costs (≤ 10 MiB, 0 processes, ≤ 0.1 % of a core).
+- **After their clusters, sidebar open**: each on server, with its stream open (as the sidebar, to
+  the end: the gateway's server goes on asking the gateway for the user's clusters every 2 s),
+  makes a cluster of 2 workers (the SSH and the gateway template) or attaches the TLS scheduler (1
+  worker), records the USS of the server and its descendants while it runs, and deletes it (a
+  detach for the TLS one). Once the last is gone and the servers have had ``release_after`` + 5 s
+  (as the footprint rows: the product's 120 s), the four are measured again: each on − off against
+  the issue's targets (≤ 10 MiB, 0 processes), and the processes left below the private sshd (0).
+
+Nothing of what it starts is left: the sshd, the gateway (its processes checked) and the TLS
+scheduler are stopped, the servers too, and every process started carries the run's mark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import footprint  # noqa: E402
+import harness as base  # noqa: E402
+from harness import BenchError, Server, Stream, log, now  # noqa: E402
+
+from tests.gateway_server import start_gateway, stop_gateway  # noqa: E402
+from tests.ssh_server import start_sshd, stop_sshd  # noqa: E402
+from tests.started_elsewhere import start_tls_scheduler_and_worker, stop_process  # noqa: E402
+
+MiB = 2**20
+WORKERS = 2
+GROUP = {"name": "default", "count": 0, "threads": 1, "memory": base.MEMORY}
+Row = Callable[..., dict[str, Any]]
+#: What a server's start waits for: jupyter_server's own status, which does not count as a use of the extension (an
+#: API request of the extension would have the gateway asked for the user's clusters for a minute).
+UNUSED = "api/status"
+#: The servers with the extension on, by the backend they used, and the words of their rows.
+SIDES = {
+    "ssh": "with an SSH template",
+    "gateway": "with a dask-gateway template",
+    "tls": "that attached a TLS cluster",
+}
+
+
+def _running(cluster_id: str, workers: int) -> Callable[[dict], bool]:
+    """The cluster is ``running`` with ``workers`` running (an attached cluster's requested count is not ours)."""
+
+    def predicate(message: dict) -> bool:
+        cluster = message.get("cluster") or {}
+        return (
+            message.get("type") in ("added", "changed")
+            and cluster.get("id") == cluster_id
+            and cluster["status"] == "running"
+            and cluster["workers"]["running"] == workers
+        )
+
+    return predicate
+
+
+def _uss(server: Server) -> float:
+    """USS of the server and its descendants, MiB."""
+    return footprint.sample(server.process.pid)[0] / MiB
+
+
+def use(server: Server, stream: Stream, body: dict[str, Any], workers: int) -> tuple[float, float]:
+    """POST ``body``, wait on ``stream`` until ``workers`` run, then DELETE and wait until it is gone.
+
+    Returns the USS (MiB) of the server and its descendants while the cluster ran, and when it was gone.
+    """
+    mark = stream.mark()
+    _, cluster = server.call("POST", "clustermgr/api/clusters", body, expect=202)
+    stream.wait(_running(cluster["id"], workers), mark, what=f"{workers} workers running", cluster_id=cluster["id"])
+    during = _uss(server)
+    base.delete_clusters(server, stream, [cluster["id"]])
+    return during, now()
+
+
+def _tls_address(scheduler_file: Path, timeout: float = 60) -> str:
+    deadline = now() + timeout
+    while now() < deadline:
+        if scheduler_file.exists():
+            address = json.loads(scheduler_file.read_text() or "{}").get("address")
+            if address:
+                return address
+        time.sleep(0.1)
+    raise BenchError(f"the TLS scheduler wrote no address to {scheduler_file} within {timeout:g} s")
+
+
+def measure(tmp: Path, row: Row, *, seconds: float = 30, release_after: float | None = None) -> list[dict]:
+    """Every row of this part, in order: idle with a template, during (a note), after the clusters are gone."""
+    release_after = footprint.RELEASE_AFTER if release_after is None else release_after
+    folder = tmp / "backend-footprint"
+    sshd = gateway = None
+    elsewhere: list = []
+    servers: dict[str, Server] = {}
+    streams: list[Stream] = []
+    try:
+        sshd = start_sshd(folder / "sshd")
+        gateway = start_gateway(folder / "gateway")
+        credentials, scheduler_file, elsewhere = start_tls_scheduler_and_worker(folder)
+        address = _tls_address(scheduler_file)
+        servers["off"] = footprint.server(folder / "off", "server", False)
+        servers["ssh"] = footprint.server(
+            folder / "ssh", "server", True, release_after=release_after, ready_path=UNUSED,
+            templates=[{"name": "ssh", "description": "workers over SSH", "backend": "ssh", "spec": {"groups": [GROUP]}}],
+            extra_config={"SSHBackend": {"hosts": ["127.0.0.1"], "connect_options": sshd.connect_options, "interface": "lo"}},
+        )  # fmt: skip
+        servers["gateway"] = footprint.server(
+            folder / "gateway", "server", True, release_after=release_after, ready_path=UNUSED,
+            templates=[{"name": "gateway", "description": "dask-gateway", "backend": "gateway", "options": gateway.options, "spec": {"groups": [GROUP]}}],
+        )  # fmt: skip
+        servers["tls"] = footprint.server(
+            folder / "tls", "server", True, release_after=release_after, ready_path=UNUSED
+        )
+        for server in servers.values():
+            server.start()
+        names = list(servers)
+        log(f"backend footprint: {len(names)} servers answer; measuring for {seconds:g} s")
+        measured = dict(zip(names, footprint.idle(list(servers.values()), seconds)))
+        for side in SIDES:  # the extension answers (asked only now: a request is a use)
+            servers[side].call("GET", "clustermgr/api/clusters", expect=200)
+        rows: list[dict] = []
+        for side in ("ssh", "gateway"):
+            note = f"over {seconds:g} s after start, beside the other servers of this part"
+            rows += footprint.difference_rows(
+                f"idle server {SIDES[side]}", measured[side], measured["off"], row, note, cpu=True
+            )
+        spec = {"groups": [{**GROUP, "count": WORKERS}]}
+        during, deleted = {}, 0.0
+        for side, body, workers in (
+            ("ssh", {"template": "ssh", "spec": spec}, WORKERS),
+            ("gateway", {"template": "gateway", "spec": spec}, WORKERS),
+            ("tls", {"attach": address, "tls": credentials.to_dict()}, 1),
+        ):
+            streams.append(Stream(servers[side]))  # the sidebar opens, and stays open to the end
+            during[side], deleted = use(servers[side], streams[-1], body, workers)
+            log(f"backend footprint: {side}: {during[side]:.1f} MiB while its cluster ran; gone")
+        wait = release_after + 5.0
+        time.sleep(max(0.0, deleted + wait - now()))
+        log(f"backend footprint: {now() - deleted:.0f} s after the last cluster; measuring for {seconds:g} s")
+        measured = dict(zip(names, footprint.idle(list(servers.values()), seconds)))
+        for side in SIDES:
+            note = (
+                f"over {seconds:g} s from {wait:g} s after its cluster was deleted; "
+                f"{during[side]:.1f} MiB while the cluster ran"
+            )
+            rows += footprint.difference_rows(
+                f"server {SIDES[side]}, its clusters gone, sidebar open",
+                measured[side],
+                measured["off"],
+                row,
+                note,
+                cpu=False,
+            )
+        left = len(footprint.tree(sshd.process.pid)) - 1
+        rows.append(row("processes left below the SSH host's sshd after its clusters", left, "processes", 0))
+        return rows
+    finally:
+        for stream in streams:
+            stream.close()
+        footprint.stop(*servers.values())
+        for process in elsewhere:
+            stop_process(process)
+        if gateway is not None:
+            leftovers = stop_gateway(gateway)
+            if leftovers:
+                log(f"backend footprint: the gateway left {leftovers} (killed)")
+        if sshd is not None:
+            stop_sshd(sshd)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=30.0, help="each measurement (default 30 s)")
+    parser.add_argument(
+        "--release-after",
+        type=float,
+        help=f"the servers' WarmLauncher and LinkHost release_after (default the product's, {footprint.RELEASE_AFTER:g} s)",
+    )
+    parser.add_argument("--out", type=Path, help="rows JSON")
+    args = parser.parse_args()
+    os.environ[base.MARK] = base.RUN_ID
+    tmp = Path(tempfile.mkdtemp(prefix="clustermgr-backend-footprint-"))
+    log(f"run {base.RUN_ID}: tmp={tmp}, load average {os.getloadavg()[0]:.2f}")
+    try:
+        rows = measure(tmp, footprint._row, seconds=args.seconds, release_after=args.release_after)
+    finally:
+        leftovers = base.reap_leftovers()
+    for r in rows:
+        verdict = "" if r["pass"] is None else (" PASS" if r["pass"] else " MISS")
+        target = "" if r["target"] is None else f" (target <= {r['target']:g})"
+        print(f"{r['name']}: {r['value']:.3f} {r['unit']}{target}{verdict}  [{r.get('note', '')}]")
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1) + "\n")
+    if leftovers:
+        print(f"LEFTOVER PROCESSES (killed now): {leftovers}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
