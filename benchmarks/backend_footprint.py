@@ -31,9 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -201,23 +199,11 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, help="rows JSON")
     args = parser.parse_args()
-    os.environ[base.MARK] = base.RUN_ID
-    tmp = Path(tempfile.mkdtemp(prefix="clustermgr-backend-footprint-"))
-    log(f"run {base.RUN_ID}: tmp={tmp}, load average {os.getloadavg()[0]:.2f}")
-    try:
-        rows = measure(tmp, footprint._row, seconds=args.seconds, release_after=args.release_after)
-    finally:
-        leftovers = base.reap_leftovers()
-    for r in rows:
-        verdict = "" if r["pass"] is None else (" PASS" if r["pass"] else " MISS")
-        target = "" if r["target"] is None else f" (target <= {r['target']:g})"
-        print(f"{r['name']}: {r['value']:.3f} {r['unit']}{target}{verdict}  [{r.get('note', '')}]")
-    if args.out:
-        args.out.write_text(json.dumps(rows, indent=1) + "\n")
-    if leftovers:
-        print(f"LEFTOVER PROCESSES (killed now): {leftovers}")
-        return 1
-    return 0
+    return footprint.run_alone(
+        "clustermgr-backend-footprint-",
+        lambda tmp: measure(tmp, footprint._row, seconds=args.seconds, release_after=args.release_after),
+        args.out,
+    )
 
 
 if __name__ == "__main__":

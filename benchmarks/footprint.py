@@ -464,6 +464,30 @@ def _row(name: str, value: float, unit: str, target: float | None = None, note: 
     return result
 
 
+def run_alone(prefix: str, rows_of: Callable[[Path], list[dict]], out: Path | None) -> int:
+    """A part of the benchmark run alone: ``rows_of`` a fresh temporary folder, printed (and written to ``out``).
+
+    Every process it starts carries the run's mark; returns 1 if any is left at the end (killed then), else 0.
+    """
+    os.environ[base.MARK] = base.RUN_ID
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    log(f"run {base.RUN_ID}: tmp={tmp}, load average {os.getloadavg()[0]:.2f}")
+    try:
+        rows = rows_of(tmp)
+    finally:
+        leftovers = base.reap_leftovers()
+    for r in rows:
+        verdict = "" if r["pass"] is None else (" PASS" if r["pass"] else " MISS")
+        target = "" if r["target"] is None else f" (target <= {r['target']:g})"
+        print(f"{r['name']}: {r['value']:.3f} {r['unit']}{target}{verdict}  [{r.get('note', '')}]")
+    if out:
+        out.write_text(json.dumps(rows, indent=1) + "\n")
+    if leftovers:
+        print(f"LEFTOVER PROCESSES (killed now): {leftovers}")
+        return 1
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="idle measurement (default 30 s)")
@@ -485,11 +509,9 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, help="rows JSON")
     args = parser.parse_args()
-    os.environ[base.MARK] = base.RUN_ID
-    tmp = Path(tempfile.mkdtemp(prefix="clustermgr-footprint-"))
-    log(f"run {base.RUN_ID}: tmp={tmp}, load average {os.getloadavg()[0]:.2f}")
-    try:
-        rows = measure(
+    return run_alone(
+        "clustermgr-footprint-",
+        lambda tmp: measure(
             tmp,
             _row,
             seconds=args.seconds,
@@ -498,19 +520,9 @@ def main() -> int:
             proxy=not args.without_server_proxy,
             fast_import_path=args.rfc3987_path,
             release_after=args.release_after,
-        )
-    finally:
-        leftovers = base.reap_leftovers()
-    for r in rows:
-        verdict = "" if r["pass"] is None else (" PASS" if r["pass"] else " MISS")
-        target = "" if r["target"] is None else f" (target <= {r['target']:g})"
-        print(f"{r['name']}: {r['value']:.3f} {r['unit']}{target}{verdict}  [{r.get('note', '')}]")
-    if args.out:
-        args.out.write_text(json.dumps(rows, indent=1) + "\n")
-    if leftovers:
-        print(f"LEFTOVER PROCESSES (killed now): {leftovers}")
-        return 1
-    return 0
+        ),
+        args.out,
+    )
 
 
 if __name__ == "__main__":
