@@ -8,20 +8,25 @@
 
 What it starts, all on 127.0.0.1: a private sshd (``tests/ssh_server.py``), a dask-gateway server
 (``tests/gateway_server.py``) and a ``tls://`` scheduler with one worker started elsewhere
-(``tests/started_elsewhere.py``); then four Jupyter servers side by side: one with the extension
-off, and three with it on: with an SSH template (the private sshd its one host), with a gateway
-template (that gateway), and with the built-in templates only (it attaches the TLS scheduler).
+(``tests/started_elsewhere.py``); then Jupyter servers side by side: one with the extension off,
+and with it on: with an SSH template (the private sshd its one host), with a gateway template (that
+gateway), with the built-in templates only (it attaches the TLS scheduler), and, where the two-node
+test bed runs (``ci/testbed/``; ``--without-bed`` leaves it out), with a SLURM template whose
+scheduler is a batch job there (``multihost.py``'s ``bed-job``).
 
-- **Idle**: the four over the same ``seconds`` (USS of each server and its descendants, their most
-  descendants, their CPU; as ``footprint.py``), the SSH and gateway servers against the one off:
-  a template alone must cost what the extension costs (≤ 10 MiB, 0 processes, ≤ 0.1 % of a core).
+- **Idle**: all of them over the same ``seconds`` (USS of each server and its descendants, their
+  most descendants; as ``footprint.py``), and each one's CPU from the moment it answered to the end
+  (they start one after another; each spends some 30-40 ms just after it answers, on or off),
+  each server with a template against the one off: a template alone must cost what the extension
+  costs (≤ 10 MiB, 0 processes, ≤ 0.1 % of a core).
 - **After their clusters, sidebar open**: each on server, with its stream open (as the sidebar, to
   the end: the gateway's server goes on asking the gateway for the user's clusters every 2 s),
-  makes a cluster of 2 workers (the SSH and the gateway template) or attaches the TLS scheduler (1
-  worker), records the USS of the server and its descendants while it runs, and deletes it (a
+  makes a cluster of 2 workers (the SSH, gateway and SLURM templates) or attaches the TLS scheduler
+  (1 worker), records the USS of the server and its descendants while it runs, and deletes it (a
   detach for the TLS one). Once the last is gone and the servers have had ``release_after`` + 5 s
-  (as the footprint rows: the product's 120 s), the four are measured again: each on − off against
-  the issue's targets (≤ 10 MiB, 0 processes), and the processes left below the private sshd (0).
+  (as the footprint rows: the product's 120 s), they are all measured again: each on − off against
+  the issue's targets (≤ 10 MiB, 0 processes), the processes left below the private sshd (0) and
+  the jobs left on the bed's SLURM (0).
 
 Nothing of what it starts is left: the sshd, the gateway (its processes checked) and the TLS
 scheduler are stopped, the servers too, and every process started carries the run's mark.
@@ -41,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import footprint  # noqa: E402
 import harness as base  # noqa: E402
+import multihost  # noqa: E402
 from harness import BenchError, Server, Stream, log, now  # noqa: E402
 
 from tests.gateway_server import start_gateway, stop_gateway  # noqa: E402
@@ -59,6 +65,7 @@ SIDES = {
     "ssh": "with an SSH template",
     "gateway": "with a dask-gateway template",
     "tls": "that attached a TLS cluster",
+    "job": "with a SLURM template whose scheduler is a job",
 }
 
 
@@ -106,9 +113,17 @@ def _tls_address(scheduler_file: Path, timeout: float = 60) -> str:
     raise BenchError(f"the TLS scheduler wrote no address to {scheduler_file} within {timeout:g} s")
 
 
-def measure(tmp: Path, row: Row, *, seconds: float = 30, release_after: float | None = None) -> list[dict]:
-    """Every row of this part, in order: idle with a template, during (a note), after the clusters are gone."""
+def measure(
+    tmp: Path, row: Row, *, seconds: float = 30, release_after: float | None = None, bed: bool = True
+) -> list[dict]:
+    """Every row of this part, in order: idle with a template, during (a note), after the clusters are gone.
+
+    ``bed``: also the SLURM side on the two-node test bed (``multihost.py``); where the bed cannot be used, its
+    rows are there, missed, saying why.
+    """
     release_after = footprint.RELEASE_AFTER if release_after is None else release_after
+    unusable = multihost.bed_unusable() if bed else "left out"
+    sides = [side for side in SIDES if side != "job" or unusable is None]
     folder = tmp / "backend-footprint"
     sshd = gateway = None
     elsewhere: list = []
@@ -132,26 +147,36 @@ def measure(tmp: Path, row: Row, *, seconds: float = 30, release_after: float | 
         servers["tls"] = footprint.server(
             folder / "tls", "server", True, release_after=release_after, ready_path=UNUSED
         )
+        if "job" in sides:
+            servers["job"] = footprint.server(
+                folder / "job", "server", True, release_after=release_after, ready_path=UNUSED,
+                templates=[t for t in multihost.TEMPLATES if t["name"] == "bed-job"],
+            )  # fmt: skip
+        answered = []  # each server's CPU seconds when it answered: its CPU is counted from its own start
         for server in servers.values():
             server.start()
+            answered.append((footprint.sample(server.process.pid)[2], now()))
         names = list(servers)
         log(f"backend footprint: {len(names)} servers answer; measuring for {seconds:g} s")
-        measured = dict(zip(names, footprint.idle(list(servers.values()), seconds)))
-        for side in SIDES:  # the extension answers (asked only now: a request is a use)
+        measured = dict(zip(names, footprint.idle(list(servers.values()), seconds, since=answered)))
+        for side in sides:  # the extension answers (asked only now: a request is a use)
             servers[side].call("GET", "clustermgr/api/clusters", expect=200)
         rows: list[dict] = []
-        for side in ("ssh", "gateway"):
+        for side in [s for s in sides if s != "tls"]:
             note = f"over {seconds:g} s after start, beside the other servers of this part"
             rows += footprint.difference_rows(
                 f"idle server {SIDES[side]}", measured[side], measured["off"], row, note, cpu=True
             )
         spec = {"groups": [{**GROUP, "count": WORKERS}]}
         during, deleted = {}, 0.0
-        for side, body, workers in (
-            ("ssh", {"template": "ssh", "spec": spec}, WORKERS),
-            ("gateway", {"template": "gateway", "spec": spec}, WORKERS),
-            ("tls", {"attach": address, "tls": credentials.to_dict()}, 1),
-        ):
+        bodies = {
+            "ssh": ({"template": "ssh", "spec": spec}, WORKERS),
+            "gateway": ({"template": "gateway", "spec": spec}, WORKERS),
+            "tls": ({"attach": address, "tls": credentials.to_dict()}, 1),
+            "job": ({"template": "bed-job", "spec": {"groups": [{**multihost.WORKER, "count": WORKERS}]}}, WORKERS),
+        }
+        for side in sides:
+            body, workers = bodies[side]
             streams.append(Stream(servers[side]))  # the sidebar opens, and stays open to the end
             during[side], deleted = use(servers[side], streams[-1], body, workers)
             log(f"backend footprint: {side}: {during[side]:.1f} MiB while its cluster ran; gone")
@@ -159,7 +184,7 @@ def measure(tmp: Path, row: Row, *, seconds: float = 30, release_after: float | 
         time.sleep(max(0.0, deleted + wait - now()))
         log(f"backend footprint: {now() - deleted:.0f} s after the last cluster; measuring for {seconds:g} s")
         measured = dict(zip(names, footprint.idle(list(servers.values()), seconds)))
-        for side in SIDES:
+        for side in sides:
             note = (
                 f"over {seconds:g} s from {wait:g} s after its cluster was deleted; "
                 f"{during[side]:.1f} MiB while the cluster ran"
@@ -174,6 +199,13 @@ def measure(tmp: Path, row: Row, *, seconds: float = 30, release_after: float | 
             )
         left = len(footprint.tree(sshd.process.pid)) - 1
         rows.append(row("processes left below the SSH host's sshd after its clusters", left, "processes", 0))
+        if "job" in sides:
+            jobs = multihost.bed_command("squeue", "-h", "-o", "%i").stdout.split()
+            rows.append(row("jobs left on the test bed's SLURM after its clusters", len(jobs), "jobs", 0))
+        elif bed:
+            what = f"server {SIDES['job']}, its clusters gone, sidebar open, extension on - off: USS of the server and its descendants"
+            rows.append(row(what, float("nan"), "MiB", 10, note=f"not measured: {unusable}"))
+            log(f"backend footprint: the test bed's side left out: {unusable}")
         return rows
     finally:
         for stream in streams:
@@ -197,11 +229,14 @@ def main() -> int:
         type=float,
         help=f"the servers' WarmLauncher and LinkHost release_after (default the product's, {footprint.RELEASE_AFTER:g} s)",
     )
+    parser.add_argument("--without-bed", action="store_true", help="leave the test bed's SLURM side out")
     parser.add_argument("--out", type=Path, help="rows JSON")
     args = parser.parse_args()
     return footprint.run_alone(
         "clustermgr-backend-footprint-",
-        lambda tmp: measure(tmp, footprint._row, seconds=args.seconds, release_after=args.release_after),
+        lambda tmp: measure(
+            tmp, footprint._row, seconds=args.seconds, release_after=args.release_after, bed=not args.without_bed
+        ),
         args.out,
     )
 

@@ -137,8 +137,14 @@ def sample(pid: int) -> tuple[int, int, float]:
     return uss, count - 1, cpu
 
 
-def idle(servers: list[Server], seconds: float) -> list[dict[str, float]]:
-    """Each server's mean USS (bytes), most descendants and CPU share (of one core) over ``seconds``."""
+def idle(
+    servers: list[Server], seconds: float, since: list[tuple[float, float]] | None = None
+) -> list[dict[str, float]]:
+    """Each server's mean USS (bytes), most descendants and CPU share (of one core) over ``seconds``.
+
+    ``since``: per server, (its CPU seconds, :func:`now`) when it answered: its CPU share is then counted from
+    there to the end, so that servers started one after another are each measured from their start.
+    """
     pids = [s.process.pid for s in servers]
     start = [sample(pid) for pid in pids]
     t0 = now()
@@ -151,9 +157,10 @@ def idle(servers: list[Server], seconds: float) -> list[dict[str, float]]:
         for i, (u, n, _) in enumerate(last):
             uss[i].append(u)
             most[i] = max(most[i], n)
-    elapsed = now() - t0
+    end = now()
+    begun = since or [(start[i][2], t0) for i in range(len(pids))]
     return [
-        {"uss": statistics.mean(uss[i]), "processes": most[i], "cpu": (last[i][2] - start[i][2]) / elapsed}
+        {"uss": statistics.mean(uss[i]), "processes": most[i], "cpu": (last[i][2] - begun[i][0]) / (end - begun[i][1])}
         for i in range(len(pids))
     ]
 

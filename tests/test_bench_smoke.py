@@ -58,12 +58,13 @@ def test_bench_smoke_writes_rows_with_their_verdicts_and_leaves_no_process(tmp_p
 # Four Jupyter servers, a dask-gateway, a private sshd and a TLS scheduler started elsewhere: 40 s on a quiet machine.
 @pytest.mark.timeout(600)
 def test_backend_footprint_rows_are_measured_and_leave_no_process(tmp_path):
-    # Given the backend footprint part of the benchmark, alone, short (2 s measurements, servers let go after 2 s)
+    # Given the backend footprint part of the benchmark, alone, short (2 s measurements, servers let go after 2 s),
+    # without the test bed's SLURM side (test_multihost.py uses the bed meanwhile)
     out = tmp_path / "rows.json"
     # When it runs (its exit code is non-zero if any process it started is still there at the end)
     result = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "backend_footprint.py"), "--seconds", "2", "--release-after", "2",
-         "--out", str(out)],
+         "--without-bed", "--out", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=540,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
