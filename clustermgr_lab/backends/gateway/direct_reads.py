@@ -43,8 +43,9 @@ import dask.config
 from tornado.httpclient import AsyncHTTPClient
 
 
-def _auth(options: Mapping[str, Any]) -> dict[str, str]:
-    """The template's authentication, or the default the backend uses (``jupyterhub`` under a hub, else ``basic``)."""
+def auth_of(options: Mapping[str, Any]) -> dict[str, str]:
+    """A template's authentication, or the default (``jupyterhub`` under a hub, else ``basic``): the one choice
+    both these reads and dask-gateway's client in the links' process (:mod:`.remote`) make."""
     return dict(
         options.get("auth") or ({"type": "jupyterhub"} if os.environ.get("JUPYTERHUB_API_TOKEN") else {"type": "basic"})
     )
@@ -72,7 +73,7 @@ def _http_proxy(address: str) -> bool:
 def reads_directly(options: Mapping[str, Any]) -> bool:
     """Whether the server reads this gateway's options and running clusters itself (see the module's docstring)."""
     address = options.get("gateway_address")
-    return bool(address) and _authorization(_auth(options)) is not None and not _http_proxy(address)
+    return bool(address) and _authorization(auth_of(options)) is not None and not _http_proxy(address)
 
 
 async def _get(options: Mapping[str, Any], path: str, timeout: float) -> Any:
@@ -87,7 +88,7 @@ async def _get(options: Mapping[str, Any], path: str, timeout: float) -> Any:
     OSError, tornado.httpclient.HTTPClientError
         The gateway could not be reached, or did not answer within ``timeout`` s.
     """
-    authorization = _authorization(_auth(options))
+    authorization = _authorization(auth_of(options))
     assert authorization is not None, "reads_directly() is false for these options"
     response = await AsyncHTTPClient().fetch(
         options["gateway_address"].rstrip("/") + path,

@@ -23,6 +23,8 @@ from typing import Any
 from dask_gateway import BasicAuth, Gateway, JupyterHubAuth, KerberosAuth
 from dask_gateway.client import ClusterStatus
 
+from clustermgr_lab.backends.gateway.direct_reads import auth_of
+
 
 def gateway_client(options: Mapping[str, Any]) -> Gateway:
     """dask-gateway's own client, asynchronous on the running loop, for a template's options.
@@ -31,9 +33,7 @@ def gateway_client(options: Mapping[str, Any]) -> Gateway:
     hub); ``{"type": "basic", "username", "password"}`` the gateway's simple authenticator (the user
     defaults to this server's); ``{"type": "kerberos"}`` the ticket of this server's user.
     """
-    auth = options.get("auth") or (
-        {"type": "jupyterhub"} if os.environ.get("JUPYTERHUB_API_TOKEN") else {"type": "basic"}
-    )
+    auth = auth_of(options)
     if auth["type"] == "jupyterhub":
         authenticator = JupyterHubAuth(api_token=os.environ.get("JUPYTERHUB_API_TOKEN"))
     elif auth["type"] == "kerberos":
