@@ -10,7 +10,9 @@ What it starts, all on 127.0.0.1: a private sshd (``tests/ssh_server.py``), a da
 (``tests/gateway_server.py``) and a ``tls://`` scheduler with one worker started elsewhere
 (``tests/started_elsewhere.py``); then Jupyter servers side by side: one with the extension off,
 and with it on: with an SSH template (the private sshd its one host), with a gateway template (that
-gateway), with the built-in templates only (it attaches the TLS scheduler), and, where the two-node
+gateway), with the built-in templates only (it attaches the TLS scheduler), with dask-labextension's
+``labextension.yaml`` in its Dask config (its LocalCluster factory, which the extension makes a
+cluster-class template), and, where the two-node
 test bed runs (``ci/testbed/``; ``--without-bed`` leaves it out), with a SLURM template whose
 scheduler is a batch job there (``multihost.py``'s ``bed-job``).
 
@@ -21,7 +23,7 @@ scheduler is a batch job there (``multihost.py``'s ``bed-job``).
   costs (≤ 10 MiB, 0 processes, ≤ 0.1 % of a core).
 - **After their clusters, sidebar open**: each on server, with its stream open (as the sidebar, to
   the end: the gateway's server goes on asking the gateway for the user's clusters every 2 s),
-  makes a cluster of 2 workers (the SSH, gateway and SLURM templates) or attaches the TLS scheduler
+  makes a cluster of 2 workers (the SSH, gateway, LocalCluster class and SLURM templates) or attaches the TLS scheduler
   (1 worker), records the USS of the server and its descendants while it runs, and deletes it (a
   detach for the TLS one). Once the last is gone and the servers have had ``release_after`` + 5 s
   (as the footprint rows: the product's 120 s), they are all measured again: each on − off against
@@ -65,6 +67,7 @@ SIDES = {
     "ssh": "with an SSH template",
     "gateway": "with a dask-gateway template",
     "tls": "that attached a TLS cluster",
+    "class": "with dask-labextension's factory (a LocalCluster class)",
     "job": "with a SLURM template whose scheduler is a job",
 }
 
@@ -100,6 +103,23 @@ def use(server: Server, stream: Stream, body: dict[str, Any], workers: int) -> t
     during = _uss(server)
     base.delete_clusters(server, stream, [cluster["id"]])
     return during, now()
+
+
+def _labextension_config(folder: Path) -> Path:
+    """A Dask config folder with dask-labextension's ``labextension.yaml`` as a site has it: its LocalCluster factory,
+    made a template by the extension, starting :data:`WORKERS` workers."""
+    folder.mkdir(parents=True, exist_ok=True)
+    kwargs = {
+        "n_workers": 0,
+        "threads_per_worker": 1,
+        "memory_limit": base.MEMORY,
+        "host": "127.0.0.1",
+        "dashboard_address": "127.0.0.1:0",
+    }
+    factory = {"module": "dask.distributed", "class": "LocalCluster", "args": [], "kwargs": kwargs}
+    config = {"labextension": {"factory": factory, "default": {"workers": WORKERS, "adapt": None}}}
+    (folder / "labextension.yaml").write_text(json.dumps(config))  # JSON is YAML
+    return folder
 
 
 def _tls_address(scheduler_file: Path, timeout: float = 60) -> str:
@@ -147,6 +167,10 @@ def measure(
         servers["tls"] = footprint.server(
             folder / "tls", "server", True, release_after=release_after, ready_path=UNUSED
         )
+        servers["class"] = footprint.server(
+            folder / "class", "server", True, release_after=release_after, ready_path=UNUSED,
+            env={"DASK_CONFIG": str(_labextension_config(folder / "dask"))},
+        )  # fmt: skip
         if "job" in sides:
             servers["job"] = footprint.server(
                 folder / "job", "server", True, release_after=release_after, ready_path=UNUSED,
@@ -173,6 +197,7 @@ def measure(
             "ssh": ({"template": "ssh", "spec": spec}, WORKERS),
             "gateway": ({"template": "gateway", "spec": spec}, WORKERS),
             "tls": ({"attach": address, "tls": credentials.to_dict()}, 1),
+            "class": ({"template": "labextension"}, WORKERS),
             "job": ({"template": "bed-job", "spec": {"groups": [{**multihost.WORKER, "count": WORKERS}]}}, WORKERS),
         }
         for side in sides:

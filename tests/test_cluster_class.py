@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import uuid
 
 import dask.config
+import psutil
 import pytest
 
 from clustermgr_lab.domain.templates import labextension_template
 from clustermgr_lab.manager.cluster_manager import ClusterManager
 from clustermgr_lab.manager.store import ClusterStore
 
-from .helpers import alive, call, cluster_client, requires_slurm, running_with, until, wait_for, wait_gone
+from .helpers import alive, call, cluster_client, eventually, requires_slurm, running_with, until, wait_for, wait_gone
+from .server_process import JupyterServer, descendants, link_hosts, mapped_libraries
 from .test_orphans import stored_cluster
 
 MiB = 2**20
@@ -66,7 +69,10 @@ def slurm_class_template(log_directory: str) -> dict:
 
 @pytest.fixture
 def jp_server_config(jp_server_config, tmp_path):
-    jp_server_config["ClusterManager"]["templates"] = [slurm_class_template(str(tmp_path / "slurm-logs"))]
+    later = slurm_class_template(str(tmp_path / "slurm-logs"))
+    later["name"] = "slurm-class-later"
+    later["options"]["kwargs"]["job_extra_directives"] = ["--begin=now+3600"]  # its jobs wait in the queue
+    jp_server_config["ClusterManager"]["templates"] = [slurm_class_template(str(tmp_path / "slurm-logs")), later]
     with dask.config.set({"labextension": LABEXTENSION}):  # read when the server starts
         yield jp_server_config
 
@@ -146,7 +152,9 @@ async def test_a_labextension_factory_runs_as_a_template_scaled_by_the_server(jp
             total = client.submit(sum, client.map(lambda x: x * x, range(10)))
             assert await total == 285
             worker_pids = set((await client.run(os.getpid)).values())
-            assert os.getpid() not in worker_pids
+            # (workers of the Cluster object, which the server's scheduler links' process holds: not the server's)
+            holder = manager_of(jp_serverapp).link_host.pid
+            assert all(holder in {p.pid for p in psutil.Process(pid).parents()} for pid in worker_pids)
 
             # When its spec is edited, Then that is refused with the reason, and nothing changes
             spec = {"groups": [{**cluster["spec"]["groups"][0], "threads": 2}]}
@@ -160,7 +168,7 @@ async def test_a_labextension_factory_runs_as_a_template_scaled_by_the_server(jp
             await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"cores": 1}}, expect=200)
             cluster = await wait_for(jp_fetch, cluster_id, running_with(1), what="1 worker", timeout=60)
             # Then the Cluster object runs 1 worker too, and the other worker's process is gone
-            await until(lambda: len(backend._cluster.workers) == 1, 30, "the class to close its worker")
+            await until(lambda: len(backend.object_workers) == 1, 30, "the class to close its worker")
             await until(lambda: len(alive(worker_pids)) == 1, 30, "the retired worker's process to end")
             assert cluster["resources"] == {"cores": 1, "memory": 256 * MiB, "gpus": 0}
             assert await client.submit(sum, [1, 2, 3]) == 6
@@ -169,8 +177,29 @@ async def test_a_labextension_factory_runs_as_a_template_scaled_by_the_server(jp
         await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
         assert await wait_gone(jp_fetch, cluster_id, 60) == 404
     # Then the Cluster object is closed and no worker process is left
-    assert backend._cluster is None
+    assert backend.object_workers == {} and backend.process_records() == {}
     await until(lambda: not alive(worker_pids), 30, "the worker processes to end")
+
+
+async def test_a_class_cluster_whose_holding_process_is_killed_fails_and_leaves_no_process(jp_fetch, jp_serverapp):
+    # Given a LocalCluster class cluster running its first worker
+    _, cluster = await call(jp_fetch, "POST", "clusters", body={"template": "labextension"}, expect=202)
+    cluster_id = cluster["id"]
+    try:
+        await wait_for(jp_fetch, cluster_id, running_with(1), what="the first worker", timeout=90)
+        holder = manager_of(jp_serverapp).link_host.pid
+        held = [p.pid for p in psutil.Process(holder).children(recursive=True)]
+        assert held
+        # When the scheduler links' process, which holds its Cluster object, is killed
+        os.kill(holder, signal.SIGKILL)
+        # Then the cluster is failed, saying why, and the object's processes end with their holder
+        cluster = await wait_for(jp_fetch, cluster_id, lambda c: c["status"] == "failed", what="failed", timeout=90)
+        assert cluster["error"], cluster
+        await until(lambda: not alive(held), 30, "the processes the killed holder had started to end")
+    finally:
+        # And it is deleted like any failed cluster
+        await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
+        assert await wait_gone(jp_fetch, cluster_id, 60) == 404
 
 
 async def test_a_new_cluster_of_a_class_keeps_one_group_of_the_templates_shape(jp_fetch):
@@ -269,6 +298,31 @@ async def test_slurmcluster_class_scales_computes_adapts_and_leaves_no_job(jp_fe
             await asyncio.to_thread(cancel_leftover_jobs)
 
 
+@pytest.mark.slurm
+@requires_slurm
+async def test_jobs_of_a_class_cluster_whose_holding_process_is_killed_are_cancelled(jp_fetch, jp_serverapp):
+    # Given a SLURMCluster class cluster scaled to 1 worker, whose job waits in the queue (to begin in an hour)
+    _, cluster = await call(jp_fetch, "POST", "clusters", body={"template": "slurm-class-later"}, expect=202)
+    cluster_id = cluster["id"]
+    try:
+        await wait_for(jp_fetch, cluster_id, running_with(0), what="the scheduler", timeout=60)
+        backend = manager_of(jp_serverapp).get(cluster_id).backend
+        await call(jp_fetch, "PATCH", "clusters", cluster_id, body={"scale": {"workers": 1}}, expect=200)
+        await until(lambda: any(backend.object_workers.values()), 60, "the object to report its job")
+        assert list((await asyncio.to_thread(module_jobs)).values()) == ["PENDING"]
+        # When the scheduler links' process, which holds its Cluster object, is killed (it cannot close the job)
+        os.kill(manager_of(jp_serverapp).link_host.pid, signal.SIGKILL)
+        # Then the cluster is failed, and the server cancels the job the object had reported
+        await wait_for(jp_fetch, cluster_id, lambda c: c["status"] == "failed", what="failed", timeout=90)
+        await until(lambda: _no_jobs(), 30, "the killed object's job to leave squeue")
+    finally:
+        await call(jp_fetch, "DELETE", "clusters", cluster_id, expect=202)
+        try:
+            assert await wait_gone(jp_fetch, cluster_id, 90) == 404
+        finally:
+            await asyncio.to_thread(cancel_leftover_jobs)
+
+
 async def _no_jobs() -> bool:
     return await asyncio.to_thread(module_jobs) == {}
 
@@ -303,3 +357,79 @@ async def test_jobs_left_by_a_class_cluster_are_cancelled_by_the_next_server(tmp
         await manager.close_all()
     finally:
         await asyncio.to_thread(cancel_leftover_jobs)
+
+
+#: dask-labextension's own config file as a site has it (its default factory), with small workers.
+LABEXTENSION_YAML = """
+labextension:
+  factory:
+    module: dask.distributed
+    class: LocalCluster
+    args: []
+    kwargs: {n_workers: 0, threads_per_worker: 1, memory_limit: 256 MiB, host: 127.0.0.1, dashboard_address: "127.0.0.1:0"}
+  default: {workers: 1, adapt: null}
+"""
+
+
+def test_a_server_with_dask_labextensions_factory_holds_no_cluster_object_itself(tmp_path, monkeypatch):
+    # Given dask-labextension's config file (its LocalCluster factory), a template whose class does not exist, and a
+    # server (a process of its own) that lets its scheduler links' process go 1 s after it is last needed
+    (tmp_path / "dask").mkdir()
+    (tmp_path / "dask" / "labextension.yaml").write_text(LABEXTENSION_YAML)
+    monkeypatch.setenv("DASK_CONFIG", str(tmp_path / "dask"))
+    missing = {
+        "name": "missing",
+        "backend": "cluster-class",
+        "options": {"class": "distributed.NoSuchCluster"},
+        "spec": {"groups": [{"name": "default", "count": 0, "threads": 1, "memory": "256 MiB"}]},
+    }
+    config = {"LinkHost": {"release_after": 1.0}}
+    server = JupyterServer(
+        tmp_path, tmp_path / "store" / "clusters.sqlite3", tmp_path / "work", config,
+        templates=[missing], default_template="labextension", include_builtin_templates=False,
+    )  # fmt: skip
+
+    def distributed_here() -> bool:  # distributed brings NumPy; a LocalCluster's TLS, cryptography
+        libraries = mapped_libraries(server.process.pid)
+        return "/numpy/" in libraries or "/cryptography/" in libraries
+
+    try:
+        server.start()
+        client = server.client()
+        # When its templates are listed (the sidebar's first look)
+        templates = {t["name"]: t for t in client.templates()}
+        # Then dask-labextension's factory is a template that can be used, and the class that does not exist is
+        # unavailable with the reason (asked of the links' process: the server imports neither class)
+        assert templates["labextension"]["available"], templates["labextension"]
+
+        def missing_unavailable() -> dict | None:  # the first look may come before the links' process answers
+            listed = {t["name"]: t for t in client.templates()}
+            return None if listed["missing"]["available"] else listed
+
+        templates = eventually(missing_unavailable, 30, "the missing class's template to be unavailable", step=1.0)
+        reason = templates["missing"]["unavailable_reason"]
+        assert "cannot import the Cluster class 'distributed.NoSuchCluster'" in reason, reason
+        assert not distributed_here()
+
+        # When a cluster of the factory runs its first worker
+        cluster = client.create(template="labextension")
+        client.wait(cluster["id"], lambda c: c["workers"]["running"] == 1, timeout=120)
+        # Then the Cluster object's scheduler and worker run below the scheduler links' process, not the server
+        (holder,) = link_hosts(server)
+        held = {p.pid for p in holder.children(recursive=True)}
+        others = [p.cmdline() for p in descendants(server) if p.pid not in held | {holder.pid}]
+        assert held and not others, others
+        assert not distributed_here()
+
+        # When it is deleted, Then the server, used on, lets that process go: nothing is left below it
+        client.delete(cluster["id"], wait=True, timeout=60)
+
+        def nothing_left() -> bool:
+            client.list()
+            return descendants(server) == []
+
+        eventually(nothing_left, 60, "the links' process and the object's workers to exit", step=1.0)
+        assert not distributed_here() and client.list() == []
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            server.stop(signal.SIGTERM)

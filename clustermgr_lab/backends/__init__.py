@@ -31,7 +31,9 @@ if TYPE_CHECKING:  # what _MODULES names, for type checkers and the import graph
     from clustermgr_lab.backends.batch.pbs import PBSBackend
     from clustermgr_lab.backends.batch.scheduler_job import terminate_scheduler
     from clustermgr_lab.backends.batch.slurm import SlurmBackend
-    from clustermgr_lab.backends.cluster_class import ClusterClassBackend
+    from clustermgr_lab.backends.cluster_class.backend import ClusterClassBackend
+    from clustermgr_lab.backends.cluster_class.link import ClusterClassLink
+    from clustermgr_lab.backends.cluster_class.objects import ClusterObjects
     from clustermgr_lab.backends.external import ExternalBackend, parse_scheduler_address
     from clustermgr_lab.backends.gateway.backend import GatewayBackend
     from clustermgr_lab.backends.gateway.link import GatewaySchedulerLink
@@ -51,7 +53,9 @@ _MODULES = {
     "PBSBackend": "clustermgr_lab.backends.batch.pbs",
     "terminate_scheduler": "clustermgr_lab.backends.batch.scheduler_job",
     "SlurmBackend": "clustermgr_lab.backends.batch.slurm",
-    "ClusterClassBackend": "clustermgr_lab.backends.cluster_class",
+    "ClusterClassBackend": "clustermgr_lab.backends.cluster_class.backend",
+    "ClusterClassLink": "clustermgr_lab.backends.cluster_class.link",
+    "ClusterObjects": "clustermgr_lab.backends.cluster_class.objects",
     "ExternalBackend": "clustermgr_lab.backends.external",
     "parse_scheduler_address": "clustermgr_lab.backends.external",
     "GatewayBackend": "clustermgr_lab.backends.gateway.backend",
@@ -133,7 +137,7 @@ def __dir__():
 
 __all__ = [
     "ALL_BACKENDS", "BACKENDS", "Backend", "BackendContext", "BackendRegistry", "BatchBackend", "Capabilities",
-    "ClusterClassBackend", "ExternalBackend", "GatewayBackend", "GatewaySchedulerLink", "HTCondorBackend",
+    "ClusterClassBackend", "ClusterClassLink", "ClusterObjects", "ExternalBackend", "GatewayBackend", "GatewaySchedulerLink", "HTCondorBackend",
     "LSFBackend", "LocalBackend", "PBSBackend", "SGEBackend", "SSHBackend", "SSHSessions", "SchedulerEndpoint",
     "SlurmBackend", "StandbySchedulers", "TemplateProbe", "Waiting", "WarmLauncher", "parse_scheduler_address",
     "serve_gateway_request", "terminate_scheduler",

@@ -270,6 +270,9 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     #: True for a backend made with ``standby=``: a TLS scheduler on 127.0.0.1 started ahead of time (the
     #: server's standby pool), which it takes over instead of starting one.
     takes_standby: ClassVar[bool] = False
+    #: Whether its scheduler or workers may be forked by the server's warm launcher (a scheduler next to the server,
+    #: local workers): a first use starts the launcher, and its standby schedulers, only for such a backend.
+    uses_launcher: ClassVar[bool] = True
 
     def __init__(
         self,

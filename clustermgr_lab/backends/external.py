@@ -77,6 +77,7 @@ class ExternalBackend(Backend):
     )
     connect_timeout = Float(10.0, config=True, help="Seconds to wait for the scheduler to answer when attaching.")
     attaches = True
+    uses_launcher = False  # started elsewhere
     #: Observed by polling: subscribing would take the worker stream from the user's own Cluster object.
     scheduler_link: ClassVar[type] = ForeignSchedulerLink
     #: Its dashboard is proxied over plain HTTP (distributed's default, also for a tls:// scheduler).

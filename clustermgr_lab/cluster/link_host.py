@@ -23,7 +23,9 @@ heartbeat run here. Messages are msgpack maps, one after another on each pipe:
   (SSH workers' connections, by backend topic: ``SSHSessions.answer``);
   ``{"id", "op": "terminate_scheduler", "address", "tls", "timeout"}`` (a batch scheduler job asked to close);
   ``{"id", "op": "gateway", "call", "options", "timeout", ...}`` (a dask-gateway server's API, with dask-gateway's
-  client: ``backends/gateway/remote.py``); a ``start`` names its link's ``kind`` (:data:`LINK_KINDS`);
+  client: ``backends/gateway/remote.py``); ``{"id", "op": "class_check" | "class_build" | "class_scale" | "class_close"
+  | "class_cancel_jobs", ...}`` (cluster-class clusters' Cluster objects, held here by backend topic:
+  ``backends/cluster_class/objects.py``); a ``start`` names its link's ``kind`` (:data:`LINK_KINDS`);
 - host to server: ``{"id", "result"}`` or ``{"id", "error", "message"}`` (``error``: one of
   :data:`ERROR_KINDS`), and a link's news ``{"link", "event", "args"}`` (``event``: one of
   :data:`EVENTS`), written in the order its :class:`SchedulerLink` reported it; a backend's news
@@ -53,9 +55,10 @@ log = logging.getLogger("clustermgr_lab.link_host")
 EVENTS = ("added", "removed", "lost", "responsive", "work", "gone")
 #: How an error crosses the pipe, by kind: the server raises the same type with the same words.
 ERROR_KINDS = ("scheduler-timeout", "timeout", "os", "value", "conflict", "other")
-#: The links a ``start`` may make: a scheduler's own (subscribed to its worker stream), or a gateway cluster's
-#: (polled through the gateway's proxy: ``GatewaySchedulerLink``, which also tells ``gone`` with a worker's name).
-LINK_KINDS = ("scheduler", "gateway")
+#: The links a ``start`` may make: a scheduler's own (subscribed to its worker stream), a gateway cluster's
+#: (polled through the gateway's proxy: ``GatewaySchedulerLink``, which also tells ``gone`` with a worker's name), or
+#: a Cluster object's scheduler's (subscribed beside the object's own subscription: ``ClusterClassLink``).
+LINK_KINDS = ("scheduler", "gateway", "cluster-class")
 #: The link methods a ``call`` may name.
 CALLS = frozenset({"load", "workers_to_close", "worker_metrics", "set_idle_timeout", "retire_workers"})
 #: The process's title (``ps``, ``/proc/PID/cmdline``) when ``setproctitle`` is installed; else its command line
@@ -114,6 +117,7 @@ class Host:
         self._packer = packer()
         self.links: dict[int, Any] = {}
         self.ssh_sessions: dict[str, Any] = {}  # each SSH backend's SSHSessions, by its topic
+        self.cluster_objects: dict[str, Any] = {}  # each cluster-class backend's Cluster object, by its topic
         self._tasks: set[asyncio.Task] = set()
 
     def send(self, message: dict[str, Any]) -> None:
@@ -184,6 +188,10 @@ class Host:
 
             security = await asyncio.to_thread(security_of, message.get("tls"))
             return await terminate_scheduler(message["address"], message["timeout"], security)
+        if isinstance(op, str) and op.startswith("class_"):
+            from clustermgr_lab.backends import ClusterObjects
+
+            return await ClusterObjects.answer(message, self.cluster_objects, self.send)
         if isinstance(op, str) and op.startswith("ssh_"):
             from clustermgr_lab.backends import SSHSessions
 
@@ -209,9 +217,14 @@ class Host:
             link = GatewaySchedulerLink(
                 *callbacks, on_responsive=tell("responsive"), security=security, on_gone=tell("gone")
             )
-        elif kind == "scheduler":
+        elif kind in ("scheduler", "cluster-class"):
             traits = {k: v for k, v in (message.get("traits") or {}).items() if k in TRAITS}
-            link = self._link_class(*callbacks, on_responsive=tell("responsive"), security=security, **traits)
+            make = self._link_class
+            if kind == "cluster-class":
+                from clustermgr_lab.backends import ClusterClassLink
+
+                make = ClusterClassLink
+            link = make(*callbacks, on_responsive=tell("responsive"), security=security, **traits)
         else:
             raise ValueError(f"no link kind {kind!r}")
         link.on_work = tell("work")
@@ -231,6 +244,10 @@ class Host:
         await asyncio.gather(*(link.close() for link in links), return_exceptions=True)
         sessions, self.ssh_sessions = list(self.ssh_sessions.values()), {}
         await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+        if self.cluster_objects:  # the server ended without closing them (it died): their workers and jobs too
+            from clustermgr_lab.backends import ClusterObjects
+
+            await asyncio.gather(ClusterObjects.close_all(self.cluster_objects), return_exceptions=True)
 
 
 async def serve() -> None:

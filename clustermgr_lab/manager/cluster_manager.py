@@ -141,10 +141,12 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
             self.log.error("clustermgr_lab is not loaded: %s", exc)
             raise
 
-    def warm_up(self) -> None:
-        """First use (a create, the sidebar's templates or stream): start the warm launcher and standby schedulers,
-        and the scheduler links' process."""
-        self.warm.first_use()
+    def warm_up(self, backend: str | None = None) -> None:
+        """First use (a create of ``backend``, the sidebar's templates or stream): start the scheduler links' process,
+        and the warm launcher and standby schedulers if that backend (the sidebar: any template's) forks from them."""
+        names = [backend] if backend is not None else {t.backend for t in self._templates.values()}
+        if any(ALL_BACKENDS[name].uses_launcher for name in names):
+            self.warm.first_use()
         self.link_host.warm_up()
 
     def _any_live(self) -> bool:
@@ -294,7 +296,7 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
         self._check_cluster_limit()
 
         template = request.template
-        self.warm_up()
+        self.warm_up(template.backend)
         # A standby scheduler (TLS, 127.0.0.1) fits the local backend as shipped; it brings its id, folder and credentials.
         fits = BACKENDS[template.backend].takes_standby and template.tls and not request.backend_options
         standby = self.standby.take() if fits and self.standby.enabled else None
@@ -369,7 +371,7 @@ class ClusterManager(RestoredClusters, ForeignClusters, ClusterManagerSettings):
         if kept_in_store(old):
             self.writer.require_writable(f"restart cluster {old.name!r}")
         self._check_cluster_limit()
-        self.warm_up()
+        self.warm_up(old.backend.name)
         backend_class = ALL_BACKENDS[old.backend.name]
         if backend_class.attaches:
             factory = self._backend_factory(backend_class, old.id, address=old.backend.address)

@@ -163,6 +163,7 @@ class GatewayBackend(Backend):
     #: The cluster's link polls its scheduler through the gateway's proxy (:class:`.link.GatewaySchedulerLink`), in
     #: the helper process when the server has one.
     hosted_link_kind: ClassVar[str | None] = "gateway"
+    uses_launcher = False  # the gateway starts its scheduler and workers
     dashboard_over_tls: ClassVar[bool] = False
     start_timeout = Float(300.0, config=True, help="Seconds the gateway gets to start a cluster's scheduler.")
     request_timeout = Float(30.0, config=True, help="Seconds one request to the gateway's API may take.")
