@@ -44,7 +44,6 @@ import requests
 from clustermgr_lab.client import cluster_security
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import backend_footprint  # noqa: E402  (the same with an SSH or gateway template, or a TLS cluster attached)
 import bursty  # noqa: E402  (the bursty workload)
 import bursty_data  # noqa: E402  (the bursty workload whose results stay on the workers)
 import footprint  # noqa: E402  (the idle server's cost, its boot, re-adoption at start)
@@ -1071,6 +1070,11 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
             release_after=2.0 if args.smoke else None,  # smoke: not the product's 120 s
         )
     if not args.smoke and (not args.only or "backend-footprint" in args.only.split(",")):  # servers of its own
+        # imported here, not with this module: a LocalCluster's workers are spawned processes that import this module
+        # again (as __mp_main__), and the backend footprint's helpers come from tests/ (whose import asks SLURM, up to
+        # 15 s, when it does not run)
+        import backend_footprint  # the same with an SSH or gateway template, dask-labextension's, a TLS cluster
+
         rows += backend_footprint.measure(tmp, row, seconds=30)  # smoke: tests/test_bench_smoke.py runs it alone
     if not args.only or "growth" in args.only.split(","):  # a server of its own, before the main one starts
         growth.measure(args, tmp, rows, sys.modules[__name__])

@@ -81,3 +81,15 @@ def test_backend_footprint_rows_are_measured_and_leave_no_process(tmp_path):
     kept = [name for name, row in rows.items() if name.endswith(": processes") and not row["pass"]]
     assert kept == [], [rows[name] for name in kept]
     assert rows["processes left below the SSH host's sshd after its clusters"]["value"] == 0
+
+
+def test_what_a_spawned_worker_imports_again_of_the_benchmark_is_only_the_benchmark():
+    # Given the benchmark's main module, which every process a LocalCluster of it spawns imports again (__mp_main__)
+    program = "import sys; sys.path[:0] = ['benchmarks', '.']; import bench; print(sorted(sys.modules))"
+    # When it is imported as those processes do
+    result = subprocess.run([sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    # Then nothing of tests/ comes with it (its helpers ask SLURM at import: up to 15 s added to each LocalCluster
+    # worker's start when SLURM does not run, which made LocalCluster look 10x slower than it is), nor a server
+    modules = set(eval(result.stdout))  # noqa: S307 - a list of module names printed by the child
+    assert not {m for m in modules if m.split(".")[0] in ("tests", "jupyter_server", "dask_gateway_server")}
