@@ -62,15 +62,25 @@ def import_class(path: str) -> type:
     try:
         module = importlib.import_module(module_name)
         return getattr(module, class_name)
-    except (ImportError, AttributeError, ValueError) as exc:  # ValueError: a signal set outside the main thread
-        raise BackendError(f"cannot import the Cluster class {path!r}: {exc}") from None
+    except Exception as exc:  # ImportError, AttributeError, whatever the module raises as it is imported
+        raise BackendError(f"cannot import the Cluster class {path!r}: {type(exc).__name__}: {exc}") from None
     finally:
         if sigint is not None and signal.getsignal(signal.SIGINT) is not sigint:
             signal.signal(signal.SIGINT, sigint)
 
 
 def class_problem(path: str) -> str | None:
-    """Why the class at ``path`` cannot run a cluster here (it does not import, or is no class); None: it can."""
+    """Why the class at ``path`` cannot run a cluster here (it does not import, or is no class); None: it can.
+
+    Examples
+    --------
+    >>> class_problem("distributed.LocalCluster") is None
+    True
+    >>> class_problem("distributed.NoSuchCluster")
+    "cannot import the Cluster class 'distributed.NoSuchCluster': AttributeError: module 'distributed' has no attribute 'NoSuchCluster'"
+    >>> class_problem("distributed.comm.parse_address")
+    "'distributed.comm.parse_address' is not a class"
+    """
     try:
         cls = import_class(path)
     except BackendError as exc:
