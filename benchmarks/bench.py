@@ -739,14 +739,22 @@ def create_profile(server: Server, stream: Stream, workdir: Path, repeat: int) -
 
 
 def many_clusters_rows(
-    server: Server, stream: Stream, tmp: Path, many: int, subscribers: int, samples: int, repeat: int
+    server: Server,
+    stream: Stream,
+    tmp: Path,
+    many: int,
+    subscribers: int,
+    samples: int,
+    repeat: int,
+    loaded: bool = True,
 ) -> list[dict]:
-    """``many`` clusters of 0 workers: list p99 and push p99 with ``subscribers`` while they all exist (``--only many-clusters``)."""
+    """``many`` clusters of 0 workers: push p99 with ``subscribers`` and list p99 while they all exist, the server's
+    memory per cluster, the idle CPU of the server and of the schedulers; then (``loaded``) :func:`loaded_rows`."""
     rows: list[dict] = []
     rss0 = settle_rss(server)
     ours = [c["id"] for c in base.create_clusters(server, stream, many, 0)]
     try:
-        p99 = push_p99(server, subscribers, 30, ours[0])
+        p99 = push_p99(server, subscribers, 30 if loaded else 10, ours[0])
         note = f"p50 {PUSH_P50[-1] * 1000:.1f} ms; {many} clusters; load average {os.getloadavg()[0]:.1f}"
         rows.append(row(f"push p99 with {subscribers} subscribers", p99 * 1000, "ms", 100, note=note))
         found = list_latencies([(server, "clustermgr/api/clusters")], samples)[0]
@@ -757,7 +765,13 @@ def many_clusters_rows(
         rows.append(
             row(f"server RSS per cluster ({many} clusters)", (settle_rss(server) - rss0) / many / MiB, "MiB", 1.0)
         )
-        rows += loaded_rows(server, stream, tmp, many, subscribers, samples, ours[0], repeat)
+        launcher = launcher_process(server)
+        schedulers = [p.pid for p in launcher.children()] if launcher else []
+        server_cpu, schedulers_cpu = idle_cpu(server.server_side(), schedulers)
+        rows.append(row(f"server CPU while idle with {many} clusters", server_cpu * 100, "% of a core"))
+        rows.append(row(f"CPU of their {many} idle scheduler processes", schedulers_cpu * 100, "% of a core"))
+        if loaded:
+            rows += loaded_rows(server, stream, tmp, many, subscribers, samples, ours[0], repeat)
     finally:
         base.delete_clusters(server, stream, ours)
     return rows
@@ -1051,98 +1065,212 @@ def tls_rows(server: Server, stream: Stream, repeat: int, workdir: Path) -> list
     return rows
 
 
+# The parts of a run, in the order a full run measures them. Each row says which part measured it (``part``):
+# ``bench.py --only <part>`` measures that row again, alone. ``create-profile`` runs only when named.
+PARTS = (
+    "footprint", "backend-footprint", "growth", "lifecycle", "tls", "side-by-side", "many-clusters", "log-tail",
+    "bursty", "bursty-data", "many-workers", "multihost",
+)  # fmt: skip
+NAMED_ONLY = ("create-profile",)
+NOT_IN_SMOKE = ("backend-footprint", "multihost")  # servers and a test bed of their own: tests run them alone
+ON_THE_MAIN_SERVER = ("lifecycle", "tls", "side-by-side", "many-clusters", "log-tail", "bursty", "bursty-data",
+                      "many-workers", "create-profile")  # fmt: skip
+
+
+def selected_parts(only: str | None, smoke: bool) -> list[str]:
+    """The parts to run, in :data:`PARTS` order: those ``--only`` names, or every part of a full run.
+
+    >>> selected_parts("tls,lifecycle", smoke=False)
+    ['lifecycle', 'tls']
+    >>> selected_parts("lifecyle", smoke=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: --only: no part named 'lifecyle'; the parts: footprint, backend-footprint, growth, lifecycle, tls, side-by-side, many-clusters, log-tail, bursty, bursty-data, many-workers, multihost, create-profile
+    """
+    if not only:
+        return [p for p in PARTS if not (smoke and p in NOT_IN_SMOKE)]
+    names = [name.strip() for name in only.split(",") if name.strip()]
+    for name in names:
+        if name not in PARTS + NAMED_ONLY:
+            raise ValueError(f"--only: no part named {name!r}; the parts: {', '.join(PARTS + NAMED_ONLY)}")
+    return [p for p in PARTS + NAMED_ONLY if p in names]
+
+
+@contextlib.contextmanager
+def part_of(rows: list[dict], part: str):
+    """Mark the rows appended to ``rows`` inside the block as measured by ``part`` (also those of a part that failed)."""
+    start = len(rows)
+    log(f"part {part}")
+    try:
+        yield
+    finally:
+        for r in rows[start:]:
+            r.setdefault("part", part)
+
+
+def reproduce(r: dict) -> str:
+    """The command that measures row ``r`` again alone (a growth row: its curve alone).
+
+    >>> reproduce({"name": "growth, workers: slope of time, clustermgr vs N (log-log)", "part": "growth"})
+    "--only growth --growth-clusters ''"
+    >>> reproduce({"name": "side by side: scale 0 -> 4 workers: ratio clustermgr / dask-labextension", "part": "lifecycle"})
+    '--only lifecycle --labext-python .venv-labext/bin/python'
+    """
+    part = r.get("part")
+    if not part:
+        return ""
+    words = [f"--only {part}"]
+    if r["name"].startswith("growth, workers"):
+        words.append("--growth-clusters ''")
+    elif r["name"].startswith("growth, clusters"):
+        words.append("--growth-workers ''")
+    if r["name"].startswith("side by side"):
+        words.append("--labext-python .venv-labext/bin/python")
+    if part == "footprint" and "rfc3987" in r["name"]:
+        words.append("--rfc3987-path .bench-rfc3987")
+    return " ".join(words)
+
+
 def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]:
-    """Append every row to ``rows`` as it is measured (a failure later keeps the rows measured before it)."""
+    """Append every row to ``rows`` as it is measured (a failure later keeps the rows measured before it).
+
+    The parts run in :data:`PARTS` order; those on the main server share one clustermgr server (and, with
+    ``--labext-python``, one dask-labextension server), started after the parts with servers of their own.
+    """
+    parts = selected_parts(args.only, args.smoke)
     many = 10 if args.smoke else 100
     subscribers = 5 if args.smoke else 20
-    counts = (5,) if args.smoke else (1, 5, 20)
     # GETs per list row: its p99 is then the 10th slowest, not the 3rd (300 before round 12: one GET that met a
     # heartbeat or another process's time slice moved the row by a third at 5 clusters)
     samples = 60 if args.smoke else 1000
-    if not args.only or "footprint" in args.only.split(","):  # first: its servers start on a machine at rest
-        rows += footprint.measure(
-            tmp,
-            row,
-            seconds=3 if args.smoke else 30,
-            repeat=1 if args.smoke else 3,
-            clusters=1 if args.smoke else 3,
-            fast_import_path=args.rfc3987_path,
-            release_after=2.0 if args.smoke else None,  # smoke: not the product's 120 s
-        )
-    if not args.smoke and (not args.only or "backend-footprint" in args.only.split(",")):  # servers of its own
+    if "footprint" in parts:  # first: its servers start on a machine at rest
+        with part_of(rows, "footprint"):
+            rows += footprint.measure(
+                tmp,
+                row,
+                seconds=3 if args.smoke else 30,
+                repeat=1 if args.smoke else 3,
+                clusters=1 if args.smoke else 3,
+                fast_import_path=args.rfc3987_path,
+                release_after=2.0 if args.smoke else None,  # smoke: not the product's 120 s
+            )
+    if "backend-footprint" in parts:  # servers of its own
         # imported here, not with this module: a LocalCluster's workers are spawned processes that import this module
         # again (as __mp_main__), and the backend footprint's helpers come from tests/ (whose import asks SLURM, up to
         # 15 s, when it does not run)
         import backend_footprint  # the same with an SSH or gateway template, dask-labextension's, a TLS cluster
 
-        rows += backend_footprint.measure(tmp, row, seconds=30)  # smoke: tests/test_bench_smoke.py runs it alone
-    if not args.only or "growth" in args.only.split(","):  # a server of its own, before the main one starts
-        growth.measure(args, tmp, rows, sys.modules[__name__])
+        with part_of(rows, "backend-footprint"):
+            rows += backend_footprint.measure(tmp, row, seconds=3 if args.smoke else 30)
+    if "growth" in parts:  # a server of its own, before the main one starts
+        with part_of(rows, "growth"):
+            growth.measure(args, tmp, rows, sys.modules[__name__])
+    if any(p in ON_THE_MAIN_SERVER for p in parts):
+        main_server_parts(args, tmp, rows, parts, many, subscribers, samples)
+    if "multihost" in parts:  # the two-node test bed (ci/testbed/): scheduler local vs job, next to SLURMCluster
+        with part_of(rows, "multihost"):
+            rows += multihost.measure(tmp, args.repeat, row, median)
+    return rows
+
+
+def main_server_parts(
+    args: argparse.Namespace, tmp: Path, rows: list[dict], parts: list[str], many: int, subscribers: int, samples: int
+) -> None:
+    """The parts measured on one clustermgr server (and dask-labextension's, for the side-by-side rows)."""
     cm_server, stream = start_clustermgr(tmp, many, args.standby)
     lab = None
     try:
-        if args.only:
-            cm_delete(cm_server, stream, cm_create(cm_server, stream, 2)[0])  # warm-up: the launcher's first start
-            parts = args.only.split(",")
-            if "lifecycle" in parts:
-                with base.quiet_stderr(tmp / "raw.log"):
-                    base.make_local_cluster(2).close()  # warm-up of the other side
-                if args.labext_python:  # the side-by-side rows
-                    lab = start_labextension(tmp, args.labext_python)
-                    lab_delete(lab, lab_create(lab, 2)[0])
-                rows += lifecycle_rows(args, tmp, cm_server, stream, lab)
-            if "create-profile" in parts:
-                rows += create_profile(cm_server, stream, tmp / "clustermgr", args.repeat)
-            if "bursty" in parts:
-                rows += bursty_rows(args, tmp, cm_server, stream)
-            if "bursty-data" in parts:
-                rows += bursty_data.measure(args, tmp, cm_server, stream, row, bursty_side)
-            if "many-clusters" in parts:
-                rows += many_clusters_rows(cm_server, stream, tmp, many, subscribers, samples, args.repeat)
-            if "many-workers" in parts:
-                rows += many_workers_rows(cm_server, stream, MANY_WORKERS)
-            if "tls" in parts:
-                rows += tls_rows(cm_server, stream, args.repeat, tmp / "clustermgr")
-            if "log-tail" in parts:
-                rows += log_tail_rows(cm_server, stream, tmp, 1024 * MiB, 100)
-            if "multihost" in parts:
-                rows += multihost.measure(tmp, args.repeat, row, median)
-            return rows
         log(f"clustermgr server on {cm_server.base}")
-        if args.labext_python:
+        if args.labext_python and ("lifecycle" in parts or "side-by-side" in parts):
             lab = start_labextension(tmp, args.labext_python)
             log(f"dask-labextension server on {lab.base}")
-
         # warm-up, not measured: the launcher's first start, cold imports and disk caches on each side
         cm_delete(cm_server, stream, cm_create(cm_server, stream, 2)[0])
-        if not args.smoke:
-            with base.quiet_stderr(tmp / "raw.log"):
-                base.make_local_cluster(2).close()
         if lab:
             lab_delete(lab, lab_create(lab, 2)[0])
-        launcher = launcher_process(cm_server)
-        time.sleep(1)
-        if launcher is None:
-            raise BenchError("no warm launcher runs next to the server: see its log")
-        info = launcher.memory_full_info()
-        rows.append(row("warm launcher idle memory (RSS)", info.rss / MiB, "MiB"))
-        rows.append(row("warm launcher idle memory (USS, not shared with its forks)", info.uss / MiB, "MiB"))
+        if "lifecycle" in parts:
+            with part_of(rows, "lifecycle"):
+                if not args.smoke:
+                    with base.quiet_stderr(tmp / "raw.log"):
+                        base.make_local_cluster(2).close()  # warm-up of the other side
+                rows += launcher_rows(cm_server)
+                rows += lifecycle_rows(args, tmp, cm_server, stream, lab)
+        if "tls" in parts:
+            with part_of(rows, "tls"):
+                rows += tls_rows(cm_server, stream, args.repeat, tmp / "clustermgr")
+        if "side-by-side" in parts:
+            with part_of(rows, "side-by-side"):
+                rows += side_by_side_rows(args, cm_server, stream, lab, samples)
+        if "many-clusters" in parts:
+            with part_of(rows, "many-clusters"):
+                rows += many_clusters_rows(
+                    cm_server, stream, tmp, many, subscribers, samples, args.repeat, loaded=not args.smoke
+                )
+        if "log-tail" in parts:
+            with part_of(rows, "log-tail"):
+                rows += log_tail_rows(
+                    cm_server, stream, tmp, (16 if args.smoke else 1024) * MiB, 20 if args.smoke else 100
+                )
+        if "bursty" in parts:
+            with part_of(rows, "bursty"):
+                rows.append(
+                    row(
+                        "adaptive: first decision after a burst (1 s interval)",
+                        adaptive_first_decision(cm_server, stream, 1.0),
+                        "intervals",
+                        2,
+                    )
+                )
+                rows += bursty_rows(args, tmp, cm_server, stream)
+        if "bursty-data" in parts:
+            with part_of(rows, "bursty-data"):
+                rows += bursty_data.measure(args, tmp, cm_server, stream, row, bursty_side)
+        if "many-workers" in parts:
+            with part_of(rows, "many-workers"):
+                rows += many_workers_rows(cm_server, stream, 10 if args.smoke else MANY_WORKERS)
+        if "create-profile" in parts:
+            with part_of(rows, "create-profile"):
+                rows += create_profile(cm_server, stream, tmp / "clustermgr", args.repeat)
+    finally:
+        stream.close()
+        cm_server.stop()
+        if lab:
+            lab.stop()
 
-        rows += lifecycle_rows(args, tmp, cm_server, stream, lab)
 
-        rows += tls_rows(cm_server, stream, args.repeat, tmp / "clustermgr")
+def launcher_rows(server: Server) -> list[dict]:
+    """The warm launcher's memory with no cluster running (after the warm-up's cluster is gone)."""
+    launcher = launcher_process(server)
+    time.sleep(1)
+    if launcher is None:
+        raise BenchError("no warm launcher runs next to the server: see its log")
+    info = launcher.memory_full_info()
+    return [
+        row("warm launcher idle memory (RSS)", info.rss / MiB, "MiB"),
+        row("warm launcher idle memory (USS, not shared with its forks)", info.uss / MiB, "MiB"),
+    ]
 
-        # list latency and server memory with 1/5/20 clusters of 0 workers on each side (interleaved GETs)
-        rss0 = settle_rss(cm_server)
-        lab_rss0 = settle_rss(lab) if lab else 0
-        ours: list[str] = []
-        theirs: list[str] = []
-        change_cid = lab_cid = None
+
+def side_by_side_rows(
+    args: argparse.Namespace, server: Server, stream: Stream, lab: Server | None, samples: int
+) -> list[dict]:
+    """List p99 at 1, 5, 20 clusters of 0 workers on each side (interleaved GETs), server RSS per cluster, the
+    delay until a change reaches a UI client (clustermgr's stream against dask-labextension's 5 s poll).
+
+    Without ``lab`` (no ``--labext-python``): clustermgr's list p99 and its memory per cluster only.
+    """
+    rows: list[dict] = []
+    counts = (5,) if args.smoke else (1, 5, 20)
+    rss0 = settle_rss(server)
+    lab_rss0 = settle_rss(lab) if lab else 0
+    ours: list[str] = []
+    theirs: list[str] = []
+    try:
         for n in counts:
-            ours += [c["id"] for c in base.create_clusters(cm_server, stream, n - len(ours), 0)]
+            ours += [c["id"] for c in base.create_clusters(server, stream, n - len(ours), 0)]
             while lab and len(theirs) < n:
                 theirs.append(lab_create(lab, 0)[0])
-            targets = [(cm_server, "clustermgr/api/clusters")] + ([(lab, "dask/clusters")] if lab else [])
+            targets = [(server, "clustermgr/api/clusters")] + ([(lab, "dask/clusters")] if lab else [])
             found = list_latencies(targets, samples)
             if lab:
                 rows += ratio_rows(
@@ -1152,7 +1280,7 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
             else:
                 rows.append(row(f"GET list p99 at {n} clusters: clustermgr", percentile(found[0], 99) * 1000, "ms"))
         n = counts[-1]
-        per_cluster = (settle_rss(cm_server) - rss0) / n / MiB
+        per_cluster = (settle_rss(server) - rss0) / n / MiB
         if lab:
             lab_per_cluster = (settle_rss(lab) - lab_rss0) / n / MiB
             rows += [
@@ -1169,103 +1297,69 @@ def measure(args: argparse.Namespace, tmp: Path, rows: list[dict]) -> list[dict]
                     1.0,
                 ),
             ]
-        schedulers_uss = uss_of_descendants(launcher.pid) / len(ours) / MiB
-        rows.append(
-            row("clustermgr memory per cluster outside the server (its scheduler process, USS)", schedulers_uss, "MiB")
-        )
-
-        # delay until a change reaches a UI client: clustermgr's stream vs dask-labextension's 5 s poll
-        change_cid = ours[0]
-        if lab:
-            lab_cid = theirs[0]
-            poller = Poller(lab, "dask/clusters", UI_POLL_INTERVAL)
-            ui_ours, ui_theirs = [], []
-            try:
-                for i in range(2 if args.smoke else 4):
-                    maximum = 10 + i
-                    m = stream.mark()
-                    t0 = now()
-                    cm_server.call(
-                        "PATCH",
-                        f"clustermgr/api/clusters/{change_cid}",
-                        {"adapt": {"minimum": 0, "maximum": maximum}},
-                        expect=200,
-                    )
-                    t1, _, _ = stream.wait(
-                        lambda msg, maximum=maximum: any(
-                            g["maximum"] == maximum
-                            for g in ((msg.get("cluster") or {}).get("adapt") or {}).get("groups", [])
-                        ),
-                        m,
-                        what="adapt pushed",
-                    )
-                    ui_ours.append(t1 - t0)
-                    cm_server.call("PATCH", f"clustermgr/api/clusters/{change_cid}", {"adapt": None}, expect=200)
-                    time.sleep(random.uniform(0, UI_POLL_INTERVAL))  # the change lands anywhere in the UI's poll cycle
-                    t0 = now()
-                    lab.call(
-                        "PATCH", f"dask/clusters/{lab_cid}", {"adapt": {"minimum": 0, "maximum": maximum}}, expect=200
-                    )
-                    t1 = poller.wait(
-                        lambda data, maximum=maximum: any(
-                            (c.get("adapt") or {}).get("maximum") == maximum for c in data
-                        ),
-                        t0,
-                    )
-                    ui_theirs.append(t1 - t0)
-            finally:
-                poller.close()
-            rows += ratio_rows(
-                "side by side: change -> UI client (push vs its 5 s poll)",
-                ui_ours,
-                ui_theirs,
-                "dask-labextension",
-                1.0,
-                unit="ms",
+        launcher = launcher_process(server)
+        if launcher is not None:
+            schedulers_uss = uss_of_descendants(launcher.pid) / len(ours) / MiB
+            rows.append(
+                row(
+                    "clustermgr memory per cluster outside the server (its scheduler process, USS)",
+                    schedulers_uss,
+                    "MiB",
+                )
             )
+        if lab:
+            rows += change_to_ui_rows(args, server, stream, lab, ours[0], theirs[0])
+    finally:
+        base.delete_clusters(server, stream, ours)
         for cid in theirs:
             lab_delete(lab, cid)
-
-        # scale rows (clustermgr alone)
-        p99 = push_p99(cm_server, subscribers, 10 if args.smoke else 30, change_cid)
-        note = f"p50 {PUSH_P50[-1] * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
-        rows.append(row(f"push p99 with {subscribers} subscribers", p99 * 1000, "ms", 100, note=note))
-        ours += [c["id"] for c in base.create_clusters(cm_server, stream, many - len(ours), 0)]
-        found = list_latencies([(cm_server, "clustermgr/api/clusters")], samples)[0]
-        p99 = percentile(found, 99)
-        note = f"p50 {percentile(found, 50) * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
-        rows.append(row(f"GET list p99 at {many} clusters (0 workers each)", p99 * 1000, "ms", 20, note=note))
-        rows.append(
-            row(f"server RSS per cluster ({many} clusters)", (settle_rss(cm_server) - rss0) / many / MiB, "MiB", 1.0)
-        )
-        server_cpu, schedulers_cpu = idle_cpu(cm_server.server_side(), [p.pid for p in launcher.children()])
-        rows.append(row(f"server CPU while idle with {many} clusters", server_cpu * 100, "% of a core"))
-        rows.append(row(f"CPU of their {many} idle scheduler processes", schedulers_cpu * 100, "% of a core"))
-        if not args.smoke:
-            rows += loaded_rows(cm_server, stream, tmp, many, subscribers, samples, change_cid, args.repeat)
-        base.delete_clusters(cm_server, stream, ours)
-        rows += log_tail_rows(cm_server, stream, tmp, (16 if args.smoke else 1024) * MiB, 20 if args.smoke else 100)
-        rows.append(
-            row(
-                "adaptive: first decision after a burst (1 s interval)",
-                adaptive_first_decision(cm_server, stream, 1.0),
-                "intervals",
-                2,
-            )
-        )
-        rows += bursty_rows(args, tmp, cm_server, stream)
-        rows += bursty_data.measure(args, tmp, cm_server, stream, row, bursty_side)
-        rows += many_workers_rows(cm_server, stream, 10 if args.smoke else MANY_WORKERS)
-    finally:
-        stream.close()
-        cm_server.stop()
-        if lab:
-            lab.stop()
-    if (
-        not args.smoke
-    ):  # the two-node test bed (ci/testbed/): scheduler local vs job, next to dask_jobqueue.SLURMCluster
-        rows += multihost.measure(tmp, args.repeat, row, median)
     return rows
+
+
+def change_to_ui_rows(
+    args: argparse.Namespace, server: Server, stream: Stream, lab: Server, change_cid: str, lab_cid: str
+) -> list[dict]:
+    """``PATCH {"adapt": …}`` sent -> what a UI client shows: our stream message, dask-labextension's next poll."""
+    poller = Poller(lab, "dask/clusters", UI_POLL_INTERVAL)
+    ui_ours, ui_theirs = [], []
+    try:
+        for i in range(2 if args.smoke else 4):
+            maximum = 10 + i
+            m = stream.mark()
+            t0 = now()
+            server.call(
+                "PATCH",
+                f"clustermgr/api/clusters/{change_cid}",
+                {"adapt": {"minimum": 0, "maximum": maximum}},
+                expect=200,
+            )
+            t1, _, _ = stream.wait(
+                lambda msg, maximum=maximum: any(
+                    g["maximum"] == maximum for g in ((msg.get("cluster") or {}).get("adapt") or {}).get("groups", [])
+                ),
+                m,
+                what="adapt pushed",
+            )
+            ui_ours.append(t1 - t0)
+            server.call("PATCH", f"clustermgr/api/clusters/{change_cid}", {"adapt": None}, expect=200)
+            time.sleep(random.uniform(0, UI_POLL_INTERVAL))  # the change lands anywhere in the UI's poll cycle
+            t0 = now()
+            lab.call("PATCH", f"dask/clusters/{lab_cid}", {"adapt": {"minimum": 0, "maximum": maximum}}, expect=200)
+            t1 = poller.wait(
+                lambda data, maximum=maximum: any((c.get("adapt") or {}).get("maximum") == maximum for c in data),
+                t0,
+            )
+            ui_theirs.append(t1 - t0)
+    finally:
+        poller.close()
+    return ratio_rows(
+        "side by side: change -> UI client (push vs its 5 s poll)",
+        ui_ours,
+        ui_theirs,
+        "dask-labextension",
+        1.0,
+        unit="ms",
+    )
 
 
 def _quiet(tmp: Path, flow: Callable[[], dict]) -> dict:
@@ -1276,13 +1370,20 @@ def _quiet(tmp: Path, flow: Callable[[], dict]) -> dict:
 # -- report -----------------------------------------------------------------------------------------
 
 
+TABLE_HEADER = "| benchmark | value | target | pass | reproduce: `bench.py …` | note |"
+
+
 def table(rows: list[dict]) -> str:
-    lines = ["| benchmark | value | target | pass | note |", "|---|---|---|---|---|"]
+    """The rows as a Markdown table; its fifth column measures the row again alone (:func:`reproduce`)."""
+    lines = [TABLE_HEADER, "|---|---|---|---|---|---|"]
     for r in rows:
         value = "-" if r["value"] != r["value"] else f"{r['value']:.3g} {r['unit']}"
         target = "" if r["target"] is None else f"≤ {r['target']:g} {r['unit']}"
         verdict = {True: "yes", False: "**no**", None: ""}[r["pass"]]
-        lines.append(f"| {r['name']} | {value} | {target} | {verdict} | {r.get('note', '')} |")
+        again = reproduce(r)
+        lines.append(
+            f"| {r['name']} | {value} | {target} | {verdict} | {f'`{again}`' if again else ''} | {r.get('note', '')} |"
+        )
     return "\n".join(lines)
 
 
@@ -1330,8 +1431,8 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        help="only these parts, comma-separated: footprint, backend-footprint, growth, lifecycle, create-profile, many-clusters, bursty, bursty-data, many-workers, tls, log-tail, multihost "
-        "(writes only their rows)",
+        help=f"only these parts, comma-separated: {', '.join(PARTS + NAMED_ONLY)} (writes only their rows; "
+        "each row's part is in its 'part' field and the table's reproduce column)",
     )
     parser.add_argument(
         "--bursty-sides", default="fixed,distributed Adaptive,clustermgr", help="the bursty workload's sides (tuning)"
@@ -1349,6 +1450,10 @@ def main() -> int:
     parser.add_argument("--chart", type=Path, help="PNG chart (default next to --out; needs matplotlib)")
     parser.add_argument("--no-chart", action="store_true", help="write no chart")
     args = parser.parse_args()
+    try:
+        selected_parts(args.only, args.smoke)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.smoke:
         args.repeat = 1
     started = _dt.datetime.now(_dt.timezone.utc)

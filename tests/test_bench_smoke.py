@@ -10,6 +10,10 @@ import pytest
 from .helpers import REPO
 
 ROW_KEYS = {"name", "value", "unit", "target", "pass"}
+# what a full run of bench.py measures, in order (bench.PARTS); the smoke run leaves out the two with servers or a
+# test bed of their own, which the tests below and test_multihost.py run
+SMOKE_PARTS = ["footprint", "growth", "lifecycle", "tls", "side-by-side", "many-clusters", "log-tail", "bursty",
+               "bursty-data", "many-workers"]  # fmt: skip
 
 
 # Jupyter servers, LocalClusters and clusters, one after another: 2.5 min on a quiet machine, 9 min beside two
@@ -27,9 +31,16 @@ def test_bench_smoke_writes_rows_with_their_verdicts_and_leaves_no_process(tmp_p
     # Then every row is {name, value, unit, target, pass}, with pass = value <= target where there is a target
     rows = json.loads(out.read_text())
     for row in rows:
-        assert ROW_KEYS <= set(row) <= ROW_KEYS | {"note"}, row
+        assert ROW_KEYS | {"part"} <= set(row) <= ROW_KEYS | {"part", "note"}, row
         assert isinstance(row["value"], (int, float)) and math.isfinite(row["value"]), row
         assert row["pass"] == (None if row["target"] is None else row["value"] <= row["target"]), row
+    # And each row names the part that measured it (`bench.py --only <part>` measures it again), the parts in order
+    parts = [row["part"] for row in rows]
+    assert list(dict.fromkeys(parts)) == SMOKE_PARTS, parts
+    part_of = {row["name"]: row["part"] for row in rows}
+    assert part_of["adaptive: first decision after a burst (1 s interval)"] == "bursty"
+    assert part_of["GET list p99 at 10 clusters (0 workers each)"] == "many-clusters"
+    assert part_of["GET list p99 at 5 clusters: clustermgr"] == "side-by-side"
     names = {row["name"] for row in rows}
     # And the targets of the issue are all there, measured against LocalCluster in the same run
     assert {
@@ -52,7 +63,23 @@ def test_bench_smoke_writes_rows_with_their_verdicts_and_leaves_no_process(tmp_p
         "server boot -> API answers: extension on / off",
         "server restarted with 1 cluster to re-adopt -> API answers and every cluster running",
     } <= names
-    assert "| benchmark | value | target | pass | note |" in out.with_suffix(".md").read_text()
+    table = out.with_suffix(".md").read_text()
+    assert "| benchmark | value | target | pass | reproduce: `bench.py …` | note |" in table
+    assert "| `--only many-clusters` |" in table
+
+
+def test_a_part_the_benchmark_does_not_have_is_refused_with_the_parts_it_has(tmp_path):
+    # Given a misspelt part
+    out = tmp_path / "rows.json"
+    # When the benchmark is asked for it
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench.py"), "--only", "tls,lifecyle", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    # Then it measures nothing and names the part and the parts there are
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "no part named 'lifecyle'" in result.stderr and "side-by-side" in result.stderr, result.stderr
+    assert not out.exists()
 
 
 # Four Jupyter servers, a dask-gateway, a private sshd and a TLS scheduler started elsewhere: 40 s on a quiet machine.
