@@ -16,6 +16,12 @@ SMOKE_PARTS = ["footprint", "growth", "lifecycle", "tls", "side-by-side", "many-
                "bursty-data", "many-workers"]  # fmt: skip
 
 
+def run_bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    """``benchmarks/bench.py`` with ``args``, from the repository, its output captured."""
+    command = [sys.executable, str(REPO / "benchmarks" / "bench.py"), *args]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
 # Jupyter servers, LocalClusters and clusters, one after another: 2.5 min on a quiet machine, 9 min beside two
 # busy loops on 2 cores (549 s, 2026-12-06). The run's own deadline (900 s) decides; the suite's timeout stays above it.
 @pytest.mark.timeout(960)
@@ -23,10 +29,7 @@ def test_bench_smoke_writes_rows_with_their_verdicts_and_leaves_no_process(tmp_p
     # Given the smoke mode of the benchmark (small: 1 repetition, 10 clusters, 5 subscribers)
     out = tmp_path / "rows.json"
     # When it runs (its exit code is non-zero if any process it started is still there at the end)
-    result = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench.py"), "--smoke", "--no-chart", "--out", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    result = run_bench("--smoke", "--no-chart", "--out", str(out), timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     # Then every row is {name, value, unit, target, pass}, with pass = value <= target where there is a target
     rows = json.loads(out.read_text())
@@ -72,10 +75,7 @@ def test_a_part_the_benchmark_does_not_have_is_refused_with_the_parts_it_has(tmp
     # Given a misspelt part
     out = tmp_path / "rows.json"
     # When the benchmark is asked for it
-    result = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench.py"), "--only", "tls,lifecyle", "--out", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = run_bench("--only", "tls,lifecyle", "--out", str(out), timeout=120)
     # Then it measures nothing and names the part and the parts there are
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
     assert "no part named 'lifecyle'" in result.stderr and "side-by-side" in result.stderr, result.stderr
