@@ -26,6 +26,7 @@ import json
 import os
 import random
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -1497,7 +1498,8 @@ def main() -> int:
         png = args.chart or out.with_suffix(".png")
         chart(rows, png, header)
         print(f"- chart: {png}")
-    print(f"- rows: {out}; no process of this run is left")
+    shutil.rmtree(tmp, ignore_errors=True)  # its servers' logs and work folders: kept only when the run fails
+    print(f"- rows: {out}; no process of this run is left, nor its folder {tmp}")
     missed = [r["name"] for r in rows if r["pass"] is False]
     print(
         f"- {len(missed)} of {sum(r['pass'] is not None for r in rows)} targets missed"

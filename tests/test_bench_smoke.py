@@ -2,8 +2,10 @@
 
 import json
 import math
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +33,9 @@ def test_bench_smoke_writes_rows_with_their_verdicts_and_leaves_no_process(tmp_p
     # When it runs (its exit code is non-zero if any process it started is still there at the end)
     result = run_bench("--smoke", "--no-chart", "--out", str(out), timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    # And its folder (servers' logs, work folders) is gone with it: kept only when a run fails
+    folder = re.search(r"tmp=(\S+),", result.stdout)
+    assert folder and not Path(folder.group(1)).exists(), result.stdout[:2000]
     # Then every row is {name, value, unit, target, pass}, with pass = value <= target where there is a target
     rows = json.loads(out.read_text())
     for row in rows:
